@@ -1,0 +1,1 @@
+"""Evaluation: calibration of the fleet against published figures, trade-off curves and savings."""

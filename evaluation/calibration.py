@@ -1,0 +1,102 @@
+"""How closely a fleet (built-in or imported) resembles the published one (CALIBRATION.md).
+
+Every check is computed from the contract tables alone, so the same report runs on a team's
+real telemetry. ``tolerance`` is absolute, in the unit of the figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from features.tma import tma_metrics
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: float
+    target: float
+    tolerance: float
+    source: str
+    kind: str = "near"  # near: |value - target| <= tolerance; min: value >= target - tolerance
+
+    @property
+    def ok(self) -> bool:
+        if not np.isfinite(self.value):
+            return False
+        if self.kind == "min":
+            return self.value >= self.target - self.tolerance
+        return abs(self.value - self.target) <= self.tolerance
+
+
+def full_pool_slowdown(slowdowns: pd.DataFrame) -> pd.DataFrame:
+    """Mean slowdown entirely on pool (spilled 100%) per workload (rows) and latency ratio (columns)."""
+    full = slowdowns[slowdowns["spilled_pct"] == 100]
+    return full.pivot_table(index="workload_id", columns="latency_ratio", values="slowdown_pct", aggfunc="mean")
+
+
+def _ratio_col(table: pd.DataFrame, ratio: float) -> pd.Series:
+    near = [c for c in table.columns if abs(float(c) - ratio) < 1e-6]
+    return table[near[0]] if near else pd.Series(np.nan, index=table.index)
+
+
+def lab_checks(workloads: pd.DataFrame, slowdowns: pd.DataFrame) -> list[Check]:
+    s = full_pool_slowdown(slowdowns)
+    a, b = _ratio_col(s, 1.82), _ratio_col(s, 2.22)
+    pct = lambda m: float(100 * np.mean(m))  # noqa: E731
+    out = [
+        Check("lt1pct_at_182", pct(a < 1), 26, 6, "Pond §3.3 Fig. 5"),
+        Check("1to5pct_at_182", pct((a >= 1) & (a < 5)), 17, 6, "Pond §3.3 Fig. 5"),
+        Check("gt25pct_at_182", pct(a > 25), 21, 6, "Pond §3.3 Fig. 5"),
+        Check("lt1pct_at_222", pct(b < 1), 23, 6, "Pond §3.3 Fig. 5"),
+        Check("1to5pct_at_222", pct((b >= 1) & (b < 5)), 14, 6, "Pond §3.3 Fig. 5"),
+        Check("gt25pct_at_222", pct(b > 25), 37, 6, "Pond §3.3 Fig. 5", kind="min"),
+        Check("fine_at_182_still_lt5_at_222", pct((b[a < 1] < 5)) if (a < 1).any() else np.nan, 100, 10,
+              "Pond §3.3: workloads fine at 182% tend to be fine at 222%", kind="min"),
+    ]
+    meta = workloads.set_index("workload_id")
+    cls = meta["workload_class"].reindex(s.index)
+    by_cls = pd.DataFrame({"cls": cls, "s": a})
+    has_both = by_cls.groupby("cls")["s"].agg(lambda x: (x.min() < 5) and (x.max() > 25))
+    non_splash = has_both.drop(labels=["splash2x"], errors="ignore")
+    out.append(Check("classes_with_lt5_and_gt25_share", pct(non_splash), 100, 35,
+                     "Pond §3.3: every class but SPLASH2x has a workload <5% and one >25%", kind="min"))
+    med = by_cls.groupby("cls")["s"].median()
+    if "gapbs" in med:
+        out.append(Check("gapbs_median_minus_all_median", float(med["gapbs"] - a.median()), 0, 0,
+                         "Pond §3.3: GAPBS is generally worse", kind="min"))
+    dram = tma_metrics(meta.reindex(s.index), "workloads")["tma_dram_bound"].to_numpy()
+    out.append(Check("gt20pct_slowdown_at_lt3pct_dram_bound", float(np.sum((dram < 0.03) & (a > 20))), 2, 0,
+                     "Pond Finding 4: >20% slowdown with ~2% DRAM bound", kind="min"))
+    prop = a[cls == "proprietary"]
+    if len(prop):
+        out.append(Check("proprietary_lt1pct_count", float((prop < 1).sum()), 6, 3, "Pond §3.3 (6 of 13 <1%)"))
+    spill = slowdowns[(slowdowns["spilled_pct"] > 0) & (slowdowns["spilled_pct"] <= 10)
+                      & np.isclose(slowdowns["latency_ratio"], 1.82)]
+    if len(spill):
+        out.append(Check("mean_slowdown_spill_le10pct_at_182", float(spill["slowdown_pct"].mean()), 0, 2.5,
+                         "Pond §6.2: a slightly misplaced zNUMA is nearly free"))
+    return out
+
+
+def fleet_checks(vms: pd.DataFrame, has_history: pd.Series | None = None) -> list[Check]:
+    ended = vms[vms["untouched_fraction"].notna()]
+    u = ended["untouched_fraction"]
+    by_cluster = ended.groupby("cluster_id")["untouched_fraction"].apply(lambda x: float((x > 0.2).mean()))
+    out = [
+        Check("untouched_median_pct", float(100 * u.median()), 50, 6, "Pond §3.2 Fig. 6"),
+        Check("vms_touching_lt50pct_share", float(100 * (u > 0.5).mean()), 50, 8, "Pond §3.2"),
+        Check("min_cluster_share_gt20pct_untouched", float(100 * by_cluster.min()), 50, 0,
+              "Pond §3.2: even the least-untouched cluster has >50% of VMs >20% untouched", kind="min"),
+    ]
+    if has_history is not None:
+        out.append(Check("vms_with_history_pct", float(100 * has_history.mean()), 80, 8, "Pond §4.4 / §6.4"))
+    return out
+
+
+def report(checks: list[Check]) -> dict:
+    return {"checks": {c.name: {**asdict(c), "ok": c.ok} for c in checks},
+            "passed": int(sum(c.ok for c in checks)), "total": len(checks)}

@@ -1,0 +1,1 @@
+"""Features: TMA metrics from raw events, customer untouched percentiles, workload history, snapshot."""

@@ -1,0 +1,83 @@
+"""Workload history keyed by (customer_id, vm_type, region): the PMU summary of earlier VMs.
+
+A VM's counters describe its first ``delay`` of runtime, so they exist from
+``created_at + delay`` on. The service loads history nightly: a VM created on day D may use the
+VMs whose counters became available in [D - history_days, D). Counts are summed over those VMs
+before TMA metrics are taken, which weights each VM by its run length.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from features.tma import pmu_features
+
+KEY = ("customer_id", "vm_type", "region")
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, obj: pd.DataFrame | str | Path) -> None:
+    if isinstance(obj, (str, Path)):
+        con.sql(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{Path(obj).as_posix()}')")
+    else:
+        con.register(name, obj)
+
+
+def _available(delay_s: int) -> str:
+    return f"CAST(timezone('UTC', v.created_at + to_seconds({int(delay_s)})) AS DATE)"
+
+
+def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Path,
+                   history_days: int, delay_s: int) -> pd.DataFrame:
+    """Per VM: how many earlier VMs of its key the nightly history held (``history_vms``)."""
+    con = duckdb.connect()
+    try:
+        con.register("vms", vms[["vm_id", *KEY, "created_at"]])
+        _register(con, "counters", counters)
+        on = " AND ".join(f"t.{k} = c.{k}" for k in KEY)
+        out = con.sql(f"""
+        WITH daily AS (
+            SELECT v.customer_id, v.vm_type, v.region, {_available(delay_s)} AS aday, count(*) AS n
+            FROM vms v SEMI JOIN counters k ON v.vm_id = k.vm_id
+            GROUP BY ALL
+        ), cum AS (
+            SELECT *, sum(n) OVER (PARTITION BY customer_id, vm_type, region ORDER BY aday
+                                   ROWS UNBOUNDED PRECEDING) AS total
+            FROM daily
+        ), targets AS (
+            SELECT vm_id, customer_id, vm_type, region,
+                   CAST(timezone('UTC', created_at) AS DATE) AS day FROM vms
+        ), upto AS (
+            SELECT t.vm_id, t.customer_id, t.vm_type, t.region, t.day, coalesce(c.total, 0) AS upto
+            FROM targets t ASOF LEFT JOIN cum c ON {on} AND t.day > c.aday
+        )
+        SELECT t.vm_id, CAST(t.upto - coalesce(c.total, 0) AS BIGINT) AS history_vms
+        FROM upto t ASOF LEFT JOIN cum c ON {on} AND t.day - {int(history_days)} > c.aday
+        """).df()
+    finally:
+        con.close()
+    return out
+
+
+def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: list[str],
+                     as_of: pd.Timestamp, history_days: int, delay_s: int) -> pd.DataFrame:
+    """History table as the service holds it at ``as_of`` (a UTC midnight): key, n_vms, features."""
+    con = duckdb.connect()
+    try:
+        con.register("vms", vms[["vm_id", *KEY, "created_at"]])
+        _register(con, "counters", counters)
+        sums = ", ".join(f'sum(k."{e}") AS "{e}"' for e in events)
+        day = pd.Timestamp(as_of).tz_convert("UTC").date()
+        summed = con.execute(f"""
+            SELECT v.customer_id, v.vm_type, v.region, count(*) AS n_vms, {sums}
+            FROM vms v JOIN counters k ON v.vm_id = k.vm_id
+            WHERE {_available(delay_s)} < ?::DATE
+              AND {_available(delay_s)} >= ?::DATE - {int(history_days)}
+            GROUP BY ALL ORDER BY v.customer_id, v.vm_type, v.region
+        """, [day, day]).df()
+    finally:
+        con.close()
+    feats = pmu_features(summed, events, table="vm_counters")
+    return pd.concat([summed[[*KEY, "n_vms"]], feats], axis=1)

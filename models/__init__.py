@@ -1,0 +1,1 @@
+"""Models: the latency-insensitivity classifier and the untouched-memory quantile regressor."""

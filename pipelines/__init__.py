@@ -1,0 +1,1 @@
+"""Thin stage entry points (one per DVC stage) and the `pond` CLI that names them all."""

@@ -1,0 +1,62 @@
+"""Stage `calibrate`: compare the fleet with CALIBRATION.md; metrics JSON, plot data and a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.calibration import fleet_checks, full_pool_slowdown, lab_checks, report
+from telemetry.io import read_tables, write_json
+
+
+def run(raw_dir: Path, features_dir: Path, metrics_path: Path, plot_dir: Path) -> dict[str, Any]:
+    t = read_tables(raw_dir, ["workloads", "slowdowns", "vms"])
+    vm_feats = pd.read_parquet(features_dir / "vm_features.parquet", columns=["vm_id", "has_history"])
+    checks = lab_checks(t["workloads"], t["slowdowns"]) + fleet_checks(t["vms"], vm_feats["has_history"])
+    out = report(checks)
+    write_json(metrics_path, out)
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    cdf = _slowdown_cdf(t["slowdowns"])
+    cdf.to_csv(plot_dir / "slowdown_cdf.csv", index=False)
+    _plot(cdf, t["vms"], plot_dir / "calibration.png")
+    for c in checks:
+        print(f"{'ok ' if c.ok else 'OFF'} {c.name:42s} {c.value:8.2f}  target {c.target} +/- {c.tolerance}")
+    print(f"calibrate: {out['passed']}/{out['total']} checks within tolerance")
+    return out
+
+
+def _slowdown_cdf(slowdowns: pd.DataFrame) -> pd.DataFrame:
+    s = full_pool_slowdown(slowdowns)
+    rows = []
+    for ratio in s.columns:
+        v = np.sort(s[ratio].dropna().to_numpy())
+        rows.append(pd.DataFrame({"latency_ratio": str(ratio), "slowdown_pct": v,
+                                  "share_of_workloads": np.arange(1, len(v) + 1) / len(v)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _plot(cdf: pd.DataFrame, vms: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for ratio, g in cdf.groupby("latency_ratio"):
+        ax1.step(g.slowdown_pct, g.share_of_workloads, where="post", label=f"generated, ratio {ratio}")
+    for x, y, m in ((1, 0.26, "o"), (5, 0.43, "o"), (25, 0.79, "o"), (1, 0.23, "s"), (5, 0.37, "s"), (25, 0.63, "s")):
+        ax1.plot(x, y, m, color="k", fillstyle="none")
+    ax1.set(xscale="symlog", xlabel="slowdown entirely on pool (%)", ylabel="share of workloads",
+            title="Lab slowdowns (markers: Pond Fig. 5; o 182%, s 222%)")
+    ax1.legend(loc="lower right")
+    u = np.sort(vms.untouched_fraction.dropna().to_numpy())
+    ax2.plot(100 * u, np.arange(1, len(u) + 1) / len(u))
+    ax2.axvline(50, ls=":", color="k")
+    ax2.set(xlabel="untouched memory (%)", ylabel="share of VMs", title="Untouched memory (Pond: median 50%)")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)

@@ -1,0 +1,66 @@
+"""`pond <stage>`: one command per pipeline stage (the same ones dvc.yaml runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from telemetry.errors import PondError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="pond", description=__doc__)
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
+
+    g = sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw")
+    g.add_argument("--out", type=Path, default=Path("data/raw"))
+
+    i = sub.add_parser("import", help="validate real telemetry and write it to data/raw")
+    i.add_argument("contract_dir", type=Path, nargs="?", help="directory of contract tables (CSV or Parquet)")
+    i.add_argument("--perf-dir", type=Path, help="directory of `perf stat -x,` files, one per lab run")
+    i.add_argument("--perf-meta", type=Path, help="CSV: file, workload_id, workload_class, footprint_gb")
+    i.add_argument("--azure-vmtable", type=Path, help="Azure Public Dataset V2 vmtable CSV")
+    i.add_argument("--out", type=Path, default=Path("data/raw"))
+
+    f = sub.add_parser("features", help="TMA features, customer percentiles, workload history, snapshot")
+    f.add_argument("--raw", type=Path, default=Path("data/raw"))
+    f.add_argument("--out", type=Path, default=Path("data/features"))
+    f.add_argument("--metrics", type=Path, default=Path("metrics/features.json"))
+
+    c = sub.add_parser("calibrate", help="compare the fleet with the published figures")
+    c.add_argument("--raw", type=Path, default=Path("data/raw"))
+    c.add_argument("--features", type=Path, default=Path("data/features"))
+    c.add_argument("--metrics", type=Path, default=Path("metrics/calibration.json"))
+    c.add_argument("--plots", type=Path, default=Path("plots/calibration"))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.stage == "import":
+            from pipelines import ingest
+            ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable)
+            return 0
+        if args.stage == "calibrate":
+            from pipelines import calibrate
+            calibrate.run(args.raw, args.features, args.metrics, args.plots)
+            return 0
+        from pipelines.params import load
+        params = load(args.params)
+        if args.stage == "generate":
+            from pipelines import generate
+            generate.run(params, args.out)
+        elif args.stage == "features":
+            from pipelines import features
+            features.run(params, args.raw, args.out, args.metrics)
+    except PondError as exc:
+        print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

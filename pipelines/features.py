@@ -1,0 +1,55 @@
+"""Stage `features`: lab features, per-VM features and the online snapshot the service loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from features.build import lab_features, snapshot, summary, vm_features
+from features.tma import require_events
+from pipelines.params import feature_params
+from telemetry.contract import WORKLOADS, event_columns
+from telemetry.io import AtomicDir, find_table, read_raw, read_tables, write_json
+
+COUNTERS = "vm_counters"
+
+
+def _counters_source(raw_dir: Path) -> pd.DataFrame | Path:
+    """Parquet is scanned in place by DuckDB (no copy in memory); CSV is read and validated."""
+    path = find_table(raw_dir, COUNTERS)
+    if path is None:
+        return read_tables(raw_dir, [COUNTERS])[COUNTERS]
+    if path.suffix == ".parquet":
+        return path
+    return read_tables(raw_dir, [COUNTERS])[COUNTERS]
+
+
+def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
+    p = feature_params(params)
+    tables = read_tables(raw_dir, ["workloads", "vms"])
+    workloads, vms = tables["workloads"], tables["vms"]
+    require_events(workloads, "workloads")
+    events = event_columns(workloads, WORKLOADS)
+    counters = _counters_source(raw_dir)
+    head = read_raw(counters).head(0) if isinstance(counters, Path) else counters
+    require_events(head, COUNTERS)
+    vm_feats = vm_features(vms, counters, p)
+    cust, hist = snapshot(vms, counters, events, p)
+    with AtomicDir(out_dir) as tmp:
+        lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)
+        vm_feats.to_parquet(tmp / "vm_features.parquet", index=False)
+        (tmp / "snapshot").mkdir()
+        cust.to_parquet(tmp / "snapshot" / "customer_percentiles.parquet", index=False)
+        hist.to_parquet(tmp / "snapshot" / "workload_history.parquet", index=False)
+        manifest = {"as_of": p.as_of, "snapshot_time": p.snapshot_time.isoformat(),
+                    "window_days": p.window_days, "percentiles": list(p.percentiles),
+                    "history_days": p.history_days, "counter_delay_s": p.counter_delay_s,
+                    "events": events}
+        (tmp / "snapshot" / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    metrics = summary(vm_feats, cust, hist)
+    write_json(metrics_path, metrics)
+    print(f"features: {metrics}")
+    return metrics

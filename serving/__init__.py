@@ -1,0 +1,1 @@
+"""Serving: the FastAPI + ONNX Runtime zNUMA allocation service."""

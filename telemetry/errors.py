@@ -1,0 +1,37 @@
+"""The project's one exception hierarchy.
+
+Every message says what was wrong *and* how to fix it, because the reader is an operator
+looking at a failed nightly job, not the author of the code.
+"""
+
+from __future__ import annotations
+
+
+class PondError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ContractError(PondError):
+    """Input tables do not follow the telemetry contract (DESIGN.md)."""
+
+    def __init__(self, table: str, problem: str, *, column: str | None = None,
+                 rows: list | None = None, fix: str = "") -> None:
+        self.table, self.column, self.rows = table, column, rows or []
+        where = f"table '{table}'" + (f", column '{column}'" if column else "")
+        shown = ""
+        if self.rows:
+            head = ", ".join(str(r) for r in self.rows[:5])
+            shown = f" (first offending rows: {head}{', ...' if len(self.rows) > 5 else ''})"
+        super().__init__(f"{where}: {problem}{shown}." + (f" Fix: {fix}" if fix else ""))
+
+
+class ConfigError(PondError):
+    """A parameter or setting is missing or out of range."""
+
+
+class InputFormatError(PondError):
+    """A file in a real external format (perf stat, Azure vmtable) cannot be parsed."""
+
+
+class ModelError(PondError):
+    """A model artifact is missing, corrupt, or does not match what the policy expects."""

@@ -1,0 +1,36 @@
+"""The built-in fleet: a lab and a VM fleet generated from one behaviour model (see lab.py, vms.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from telemetry.fleet.lab import Lab, LabParams, build_lab
+from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
+from telemetry.io import AtomicDir
+
+__all__ = ["FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
+
+
+def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str) -> dict[str, int]:
+    """Write the four contract tables to ``out_dir`` (replaced whole); return row counts."""
+    lab = build_lab(lab_params)
+    vms = build_vms(lab, fleet_params)
+    with AtomicDir(out_dir) as tmp:
+        lab.workloads.to_parquet(tmp / "workloads.parquet", index=False)
+        lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
+        public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
+        public.to_parquet(tmp / "vms.parquet", index=False)
+        writer, n_counters = None, 0
+        for part in iter_counters(vms, lab, fleet_params):
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)
+            writer.write_table(table)
+            n_counters += len(part)
+        if writer is not None:
+            writer.close()
+    return {"workloads": len(lab.workloads), "slowdowns": len(lab.slowdowns),
+            "vms": len(vms), "vm_counters": n_counters}

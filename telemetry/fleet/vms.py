@@ -1,0 +1,165 @@
+"""The built-in VM fleet: customers, their deployments, VMs, untouched memory and counters.
+
+Mechanisms rather than marginals:
+
+- A customer owns *deployments* (one VM type in one region/cluster running one lab workload,
+  active for a span of days). VMs arrive at a deployment as a Poisson process, so VMs of a
+  (customer, VM type, region) resemble each other and new deployments start without history.
+- Customers have a latent untouched-memory level that drifts linearly over time; a VM's
+  untouched fraction is that level moved by its size, guest OS, cluster, lifetime and its
+  workload's footprint, plus the customer's own consistency.
+- Customer size is heavy-tailed (log-normal); new customers keep arriving.
+- ``vm_counters`` are the VM's workload's counter rates over the VM's first hour, with per-VM
+  noise: the lab and the fleet share one behaviour model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from telemetry.fleet.lab import Lab
+
+FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
+FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
+VCPUS = np.array([2, 4, 8, 16, 32, 48, 64])
+VCPU_WEIGHTS = np.array([0.28, 0.27, 0.2, 0.13, 0.07, 0.03, 0.02])
+REGIONS = ("eastus", "westeurope", "southeastasia", "westus2", "northeurope", "japaneast")
+
+
+@dataclass(frozen=True)
+class FleetParams:
+    seed: int = 0
+    start: str = "2026-01-01"
+    n_days: int = 35
+    vms_per_day: float = 4000.0
+    n_customers: int = 1500          # established at the start
+    new_customers_per_day: float = 6.0
+    n_regions: int = 4
+    clusters_per_region: int = 3
+    deployments_per_customer: float = 4.0
+    deployment_days: float = 3.0     # mean active span of a deployment
+    windows_share: float = 0.3
+    untouched_logit_sd: float = 1.1  # spread of customers' latent untouched level
+    drift_per_day: float = 0.02      # sd of customers' linear drift (logit per day)
+    counter_coverage: float = 0.97   # share of VMs whose early counters were collected
+    counter_noise: float = 0.10
+
+
+def _customers(p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
+    n_new = rng.poisson(p.new_customers_per_day * p.n_days)
+    n = p.n_customers + n_new
+    start = np.concatenate([np.zeros(p.n_customers), rng.uniform(0, p.n_days, n_new)])
+    regions = np.array(REGIONS[: p.n_regions])
+    return pd.DataFrame({
+        "customer_id": [f"cust-{i:06d}" for i in range(n)],
+        "start_day": start,
+        "weight": rng.lognormal(0.0, 1.5, n),
+        "home_region": rng.choice(regions, n),
+        "windows_pref": rng.random(n) < p.windows_share,
+        "level": rng.normal(0.7, p.untouched_logit_sd, n),
+        "drift": rng.normal(0.0, p.drift_per_day, n),
+        "consistency": rng.uniform(0.25, 1.0, n),  # per-VM logit sd around the customer level
+        "family_bias": rng.integers(0, len(FAMILIES), n),
+    })
+
+
+def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
+    k = 1 + rng.poisson(p.deployments_per_customer - 1 + 0.3 * np.log1p(cust.weight.to_numpy()))
+    owner = np.repeat(np.arange(len(cust)), k)
+    c = cust.iloc[owner].reset_index(drop=True)
+    n = len(c)
+    first = np.r_[True, owner[1:] != owner[:-1]]
+    start = np.where(first, c.start_day, rng.uniform(c.start_day, p.n_days))
+    span = rng.exponential(p.deployment_days, n) + 1.0
+    end = np.minimum(start + np.where(first & (rng.random(n) < 0.25), p.n_days, span), p.n_days)
+    fam_names = np.array(list(FAMILIES))
+    fam_w = np.tile(FAMILY_WEIGHTS, (n, 1))
+    fam_w[np.arange(n), c.family_bias.to_numpy()] += 1.0
+    fam_idx = (fam_w.cumsum(1) / fam_w.sum(1, keepdims=True) > rng.random(n)[:, None]).argmax(1)
+    workload = rng.integers(0, len(lab.latent), n)
+    ratio = np.array(list(FAMILIES.values()))[fam_idx]
+    # Customers size VMs to hold their working set: the smallest size >= 1.2x the footprint.
+    need = 1.2 * lab.latent.footprint_gb.to_numpy()[workload] / ratio
+    fit = VCPUS[np.minimum(np.searchsorted(VCPUS, need), len(VCPUS) - 1)]
+    vcpus = np.maximum(rng.choice(VCPUS, n, p=VCPU_WEIGHTS), fit)
+    gen = rng.choice([3, 4, 5], n, p=[0.3, 0.4, 0.3])
+    regions = np.array(REGIONS[: p.n_regions])
+    region = np.where(rng.random(n) < 0.8, c.home_region, rng.choice(regions, n))
+    cluster = rng.integers(0, p.clusters_per_region, n)
+    share = rng.gamma(0.7, 1.0, n)
+    share /= pd.Series(share).groupby(owner).transform("sum").to_numpy()
+    active = np.maximum(end - start, 1e-3)
+    return pd.DataFrame({
+        "owner": owner, "customer_id": c.customer_id, "start": start, "end": end, "active": active,
+        "vm_type": [f"Standard_{f}{v}s_v{g}" for f, v, g in zip(fam_names[fam_idx], vcpus, gen)],
+        "vcpus": vcpus, "memory_gb": vcpus * ratio,
+        "region": region, "cluster_id": [f"{r}-c{k:02d}" for r, k in zip(region, cluster)],
+        "os": np.where(c.windows_pref ^ (rng.random(n) < 0.1), "windows", "linux"),
+        "workload": workload,
+        "rate_weight": c.weight.to_numpy() * share,
+        "life_median_h": np.exp(rng.normal(1.5, 1.8, n)),
+    })
+
+
+def build_vms(lab: Lab, p: FleetParams) -> pd.DataFrame:
+    """The ``vms`` table, with ``_workload_idx`` and ``_cycles`` helper columns for counters."""
+    rng = np.random.default_rng([p.seed, 2])
+    cust = _customers(p, rng)
+    dep = _deployments(cust, lab, p, rng)
+    rate = dep.rate_weight / (dep.rate_weight * dep.active).sum() * p.vms_per_day * p.n_days
+    counts = rng.poisson(rate * dep.active)
+    d = dep.loc[np.repeat(dep.index.to_numpy(), counts)].reset_index(drop=True)
+    n = len(d)
+    day = d.start.to_numpy() + rng.random(n) * d.active.to_numpy()
+    order = np.argsort(day, kind="stable")
+    d, day = d.iloc[order].reset_index(drop=True), day[order]
+    life_h = d.life_median_h.to_numpy() * np.exp(rng.normal(0.0, 1.0, n))
+    t0 = pd.Timestamp(p.start, tz="UTC")
+    created = t0 + pd.to_timedelta(np.round(day * 86400.0), unit="s")
+    deleted = created + pd.to_timedelta(np.round(life_h * 3600.0 + 60.0), unit="s")
+    horizon = t0 + pd.Timedelta(days=p.n_days)
+    running = deleted > horizon
+    c = cust.iloc[d.owner.to_numpy()]
+    cluster_effect = pd.Series(rng.normal(0, 0.25, d.cluster_id.nunique()),
+                               index=np.unique(d.cluster_id)).reindex(d.cluster_id).to_numpy()
+    fp_gb = lab.latent.footprint_gb.to_numpy()[d.workload.to_numpy()]
+    logit = (c.level.to_numpy() + c.drift.to_numpy() * day
+             + 0.25 * np.log2(d.memory_gb.to_numpy() / 32.0)
+             - 0.4 * (d.os.to_numpy() == "windows")
+             - 0.12 * np.log(life_h)
+             + cluster_effect
+             + c.consistency.to_numpy() * rng.standard_normal(n))
+    footprint_cap = np.clip(1.0 - 0.5 * fp_gb / d.memory_gb.to_numpy(), 0.1, 1.0)
+    untouched = np.round(footprint_cap / (1.0 + np.exp(-logit)), 4)
+    vms = pd.DataFrame({
+        "vm_id": [f"vm-{i:08d}" for i in range(n)],
+        "customer_id": d.customer_id, "cluster_id": d.cluster_id,
+        "server_id": pd.Series([None] * n, dtype="string"),
+        "region": d.region, "vm_type": d.vm_type, "vcpus": d.vcpus.astype("int64"),
+        "memory_gb": d.memory_gb.astype(float), "os": d.os,
+        "created_at": created, "deleted_at": deleted.where(~running),
+        "untouched_fraction": np.where(running, np.nan, untouched),
+        "workload_id": lab.latent.workload_id.to_numpy()[d.workload.to_numpy()],
+    })
+    vms["_workload_idx"] = d.workload.to_numpy()
+    vms["_cycles"] = d.vcpus.to_numpy() * 3600.0 * 2.5e9 * rng.uniform(0.05, 0.9, n)
+    vms["_has_counters"] = rng.random(n) < p.counter_coverage
+    return vms
+
+
+def iter_counters(vms: pd.DataFrame, lab: Lab, p: FleetParams, chunk: int = 200_000) -> Iterator[pd.DataFrame]:
+    """``vm_counters`` in chunks: workload rates x the VM's cycles x per-VM, per-event noise."""
+    rng = np.random.default_rng([p.seed, 3])
+    rates = lab.rates.to_numpy(np.float64)
+    have = vms[vms._has_counters]
+    for lo in range(0, len(have), chunk):
+        part = have.iloc[lo: lo + chunk]
+        noise = np.exp(rng.normal(0.0, p.counter_noise, (len(part), rates.shape[1])))
+        counts = np.round(rates[part._workload_idx.to_numpy()] * part._cycles.to_numpy()[:, None] * noise)
+        out = pd.DataFrame(counts, columns=lab.rates.columns)
+        out.insert(0, "vm_id", part.vm_id.to_numpy())
+        yield out

@@ -1,0 +1,140 @@
+"""Importers of real telemetry: a contract directory, `perf stat -x,` runs, Azure V2 vmtable.
+
+All of them only *build* tables; ``import_sources`` validates everything together and the
+caller writes once, atomically, so a rejected import leaves the target untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from telemetry.contract import TABLES, validate_tables
+from telemetry.errors import ContractError, InputFormatError
+from telemetry.io import find_table, read_raw
+
+PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
+AZURE_V2_COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
+                    "avgcpu", "p95maxcpu", "vmcategory", "vmcorecountbucket", "vmmemorybucket"]
+# Open-ended buckets of the public trace, mapped to a representative size.
+AZURE_CORE_OVERFLOW, AZURE_MEMORY_OVERFLOW_GB = 32, 96.0
+
+
+def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
+    """Event -> count from `perf stat -x,` output (CSV: value,unit,event,run,pct,...).
+
+    Comment lines are skipped; `<not counted>` becomes NaN; an event listed in several groups
+    (emon-style lists repeat INST_RETIRED.ANY etc.) takes the mean of its (already scaled) values.
+    """
+    values: dict[str, list[float]] = {}
+    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) < 3 or not row[2].strip():
+            raise InputFormatError(f"{source} line {lineno}: expected 'value,unit,event,...' "
+                                   f"(perf stat -x, output), got {','.join(row)[:80]!r}")
+        raw, event = row[0].strip(), row[2].strip()
+        if raw in PERF_NOT_COUNTED:
+            val = np.nan
+        else:
+            try:
+                val = float(raw)
+            except ValueError:
+                raise InputFormatError(f"{source} line {lineno}: count {raw!r} of {event} is not a number") from None
+        values.setdefault(event, []).append(val)
+    if not values:
+        raise InputFormatError(f"{source}: no events found; was it written by `perf stat -x,`?")
+    return pd.Series({k: float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for k, v in values.items()})
+
+
+def perf_workloads(perf_dir: Path, meta_csv: Path) -> pd.DataFrame:
+    """``workloads`` rows from one perf file per run; runs of one workload are summed.
+
+    ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb.
+    """
+    meta = pd.read_csv(meta_csv)
+    need = ["file", "workload_id", "workload_class", "footprint_gb"]
+    missing = [c for c in need if c not in meta.columns]
+    if missing:
+        raise InputFormatError(f"{meta_csv}: missing columns {missing}; expected {need}")
+    runs = []
+    for row in meta.itertuples(index=False):  # one file per lab run: a handful, not fleet-sized
+        path = perf_dir / row.file
+        if not path.exists():
+            raise InputFormatError(f"{meta_csv}: file {row.file!r} not found in {perf_dir}")
+        counts = parse_perf_stat(path.read_text(), source=str(path))
+        runs.append(pd.concat([pd.Series({"workload_id": row.workload_id}), counts]))
+    table = pd.DataFrame(runs)
+    events = [c for c in table.columns if c != "workload_id"]
+    summed = table.groupby("workload_id", sort=False)[events].sum(min_count=1).reset_index()
+    info = meta.drop_duplicates("workload_id")[["workload_id", "workload_class", "footprint_gb"]]
+    return info.merge(summed, on="workload_id", how="right")[["workload_id", "workload_class", "footprint_gb", *events]]
+
+
+def azure_vms(vmtable: Path, trace_start: str = "2019-01-01T00:00:00Z") -> pd.DataFrame:
+    """``vms`` rows (no labels, no workloads) from an Azure Public Dataset V2 vmtable CSV.
+
+    The trace has no region, cluster, VM type or OS: the deployment stands in for the cluster
+    (a deployment's VMs share one), the VM type is built from category and size buckets, and
+    region and OS are 'unknown'. Times are seconds from ``trace_start``.
+    """
+    head = vmtable.open().readline()
+    has_header = head.lower().startswith("vmid")
+    df = pd.read_csv(vmtable, header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS)
+    df.columns = [c.strip().lower() for c in df.columns]
+    missing = [c for c in AZURE_V2_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputFormatError(f"{vmtable}: not an Azure V2 vmtable, missing columns {missing}")
+
+    def bucket(col: str, overflow: float) -> pd.Series:
+        s = df[col].astype(str).str.strip()
+        num = pd.to_numeric(s, errors="coerce")
+        over = s.str.startswith(">")
+        bad = num.isna() & ~over
+        if bad.any():
+            raise InputFormatError(f"{vmtable}: column {col} has unknown buckets {s[bad].unique()[:5].tolist()}")
+        return num.where(~over, overflow)
+
+    t0 = pd.Timestamp(trace_start)
+    cores = bucket("vmcorecountbucket", AZURE_CORE_OVERFLOW).astype("int64")
+    mem = bucket("vmmemorybucket", AZURE_MEMORY_OVERFLOW_GB).astype(float)
+    created = t0 + pd.to_timedelta(pd.to_numeric(df.vmcreated, errors="coerce"), unit="s")
+    deleted = t0 + pd.to_timedelta(pd.to_numeric(df.vmdeleted, errors="coerce"), unit="s")
+    return pd.DataFrame({
+        "vm_id": df.vmid.astype(str), "customer_id": df.subscriptionid.astype(str),
+        "cluster_id": df.deploymentid.astype(str), "server_id": pd.Series(pd.NA, index=df.index, dtype="string"),
+        "region": "unknown",
+        "vm_type": "azure_" + df.vmcategory.astype(str).str.strip() + "_" + cores.astype(str) + "c_"
+                   + mem.map(lambda m: f"{m:g}") + "g",
+        "vcpus": cores, "memory_gb": mem, "os": "unknown", "created_at": created, "deleted_at": deleted,
+        "untouched_fraction": np.nan, "workload_id": pd.Series(pd.NA, index=df.index, dtype="string"),
+    })
+
+
+def import_sources(contract_dir: Path | None = None, perf_dir: Path | None = None,
+                   perf_meta: Path | None = None, azure_vmtable: Path | None = None) -> dict[str, pd.DataFrame]:
+    """Collect tables from every source given, validate them together, return them typed."""
+    tables: dict[str, pd.DataFrame] = {}
+    if contract_dir is not None:
+        for name in TABLES:
+            path = find_table(contract_dir, name)
+            if path is not None:
+                tables[name] = read_raw(path)
+        if not tables:
+            raise ContractError("workloads", f"no contract tables in {contract_dir}",
+                                fix=f"name files {', '.join(TABLES)} with .parquet or .csv")
+    if perf_dir is not None:
+        if perf_meta is None:
+            raise InputFormatError("perf import needs --perf-meta (file, workload_id, workload_class, footprint_gb)")
+        perf = perf_workloads(perf_dir, perf_meta)
+        tables["workloads"] = pd.concat([tables.get("workloads", pd.DataFrame()), perf], ignore_index=True)
+    if azure_vmtable is not None:
+        az = azure_vms(azure_vmtable)
+        tables["vms"] = pd.concat([tables.get("vms", pd.DataFrame()), az], ignore_index=True)
+    if not tables:
+        raise InputFormatError("nothing to import: give a contract directory, --perf-dir or --azure-vmtable")
+    return validate_tables(tables)
