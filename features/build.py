@@ -55,8 +55,9 @@ def snapshot(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: lis
              p: FeatureParams) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(customer percentiles, workload history) as the service holds them after the as-of day."""
     day = p.snapshot_time.date()
-    cust = customer_percentiles(vms, p.window_days, p.percentiles)
-    cust = cust[cust["day"] == day].drop(columns="day").sort_values("customer_id").reset_index(drop=True)
+    customers = pd.DataFrame({"customer_id": vms["customer_id"].unique(), "day": day})
+    cust = customer_percentiles(vms, p.window_days, p.percentiles, days=customers)
+    cust = cust.drop(columns="day").sort_values("customer_id").reset_index(drop=True)
     hist = workload_history(vms, counters, events, p.snapshot_time, p.history_days, p.counter_delay_s)
     hist = hist[hist["n_vms"] >= p.min_history_vms].reset_index(drop=True)
     return cust, hist

@@ -8,7 +8,7 @@ training features are exactly what serving would have had.
 
 from __future__ import annotations
 
-import duckdb
+from features.db import connect
 import pandas as pd
 
 DEFAULT_PERCENTILES: tuple[int, ...] = (50, 80, 90, 95, 99)
@@ -30,7 +30,7 @@ def customer_percentiles(vms: pd.DataFrame, window_days: int,
     Each ended VM is counted for the ``window_days`` days after its deletion day, so the work
     is linear in the number of VMs. ``days`` (customer_id, day) restricts the output.
     """
-    con = duckdb.connect()
+    con = connect()
     try:
         con.register("vms", vms[["customer_id", "deleted_at", "untouched_fraction"]])
         sql = f"""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+
+from features.db import connect
 import pandas as pd
 
 from features.tma import pmu_features
@@ -32,7 +34,7 @@ def _available(delay_s: int) -> str:
 def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Path,
                    history_days: int, delay_s: int) -> pd.DataFrame:
     """Per VM: how many earlier VMs of its key the nightly history held (``history_vms``)."""
-    con = duckdb.connect()
+    con = connect()
     try:
         con.register("vms", vms[["vm_id", *KEY, "created_at"]])
         _register(con, "counters", counters)
@@ -64,7 +66,7 @@ def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Path,
 def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: list[str],
                      as_of: pd.Timestamp, history_days: int, delay_s: int) -> pd.DataFrame:
     """History table as the service holds it at ``as_of`` (a UTC midnight): key, n_vms, features."""
-    con = duckdb.connect()
+    con = connect()
     try:
         con.register("vms", vms[["vm_id", *KEY, "created_at"]])
         _register(con, "counters", counters)

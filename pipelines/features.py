@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from features.build import lab_features, snapshot, summary, vm_features
 from features.tma import require_events
 from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, find_table, read_raw, read_tables, write_json
+from telemetry.io import AtomicDir, find_table, read_tables, write_json
 
 COUNTERS = "vm_counters"
 
@@ -34,8 +35,8 @@ def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path
     require_events(workloads, "workloads")
     events = event_columns(workloads, WORKLOADS)
     counters = _counters_source(raw_dir)
-    head = read_raw(counters).head(0) if isinstance(counters, Path) else counters
-    require_events(head, COUNTERS)
+    columns = pq.read_schema(counters).names if isinstance(counters, Path) else list(counters.columns)
+    require_events(pd.DataFrame(columns=columns), COUNTERS)
     vm_feats = vm_features(vms, counters, p)
     cust, hist = snapshot(vms, counters, events, p)
     with AtomicDir(out_dir) as tmp:

@@ -1,0 +1,115 @@
+"""The contract rejects bad input with the table, column and rows named; good input passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from telemetry.contract import TABLES, validate_table, validate_tables
+from telemetry.errors import ContractError
+
+
+def test_generated_fleet_follows_the_contract(small_tables):
+    assert set(small_tables) == set(TABLES)
+    vms = small_tables["vms"]
+    assert vms.vm_id.is_unique and (vms.memory_gb > 0).all()
+    assert str(vms.created_at.dt.tz) == "UTC"
+
+
+def _reject(tables, table, column, *fragments):
+    with pytest.raises(ContractError) as err:
+        validate_tables(tables)
+    msg = str(err.value)
+    assert err.value.table == table and err.value.column == column, msg
+    assert f"table '{table}'" in msg and f"column '{column}'" in msg
+    for f in fragments:
+        assert f in msg, msg
+    return err.value
+
+
+def test_missing_column(tables):
+    tables["vms"] = tables["vms"].drop(columns="memory_gb")
+    _reject(tables, "vms", "memory_gb", "missing columns ['memory_gb']")
+
+
+def test_non_numeric_memory_names_the_row(tables):
+    vms = tables["vms"]
+    vms["memory_gb"] = vms["memory_gb"].astype(object)
+    vms.loc[3, "memory_gb"] = "sixteen"
+    err = _reject(tables, "vms", "memory_gb", "not numeric")
+    assert err.rows == [vms.loc[3, "vm_id"]]
+
+
+def test_duplicate_ids(tables):
+    vms = tables["vms"]
+    vms.loc[1, "vm_id"] = vms.loc[0, "vm_id"]
+    err = _reject(tables, "vms", "vm_id", "duplicate ids")
+    assert err.rows == [vms.loc[0, "vm_id"]]
+
+
+@pytest.mark.parametrize("value", [0.0, -4.0])
+def test_memory_must_be_positive(tables, value):
+    tables["vms"].loc[7, "memory_gb"] = value
+    err = _reject(tables, "vms", "memory_gb", "memory_gb must be > 0")
+    assert err.rows == [tables["vms"].loc[7, "vm_id"]]
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.5])
+def test_untouched_fraction_in_unit_interval(tables, value):
+    ended = tables["vms"].untouched_fraction.notna().idxmax()
+    tables["vms"].loc[ended, "untouched_fraction"] = value
+    _reject(tables, "vms", "untouched_fraction", "[0, 1]")
+
+
+def test_deleted_before_created(tables):
+    vms = tables["vms"]
+    i = vms.deleted_at.notna().idxmax()
+    vms.loc[i, "deleted_at"] = vms.loc[i, "created_at"] - pd.Timedelta(seconds=1)
+    err = _reject(tables, "vms", "deleted_at", "before created_at")
+    assert err.rows == [vms.loc[i, "vm_id"]]
+
+
+def test_negative_counter(tables):
+    c = tables["vm_counters"]
+    c.loc[2, "CYCLE_ACTIVITY.STALLS_L3_MISS"] = -1.0
+    err = _reject(tables, "vm_counters", "CYCLE_ACTIVITY.STALLS_L3_MISS", "negative")
+    assert err.rows == [c.loc[2, "vm_id"]]
+
+
+def test_non_numeric_counter(tables):
+    w = tables["workloads"]
+    w["INST_RETIRED.ANY"] = w["INST_RETIRED.ANY"].astype(object)
+    w.loc[0, "INST_RETIRED.ANY"] = "12e"
+    _reject(tables, "workloads", "INST_RETIRED.ANY", "not numeric")
+
+
+def test_slowdowns_reference_known_workloads(tables):
+    tables["slowdowns"].loc[0, "workload_id"] = "nope/unknown"
+    _reject(tables, "slowdowns", "workload_id", "unknown workloads")
+
+
+def test_counters_of_unknown_vms(tables):
+    tables["vm_counters"].loc[0, "vm_id"] = "vm-does-not-exist"
+    _reject(tables, "vm_counters", "vm_id", "unknown VMs", "vm-does-not-exist")
+
+
+def test_running_vm_cannot_carry_a_label(tables):
+    vms = tables["vms"]
+    i = vms.deleted_at.notna().idxmax()
+    vms.loc[i, "deleted_at"] = pd.NaT
+    _reject(tables, "vms", "untouched_fraction", "running VM")
+
+
+def test_csv_strings_are_typed():
+    raw = pd.DataFrame({"workload_id": ["a"], "latency_ratio": ["1.82"], "spilled_pct": ["100"],
+                        "slowdown_pct": ["-0.4"], "repetition": ["0"]})
+    out = validate_table(raw, "slowdowns")
+    assert out.slowdown_pct.iloc[0] == -0.4 and out.repetition.dtype == "Int64"
+
+
+def test_fractional_repetition_rejected():
+    raw = pd.DataFrame({"workload_id": ["a"], "latency_ratio": [1.82], "spilled_pct": [100.0],
+                        "slowdown_pct": [3.0], "repetition": [0.5]})
+    with pytest.raises(ContractError, match="whole numbers"):
+        validate_table(raw, "slowdowns")

@@ -1,0 +1,78 @@
+"""Importers of real formats, and `pond import` writing all or nothing."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from pipelines.cli import main
+from telemetry.errors import InputFormatError
+from telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
+from telemetry.io import read_tables
+from tests.conftest import FIXTURES
+
+
+def test_parse_perf_stat():
+    text = ("# started on Sat Nov 21\n\n"
+            "1000,,INST_RETIRED.ANY,100,100.00,,\n"
+            "3000,,INST_RETIRED.ANY,100,100.00,,\n"
+            "<not counted>,,UOPS_EXECUTED.X87,0,0.00,,\n"
+            "42,,CPU_CLK_UNHALTED.THREAD,100,50.00,,\n")
+    s = parse_perf_stat(text)
+    assert s["INST_RETIRED.ANY"] == 2000.0 and s["CPU_CLK_UNHALTED.THREAD"] == 42.0
+    assert math.isnan(s["UOPS_EXECUTED.X87"])
+
+
+def test_parse_perf_stat_rejects_other_formats():
+    with pytest.raises(InputFormatError, match="line 1"):
+        parse_perf_stat("hello world\n", "run.txt")
+    with pytest.raises(InputFormatError, match="not a number"):
+        parse_perf_stat("12x,,INST_RETIRED.ANY,1,100,,\n")
+
+
+def test_perf_runs_of_one_workload_are_summed():
+    w = perf_workloads(FIXTURES / "perf", FIXTURES / "perf" / "meta.csv").set_index("workload_id")
+    assert list(w.index) == ["redis/ycsb-a", "gapbs/bfs-road"]
+    run1 = parse_perf_stat((FIXTURES / "perf" / "redis_ycsb-a.run1.csv").read_text())
+    run2 = parse_perf_stat((FIXTURES / "perf" / "redis_ycsb-a.run2.csv").read_text())
+    assert w.loc["redis/ycsb-a", "CPU_CLK_UNHALTED.THREAD"] == run1["CPU_CLK_UNHALTED.THREAD"] + run2["CPU_CLK_UNHALTED.THREAD"]
+    assert w.loc["redis/ycsb-a", "workload_class"] == "redis"
+
+
+def test_azure_vmtable():
+    vms = azure_vms(FIXTURES / "azure" / "vmtable.csv")
+    assert len(vms) == 4 and vms.untouched_fraction.isna().all()
+    assert vms.vcpus.tolist() == [1, 2, 4, 32] and vms.memory_gb.tolist() == [2.0, 4.0, 8.0, 96.0]
+    assert vms.created_at.iloc[2] == pd.Timestamp("2019-01-02", tz="UTC")
+    assert vms.vm_type.iloc[1] == "azure_Interactive_2c_4g"
+
+
+def test_import_cli_all_sources(tmp_path, small_raw):
+    out = tmp_path / "raw"
+    rc = main(["import", "--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(FIXTURES / "perf" / "meta.csv"),
+               "--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv"), "--out", str(out)])
+    assert rc == 0
+    t = read_tables(out, ["workloads", "vms"])
+    assert len(t["workloads"]) == 2 and len(t["vms"]) == 4
+    rc = main(["import", str(small_raw), "--out", str(out)])
+    assert rc == 0 and len(read_tables(out)["vms"]) == len(read_tables(small_raw)["vms"])
+
+
+def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):
+    src = tmp_path / "bad"
+    src.mkdir()
+    for name in ("workloads", "slowdowns", "vm_counters"):
+        (src / f"{name}.parquet").write_bytes((small_raw / f"{name}.parquet").read_bytes())
+    vms = pd.read_parquet(small_raw / "vms.parquet")
+    vms.loc[5, "memory_gb"] = -1
+    vms.to_csv(src / "vms.csv", index=False)
+    out = tmp_path / "raw"
+    out.mkdir()
+    (out / "keep.txt").write_text("previous import")
+    assert main(["import", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "table 'vms', column 'memory_gb'" in err and vms.loc[5, "vm_id"] in err
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".raw")]
