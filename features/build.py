@@ -12,6 +12,7 @@ from features.customer import attach_customer_features, customer_percentiles, pe
 from features.history import KEY, history_counts, workload_history
 from features.tma import pmu_features
 from telemetry.contract import WORKLOADS, event_columns
+from telemetry.errors import ConfigError
 
 VM_META = ["vm_id", "customer_id", "cluster_id", "region", "vm_type", "vcpus", "memory_gb", "os",
            "created_at", "deleted_at"]
@@ -25,6 +26,17 @@ class FeatureParams:
     history_days: int = 28
     counter_delay_s: int = 3600     # counters cover the first hour of a VM
     min_history_vms: int = 1
+
+    def __post_init__(self) -> None:
+        try:
+            pd.Timestamp(self.as_of)
+        except ValueError:
+            raise ConfigError(f"base.as_of={self.as_of!r} is not a date; write it as YYYY-MM-DD") from None
+        for name in ("window_days", "history_days", "min_history_vms"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"features.{name} must be >= 1, got {getattr(self, name)}")
+        if not all(0 < q < 100 for q in self.percentiles):
+            raise ConfigError(f"features.percentiles must lie in (0, 100), got {list(self.percentiles)}")
 
     @property
     def snapshot_time(self) -> pd.Timestamp:

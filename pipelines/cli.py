@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import duckdb
+
 from telemetry.errors import PondError
 
 
@@ -59,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2
+    except (MemoryError, duckdb.OutOfMemoryException) as exc:
+        print(f"pond {args.stage}: error: out of memory ({exc}). Fix: raise POND_DUCKDB_MEMORY "
+              "(default 2GB) or run on a machine with more memory", file=sys.stderr)
+        return 3
     return 0
 
 

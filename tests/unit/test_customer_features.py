@@ -52,3 +52,13 @@ def test_percentiles_are_interpolated_quantiles():
     table = customer_percentiles(_vms(rows), 7, [50, 80, 90])
     r = table.iloc[0]
     assert (r.cust_p50, r.cust_p80, r.cust_p90) == pytest.approx((0.5, 0.8, 0.9))
+
+
+@pytest.mark.parametrize("kw,match", [({"as_of": "2026-13-40"}, "YYYY-MM-DD"),
+                                      ({"as_of": "2026-01-01", "window_days": 0}, "window_days"),
+                                      ({"as_of": "2026-01-01", "percentiles": (50, 100)}, "percentiles")])
+def test_bad_feature_params_are_named(kw, match):
+    from features.build import FeatureParams
+    from telemetry.errors import ConfigError
+    with pytest.raises(ConfigError, match=match):
+        FeatureParams(**kw)
