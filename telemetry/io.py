@@ -101,16 +101,3 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
 
 def write_json(path: Path | str, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
-
-
-def write_parquet(path: Path | str, df: pd.DataFrame) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -210,7 +210,7 @@ def event_rates(lat: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     e["MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"] = ret_miss * 0.01
     e["MEM_LOAD_RETIRED.LOCAL_PMM"] = np.zeros(n)
     e["MEM_LOAD_L3_MISS_RETIRED.REMOTE_PMM"] = np.zeros(n)
-    share = lat.fp.to_numpy() * 0.0 + U(0.0, 0.02)  # cross-core sharing
+    share = U(0.0, 0.02)  # cross-core sharing
     e["MEM_LOAD_L3_HIT_RETIRED.XSNP_HIT"] = n_l3hit * share
     e["MEM_LOAD_L3_HIT_RETIRED.XSNP_HITM"] = n_l3hit * share * 0.5
     e["MEM_LOAD_L3_HIT_RETIRED.XSNP_MISS"] = n_l3hit * share * 0.3
