@@ -6,7 +6,7 @@ real telemetry. ``tolerance`` is absolute, in the unit of the figure.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -98,5 +98,7 @@ def fleet_checks(vms: pd.DataFrame, has_history: pd.Series | None = None) -> lis
 
 
 def report(checks: list[Check]) -> dict:
-    return {"checks": {c.name: {**asdict(c), "ok": c.ok} for c in checks},
+    """Numbers and booleans only, so `dvc metrics show/diff` stay readable; sources live in the code."""
+    return {"checks": {c.name: {"value": round(c.value, 3), "target": c.target, "tolerance": c.tolerance,
+                                "ok": c.ok} for c in checks},
             "passed": int(sum(c.ok for c in checks)), "total": len(checks)}
