@@ -60,7 +60,8 @@ def lab_checks(workloads: pd.DataFrame, slowdowns: pd.DataFrame) -> list[Check]:
     meta = workloads.set_index("workload_id")
     cls = meta["workload_class"].reindex(s.index)
     by_cls = pd.DataFrame({"cls": cls, "s": a})
-    has_both = by_cls.groupby("cls")["s"].agg(lambda x: (x.min() < 5) and (x.max() > 25))
+    span = by_cls.groupby("cls")["s"].agg(["min", "max"])
+    has_both = (span["min"] < 5) & (span["max"] > 25)
     non_splash = has_both.drop(labels=["splash2x"], errors="ignore")
     out.append(Check("classes_with_lt5_and_gt25_share", pct(non_splash), 100, 35,
                      "Pond §3.3: every class but SPLASH2x has a workload <5% and one >25%", kind="min"))
@@ -85,7 +86,7 @@ def lab_checks(workloads: pd.DataFrame, slowdowns: pd.DataFrame) -> list[Check]:
 def fleet_checks(vms: pd.DataFrame, has_history: pd.Series | None = None) -> list[Check]:
     ended = vms[vms["untouched_fraction"].notna()]
     u = ended["untouched_fraction"]
-    by_cluster = ended.groupby("cluster_id")["untouched_fraction"].apply(lambda x: float((x > 0.2).mean()))
+    by_cluster = (u > 0.2).groupby(ended["cluster_id"]).mean()
     out = [
         Check("untouched_median_pct", float(100 * u.median()), 50, 6, "Pond §3.2 Fig. 6"),
         Check("vms_touching_lt50pct_share", float(100 * (u > 0.5).mean()), 50, 8, "Pond §3.2"),

@@ -8,8 +8,9 @@ training features are exactly what serving would have had.
 
 from __future__ import annotations
 
-from features.db import connect
 import pandas as pd
+
+from features.db import connect
 
 DEFAULT_PERCENTILES: tuple[int, ...] = (50, 80, 90, 95, 99)
 

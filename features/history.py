@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-
-from features.db import connect
 import pandas as pd
 
+from features.db import connect
 from features.tma import pmu_features
 
 KEY = ("customer_id", "vm_type", "region")

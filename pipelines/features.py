@@ -21,9 +21,7 @@ COUNTERS = "vm_counters"
 def _counters_source(raw_dir: Path) -> pd.DataFrame | Path:
     """Parquet is scanned in place by DuckDB (no copy in memory); CSV is read and validated."""
     path = find_table(raw_dir, COUNTERS)
-    if path is None:
-        return read_tables(raw_dir, [COUNTERS])[COUNTERS]
-    if path.suffix == ".parquet":
+    if path is not None and path.suffix == ".parquet":
         return path
     return read_tables(raw_dir, [COUNTERS])[COUNTERS]
 

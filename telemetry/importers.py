@@ -109,7 +109,7 @@ def azure_vms(vmtable: Path, trace_start: str = "2019-01-01T00:00:00Z") -> pd.Da
         "cluster_id": df.deploymentid.astype(str), "server_id": pd.Series(pd.NA, index=df.index, dtype="string"),
         "region": "unknown",
         "vm_type": "azure_" + df.vmcategory.astype(str).str.strip() + "_" + cores.astype(str) + "c_"
-                   + mem.map(lambda m: f"{m:g}") + "g",
+                   + mem.astype(str).str.removesuffix(".0") + "g",
         "vcpus": cores, "memory_gb": mem, "os": "unknown", "created_at": created, "deleted_at": deleted,
         "untouched_fraction": np.nan, "workload_id": pd.Series(pd.NA, index=df.index, dtype="string"),
     })

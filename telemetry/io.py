@@ -54,20 +54,6 @@ def _replace_dir(tmp: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame]) -> None:
-    """Write tables as Parquet into ``directory``, replacing it whole."""
-    target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        for name, df in tables.items():
-            df.to_parquet(tmp / f"{name}.parquet", index=False)
-        _replace_dir(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 class AtomicDir:
     """Context manager yielding a temp dir that replaces ``target`` only if the block succeeds."""
 
@@ -84,6 +70,13 @@ class AtomicDir:
             _replace_dir(self.tmp, self.target)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame]) -> None:
+    """Write tables as Parquet into ``directory``, replacing it whole."""
+    with AtomicDir(directory) as tmp:
+        for name, df in tables.items():
+            df.to_parquet(tmp / f"{name}.parquet", index=False)
 
 
 def write_atomic(path: Path | str, data: bytes | str) -> None:
