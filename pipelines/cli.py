@@ -36,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--features", type=Path, default=Path("data/features"))
     c.add_argument("--metrics", type=Path, default=Path("metrics/calibration.json"))
     c.add_argument("--plots", type=Path, default=Path("plots/calibration"))
+
+    t = sub.add_parser("train_li", help="latency-insensitivity forest: held-out curves, baselines, ONNX, MLflow")
+    t.add_argument("--features", type=Path, default=Path("data/features"))
+    t.add_argument("--raw", type=Path, default=Path("data/raw"))
+    t.add_argument("--out", type=Path, default=Path("data/models/li"))
+    t.add_argument("--metrics", type=Path, default=Path("metrics/train_li.json"))
+    t.add_argument("--plots", type=Path, default=Path("plots/train_li"))
     return ap
 
 
@@ -58,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "features":
             from pipelines import features
             features.run(params, args.raw, args.out, args.metrics)
+        elif args.stage == "train_li":
+            from pipelines import train_li
+            train_li.run(params, args.features, args.raw, args.out, args.metrics, args.plots)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ def repo(tmp_path_factory) -> Path:
     params = yaml.safe_load((dst / "params.yaml").read_text())
     params["generate"]["fleet"].update(n_days=12, vms_per_day=400, n_customers=150)
     params["base"]["as_of"] = "2026-01-08"
+    params["train_li"]["n_splits"] = 5
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
     return dst
@@ -45,7 +46,8 @@ def test_repro_twice_then_new_seed(repo):
     assert "Running stage 'features'" in out
     for path in ("data/raw/vms.parquet", "data/features/vm_features.parquet",
                  "data/features/snapshot/workload_history.parquet", "metrics/features.json",
-                 "metrics/calibration.json", "plots/calibration/calibration.png"):
+                 "metrics/calibration.json", "plots/calibration/calibration.png",
+                 "data/models/li/manifest.json", "metrics/train_li.json"):
         assert (repo / path).exists(), path
     first = pd.read_parquet(repo / "data/raw/vms.parquet")
     out = _run(["dvc", "repro"], repo)

@@ -1,0 +1,56 @@
+"""MLflow tracking: embedded by default (SQLite + local artifacts under data/mlflow), or a server.
+
+`MLFLOW_TRACKING_URI` points every stage at a shared MLflow server instead. Nothing is set at
+import time: `start_run` configures MLflow when a stage actually runs.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+LOCAL_DIR = Path("data/mlflow")
+
+
+def experiment() -> str:
+    return os.environ.get("POND_MLFLOW_EXPERIMENT", "pond")
+
+
+def tracking_uri() -> str:
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    LOCAL_DIR.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(LOCAL_DIR / 'mlflow.db').resolve()}"
+
+
+@contextmanager
+def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> Iterator[Any]:
+    # Usage telemetry would try to reach the internet from every nightly run; operators may opt in.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    name = experiment()
+    if mlflow.get_experiment_by_name(name) is None:
+        artifacts = None
+        if not os.environ.get("MLFLOW_TRACKING_URI"):
+            artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri()
+        mlflow.create_experiment(name, artifact_location=artifacts)
+    mlflow.set_experiment(name)
+    with mlflow.start_run(run_name=stage, tags={"stage": stage, **(tags or {})}) as run:
+        mlflow.log_params(_flatten(params))
+        yield run
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{key}."))
+        else:
+            out[key] = v
+    return out

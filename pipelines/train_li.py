@@ -1,0 +1,136 @@
+"""Stage `train_li`: per latency ratio and PDM, the held-out LI/FP curves (forest and single-counter
+baselines), the final forest on all workloads, its ONNX export (parity-checked) and an MLflow run.
+
+Outputs in ``out_dir``:
+- ``r{ratio}_pdm{pdm}.onnx``: input ``X`` float32 [n, len(features)], outputs ``label``, ``probabilities``.
+- ``heldout_curves.parquet``: the solver's input, one row per (latency_ratio, pdm, threshold):
+  ``li``/``fp`` = mean share of held-out workloads called insensitive / called insensitive but
+  sensitive when p_insensitive >= threshold, ``li_lo``/``li_hi``/``fp_lo``/``fp_hi`` their
+  confidence band, ``n_splits``, ``n_test`` (workloads per held-out half).
+- ``manifest.json``: per model the file, sha256, feature list and order, classes, label counts,
+  top feature importances, parity.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.li_curves import mean_band, split_study
+from models.li import BASELINES, make_li_model, training_set
+from models.onnx_export import boundary_rows, check_parity, export_li, sha256
+from pipelines.tracking import start_run
+from telemetry.errors import ConfigError
+from telemetry.io import AtomicDir, read_tables, write_json
+
+THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
+FP_GRID_PCT = np.round(np.arange(0.0, 50.01, 0.5), 2)
+# Types a fitted imputer + forest pipeline holds that skops does not trust by default (ECOSYSTEM.md).
+SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype"]
+
+
+def model_name(ratio: float, pdm: float) -> str:
+    return f"r{ratio:g}_pdm{pdm:g}"
+
+
+def run(params: dict[str, Any], features_dir: Path, raw_dir: Path, out_dir: Path,
+        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
+    p = params.get("train_li", {})
+    seed = int(params["base"]["seed"])
+    ratios = [float(r) for r in p.get("latency_ratios", [1.82, 2.22])]
+    pdms = [float(x) for x in p.get("pdms", [5])]
+    n_splits = int(p.get("n_splits", 100))
+    targets = [float(x) for x in p.get("fp_targets_pct", [1, 2, 5])]
+    level = float(p.get("band_level", 0.99))
+    if n_splits < 2 or not 0 < level < 1:
+        raise ConfigError("train_li.n_splits must be >= 2 and train_li.band_level in (0, 1)")
+    features = pd.read_parquet(features_dir / "workload_features.parquet")
+    slowdowns = read_tables(raw_dir, ["slowdowns"])["slowdowns"]
+    metrics: dict[str, Any] = {}
+    curve_rows, plot_rows, manifest = [], [], {"models": {}}
+    with start_run("train_li", {"seed": seed, **p}) as _, AtomicDir(out_dir) as tmp:
+        import mlflow
+        for ratio in ratios:
+            for pdm in pdms:
+                name = model_name(ratio, pdm)
+                X, y, names, ids = training_set(features, slowdowns, ratio, pdm)
+                base = {m: X[:, names.index(col)] for m, col in BASELINES.items()}
+                study = split_study(X, y, base, make_li_model, n_splits, seed, FP_GRID_PCT / 100, THRESHOLDS)
+                m = metrics.setdefault(name, {"workloads": len(y), "insensitive_share": float(y.mean())})
+                for method, values in study.li_at_fp.items():
+                    mean, lo, hi = mean_band(values, level)
+                    for t in targets:
+                        k = int(np.argmin(np.abs(FP_GRID_PCT - t)))
+                        m[f"{method}.li_at_fp{t:g}"] = round(100 * float(mean[k]), 2)
+                        m[f"{method}.li_at_fp{t:g}_band"] = [round(100 * float(lo[k]), 2), round(100 * float(hi[k]), 2)]
+                        mlflow.log_metric(f"{name}.{method}.li_at_fp{t:g}", 100 * float(mean[k]))
+                    plot_rows.append(pd.DataFrame({"model": name, "method": method, "fp_pct": FP_GRID_PCT,
+                                                   "li_pct": 100 * mean, "li_lo": 100 * lo, "li_hi": 100 * hi}))
+                li, li_lo, li_hi = mean_band(study.li_by_threshold, level)
+                fp, fp_lo, fp_hi = mean_band(study.fp_by_threshold, level)
+                curve_rows.append(pd.DataFrame({
+                    "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS, "li": li, "fp": fp,
+                    "li_lo": li_lo, "li_hi": li_hi, "fp_lo": fp_lo, "fp_hi": fp_hi,
+                    "n_splits": n_splits, "n_test": len(y) - len(y) // 2}))
+                model = make_li_model(seed).fit(X, y)
+                onnx_bytes = export_li(model, len(names))
+                parity_rows = np.vstack([X, boundary_rows(model, X, seed=seed), _nan_rows(X, seed)])
+                parity = check_parity(model, onnx_bytes, parity_rows)
+                (tmp / f"{name}.onnx").write_bytes(onnx_bytes)
+                imp = pd.Series(model.named_steps["forest"].feature_importances_, index=names).sort_values(ascending=False)
+                manifest["models"][name] = {
+                    "file": f"{name}.onnx", "sha256": sha256(onnx_bytes), "latency_ratio": ratio, "pdm": pdm,
+                    "features": names, "classes": [int(c) for c in model.classes_],
+                    "workloads": len(y), "insensitive": int(y.sum()), "onnx_parity_max_abs_diff": parity,
+                    "top_importances": {k: round(float(v), 4) for k, v in imp.head(15).items()}}
+                mlflow.log_metric(f"{name}.onnx_parity_max_abs_diff", parity)
+                mlflow.log_text(imp.to_csv(header=["importance"]), f"{name}/feature_importances.csv")
+                mlflow.log_artifact(str(tmp / f"{name}.onnx"), artifact_path=name)
+                mlflow.sklearn.log_model(model, name=f"li_{name}".replace(".", "_"),
+                                         serialization_format="skops",
+                                         skops_trusted_types=SKOPS_TRUSTED)
+        pd.concat(curve_rows, ignore_index=True).to_parquet(tmp / "heldout_curves.parquet", index=False)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        plots = pd.concat(plot_rows, ignore_index=True)
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        plots.round(4).to_csv(plots_dir / "li_fp_curves.csv", index=False)
+        _plot(plots, plots_dir / "li_fp_curves.png", level)
+        mlflow.log_artifact(str(plots_dir / "li_fp_curves.png"))
+        mlflow.log_dict(metrics, "train_li_metrics.json")
+    write_json(metrics_path, metrics)
+    for name, m in metrics.items():
+        print(f"train_li {name}: " + ", ".join(f"{k}={v}" for k, v in m.items() if "band" not in k))
+    return metrics
+
+
+def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    rows = X[rng.integers(0, len(X), 20)].copy()
+    rows[rng.random(rows.shape) < 0.3] = np.nan
+    return rows
+
+
+def _plot(curves: pd.DataFrame, path: Path, level: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(curves["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+    for ax, name in zip(axes[0], models):
+        for method, g in curves[curves.model == name].groupby("method", sort=False):
+            g = g[g.fp_pct <= 10]
+            ax.step(g.fp_pct, g.li_pct, where="post", label=method)
+            ax.fill_between(g.fp_pct, g.li_lo, g.li_hi, step="post", alpha=0.2)
+        ax.set(xlabel="false positives (% of workloads)", ylabel="labelled insensitive (% of workloads)",
+               title=f"{name} (held-out, {level:.0%} band)")
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
