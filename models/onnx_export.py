@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 
+import lightgbm as lgb
 import numpy as np
+import onnxmltools
 import onnxruntime as ort
+from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
 from sklearn.pipeline import Pipeline
 
 from telemetry.errors import ModelError
 
 ONNX_OPSET = 17
+ONNX_OPSET_LIGHTGBM = 15  # the highest onnxmltools' LightGBM converter supports
 
 
 def export_li(model: Pipeline, n_features: int) -> bytes:
@@ -33,20 +37,30 @@ def onnx_p_insensitive(sess: ort.InferenceSession, X: np.ndarray, classes: list[
     return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
 
 
-def boundary_rows(model: Pipeline, X: np.ndarray, n: int = 200, seed: int = 0) -> np.ndarray:
-    """Rows whose features sit exactly on, just below and just above the forest's split thresholds."""
+def forest_splits(model: Pipeline, n_trees: int = 10) -> list[tuple[int, float]]:
+    return [(int(t.tree_.feature[i]), float(t.tree_.threshold[i]))
+            for t in model.named_steps["forest"].estimators_[:n_trees] for i in np.flatnonzero(t.tree_.feature >= 0)]
+
+
+def lightgbm_splits(booster: lgb.Booster) -> list[tuple[int, float]]:
+    """Numeric splits (feature index, threshold); categorical ones compare codes, not thresholds."""
+    t = booster.trees_to_dataframe()
+    t = t[t["decision_type"] == "<="]
+    index = {name: i for i, name in enumerate(booster.feature_name())}
+    return [(index[f], float(v)) for f, v in zip(t["split_feature"], t["threshold"])]
+
+
+def boundary_rows(splits: list[tuple[int, float]], X: np.ndarray, n: int = 200, seed: int = 0) -> np.ndarray:
+    """Rows whose features sit exactly on, just below and just above split thresholds."""
     rng = np.random.default_rng(seed)
-    nodes = [(t.tree_.feature[i], t.tree_.threshold[i]) for t in model.named_steps["forest"].estimators_[:10]
-             for i in np.flatnonzero(t.tree_.feature >= 0)]
-    pick = rng.choice(len(nodes), size=min(n, len(nodes)), replace=False)
-    base = X[rng.integers(0, len(X), size=len(pick))].copy()
+    pick = rng.choice(len(splits), size=min(n, len(splits)), replace=False)
+    base = X[rng.integers(0, len(X), size=len(pick))].astype(np.float32)
+    feature = np.array([splits[k][0] for k in pick], dtype=int)
+    thr = np.array([splits[k][1] for k in pick]).astype(np.float32)
     out = []
-    for shift in (-np.inf, 0.0, np.inf):
+    for value in (thr, np.nextafter(thr, np.float32(-np.inf)), np.nextafter(thr, np.float32(np.inf))):
         rows = base.copy()
-        for r, k in enumerate(pick):
-            f, thr = nodes[k]
-            v = np.float32(thr)
-            rows[r, f] = v if shift == 0.0 else np.nextafter(v, np.float32(shift))
+        rows[np.arange(len(pick)), feature] = value
         out.append(rows)
     return np.vstack(out).astype(np.float32)
 
@@ -60,6 +74,25 @@ def check_parity(model: Pipeline, onnx_bytes: bytes, X: np.ndarray, atol: float 
     if diff > atol:
         raise ModelError(f"ONNX export differs from the native model by {diff:.3g} (> {atol}); "
                          "do not serve it: check the skl2onnx version and feature dtypes (float32)")
+    return diff
+
+
+def export_um(booster: lgb.Booster) -> bytes:
+    n = booster.num_feature()
+    onx = onnxmltools.convert_lightgbm(booster, initial_types=[("X", FloatTensorType([None, n]))],
+                                       zipmap=False, target_opset=ONNX_OPSET_LIGHTGBM)
+    return onx.SerializeToString()
+
+
+def check_regressor_parity(booster: lgb.Booster, onnx_bytes: bytes, X: np.ndarray, atol: float = 1e-4) -> float:
+    """Max |LightGBM - ONNX| over ``X``; raises ModelError when above ``atol`` (ECOSYSTEM.md)."""
+    X = np.asarray(X, dtype=np.float32)
+    sess = session(onnx_bytes)
+    got = sess.run(None, {sess.get_inputs()[0].name: X})[0].ravel()
+    diff = float(np.max(np.abs(booster.predict(X) - got))) if len(X) else 0.0
+    if diff > atol:
+        raise ModelError(f"ONNX export of the UM model differs from LightGBM by {diff:.3g} (> {atol}); "
+                         "do not serve it: are thresholds float32 (models.um.float32_thresholds)?")
     return diff
 
 

@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, default=Path("data/models/li"))
     t.add_argument("--metrics", type=Path, default=Path("metrics/train_li.json"))
     t.add_argument("--plots", type=Path, default=Path("plots/train_li"))
+
+    u = sub.add_parser("train_um", help="untouched-memory quantile GBM: backtest, trade-off, calibration, ONNX, MLflow")
+    u.add_argument("--features", type=Path, default=Path("data/features"))
+    u.add_argument("--out", type=Path, default=Path("data/models/um"))
+    u.add_argument("--metrics", type=Path, default=Path("metrics/train_um.json"))
+    u.add_argument("--plots", type=Path, default=Path("plots/train_um"))
     return ap
 
 
@@ -68,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "train_li":
             from pipelines import train_li
             train_li.run(params, args.features, args.raw, args.out, args.metrics, args.plots)
+        elif args.stage == "train_um":
+            from pipelines import train_um
+            train_um.run(params, args.features, args.out, args.metrics, args.plots)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

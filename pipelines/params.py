@@ -22,7 +22,7 @@ def load(path: Path | str = "params.yaml") -> dict[str, Any]:
     return data
 
 
-def _typed(cls: type, section: dict[str, Any], where: str, **extra: Any) -> Any:
+def typed(cls: type, section: dict[str, Any], where: str, **extra: Any) -> Any:
     fields = set(cls.__dataclass_fields__)
     unknown = sorted(set(section) - fields)
     if unknown:
@@ -32,12 +32,12 @@ def _typed(cls: type, section: dict[str, Any], where: str, **extra: Any) -> Any:
 
 
 def lab_params(p: dict[str, Any]) -> LabParams:
-    return _typed(LabParams, p.get("generate", {}).get("lab", {}), "generate.lab", seed=p["base"]["seed"])
+    return typed(LabParams, p.get("generate", {}).get("lab", {}), "generate.lab", seed=p["base"]["seed"])
 
 
 def fleet_params(p: dict[str, Any]) -> FleetParams:
-    return _typed(FleetParams, p.get("generate", {}).get("fleet", {}), "generate.fleet", seed=p["base"]["seed"])
+    return typed(FleetParams, p.get("generate", {}).get("fleet", {}), "generate.fleet", seed=p["base"]["seed"])
 
 
 def feature_params(p: dict[str, Any]) -> FeatureParams:
-    return _typed(FeatureParams, p.get("features", {}), "features", as_of=str(p["base"]["as_of"]))
+    return typed(FeatureParams, p.get("features", {}), "features", as_of=str(p["base"]["as_of"]))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from evaluation.li_curves import mean_band, split_study
 from models.li import BASELINES, make_li_model, training_set
-from models.onnx_export import boundary_rows, check_parity, export_li, sha256
+from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, sha256
 from pipelines.tracking import start_run
 from telemetry.errors import ConfigError
 from telemetry.io import AtomicDir, read_tables, write_json
@@ -78,7 +78,7 @@ def run(params: dict[str, Any], features_dir: Path, raw_dir: Path, out_dir: Path
                     "n_splits": n_splits, "n_test": len(y) - len(y) // 2}))
                 model = make_li_model(seed).fit(X, y)
                 onnx_bytes = export_li(model, len(names))
-                parity_rows = np.vstack([X, boundary_rows(model, X, seed=seed), _nan_rows(X, seed)])
+                parity_rows = np.vstack([X, boundary_rows(forest_splits(model), X, seed=seed), _nan_rows(X, seed)])
                 parity = check_parity(model, onnx_bytes, parity_rows)
                 (tmp / f"{name}.onnx").write_bytes(onnx_bytes)
                 imp = pd.Series(model.named_steps["forest"].feature_importances_, index=names).sort_values(ascending=False)

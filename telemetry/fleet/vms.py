@@ -67,7 +67,7 @@ def _customers(p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
         "windows_pref": rng.random(n) < p.windows_share,
         "level": rng.normal(0.7, p.untouched_logit_sd, n),
         "drift": rng.normal(0.0, p.drift_per_day, n),
-        "consistency": rng.uniform(0.25, 1.0, n),  # per-VM logit sd around the customer level
+        "consistency": rng.uniform(0.6, 1.6, n),  # per-VM logit sd around the customer level
         "family_bias": rng.integers(0, len(FAMILIES), n),
     })
 

@@ -36,6 +36,7 @@ def repo(tmp_path_factory) -> Path:
     params["generate"]["fleet"].update(n_days=12, vms_per_day=400, n_customers=150)
     params["base"]["as_of"] = "2026-01-08"
     params["train_li"]["n_splits"] = 5
+    params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
     return dst
@@ -47,7 +48,8 @@ def test_repro_twice_then_new_seed(repo):
     for path in ("data/raw/vms.parquet", "data/features/vm_features.parquet",
                  "data/features/snapshot/workload_history.parquet", "metrics/features.json",
                  "metrics/calibration.json", "plots/calibration/calibration.png",
-                 "data/models/li/manifest.json", "metrics/train_li.json"):
+                 "data/models/li/manifest.json", "metrics/train_li.json",
+                 "data/models/um/um.onnx", "metrics/train_um.json"):
         assert (repo / path).exists(), path
     first = pd.read_parquet(repo / "data/raw/vms.parquet")
     out = _run(["dvc", "repro"], repo)

@@ -12,7 +12,7 @@ import pytest
 from evaluation.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
 from features.build import lab_features
 from models.li import BASELINES, li_labels, make_li_model, training_set
-from models.onnx_export import boundary_rows, check_parity, export_li, onnx_p_insensitive, session
+from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, onnx_p_insensitive, session
 from telemetry.errors import ContractError, ModelError
 
 
@@ -80,7 +80,7 @@ def test_onnx_parity_training_boundary_nan_rows(li_data):
     onnx_bytes = export_li(model, X.shape[1])
     nan_rows = X[:10].copy()
     nan_rows[:, ::3] = np.nan
-    edge = boundary_rows(model, X, n=100)
+    edge = boundary_rows(forest_splits(model), X, n=100)
     for rows in (X, edge, nan_rows):
         assert check_parity(model, onnx_bytes, rows) <= 1e-5
         labels = session(onnx_bytes).run(["label"], {"X": rows})[0]

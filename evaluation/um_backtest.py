@@ -1,0 +1,67 @@
+"""Rolling backtest of the UM model and its held-out trade-off curves (Pond Fig. 18, §6.4.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
+from models.um import ConformalOffset
+from models.um_protocol import UmParams, fit_night, labels, night
+
+
+def backtest(vm_features: pd.DataFrame, last_as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per night: realized OP and UM of the raw (alpha = target) and calibrated models on the
+    next day; and per night and target OP, the calibrated model's UM and realized OP."""
+    nights, sweep = [], []
+    last = pd.Timestamp(last_as_of)
+    for k in range(p.backtest_nights - 1, -1, -1):  # one model per night: the loop is over nights
+        n = night(vm_features, last - pd.Timedelta(days=k), p)
+        if n.next_day.empty or n.train.empty or n.calib.empty:
+            continue  # before the data starts, or a day without VMs: nothing to learn or score
+        model, cal = fit_night(n, p.target_op, p.target_op, seed)
+        raw = model.predict(n.next_day)
+        u, mem = labels(n.next_day)
+        um_raw, op_raw = um_op(raw, u, mem)
+        um_cal, op_cal = um_op(cal.apply(raw), u, mem)
+        nights.append({"as_of": n.as_of.date().isoformat(), "target_op": p.target_op, "vms": len(u),
+                       "train_vms": len(n.train), "calib_vms": len(n.calib), "offset": cal.offset_,
+                       "um_raw": um_raw, "op_raw": op_raw, "um_calibrated": um_cal, "op_calibrated": op_cal})
+        calib_pred = model.predict(n.calib)
+        offsets = np.array([ConformalOffset(t).fit(calib_pred, n.calib["untouched_fraction"]).offset_
+                            for t in p.target_grid])
+        um_t, op_t = um_op(np.clip(raw[None, :] - offsets[:, None], 0, 1), u, mem)
+        sweep.append(pd.DataFrame({"as_of": n.as_of.date().isoformat(), "target_op": p.target_grid,
+                                   "um": um_t, "op": op_t}))
+    return pd.DataFrame(nights), pd.concat(sweep, ignore_index=True) if sweep else pd.DataFrame()
+
+
+def solver_curve(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Held-out curve for the solver: per target OP, mean UM and mean/max realized OP over nights."""
+    g = sweep.groupby("target_op")
+    return pd.DataFrame({"um": g.um.mean(), "op": g.op.mean(), "op_max": g.op.max(),
+                         "nights": g.size()}).reset_index()
+
+
+def tradeoff(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, dict]:
+    """GBM (one model per target quantile) vs a static fraction, on the day after ``as_of``."""
+    n = night(vm_features, as_of, p)
+    u, mem = labels(n.next_day)
+    rows = []
+    for alpha in p.alphas:  # one LightGBM fit per quantile on the curve
+        model, _ = fit_night(n, alpha, p.target_op, seed)
+        um, op = um_op(model.predict(n.next_day), u, mem)
+        rows.append({"method": "gbm", "knob": alpha, "um": um, "op": op})
+    fractions = np.round(np.arange(0.0, 0.96, 0.01), 2)
+    s_um, s_op = static_curve(u, mem, fractions)
+    curve = pd.concat([pd.DataFrame(rows), pd.DataFrame({"method": "static", "knob": fractions,
+                                                         "um": s_um, "op": s_op})], ignore_index=True)
+    m: dict = {"tradeoff_vms": len(u)}
+    for name, g in curve.groupby("method"):
+        for t in (0.10, 0.20):
+            m[f"{name}.op_at_um{int(t * 100)}"] = op_at_um(g.um.to_numpy(), g.op.to_numpy(), t)
+        m[f"{name}.um_at_op4"] = um_at_op(g.um.to_numpy(), g.op.to_numpy(), 0.04)
+    for t in (10, 20):
+        g, s = m[f"gbm.op_at_um{t}"], m[f"static.op_at_um{t}"]
+        m[f"static_over_gbm_op_at_um{t}"] = s / g if g > 0 else float("inf")
+    return curve, m

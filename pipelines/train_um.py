@@ -1,0 +1,108 @@
+"""Stage `train_um`: rolling backtest, Fig. 18 trade-off vs a static fraction, the final nightly
+model (raw quantile + conformal offsets), its ONNX export (parity-checked) and an MLflow run.
+
+Outputs in ``out_dir``:
+- ``um.onnx``: input ``X`` float32 [n, len(features)] encoded as in ``models.um.encode`` with the
+  manifest's vocabulary; output ``variable`` [n, 1], the raw quantile of the untouched fraction.
+- ``manifest.json``: sha256, features, vocabulary, alpha, and ``offsets``: target OP -> conformal
+  offset to subtract from the raw prediction (then clip to [0, 1]).
+- ``heldout_curves.parquet``: the solver's input, one row per target OP: ``um`` (mean share of GB
+  placed on zNUMA), ``op`` (mean realized share of VMs overpredicted), ``op_max``, ``nights``,
+  over the backtest's next days.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.um_backtest import backtest, solver_curve, tradeoff
+from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits, sha256
+from models.um import FEATURES, ConformalOffset
+from models.um_protocol import UmParams, fit_night, night
+from pipelines.params import typed
+from pipelines.tracking import start_run
+from telemetry.io import AtomicDir, write_json
+
+
+def run(params: dict[str, Any], features_dir: Path, out_dir: Path, metrics_path: Path,
+        plots_dir: Path) -> dict[str, Any]:
+    p: UmParams = typed(UmParams, params.get("train_um", {}), "train_um")
+    seed, as_of = int(params["base"]["seed"]), str(params["base"]["as_of"])
+    vf = pd.read_parquet(features_dir / "vm_features.parquet")
+    with start_run("train_um", {"seed": seed, "as_of": as_of, **params.get("train_um", {})}) as _, \
+            AtomicDir(out_dir) as tmp:
+        import mlflow
+        nights, sweep = backtest(vf, as_of, p, seed)
+        curve, metrics = tradeoff(vf, as_of, p, seed)
+        metrics.update({
+            "backtest_nights": int(len(nights)), "target_op": p.target_op,
+            "raw.nights_within_target": float((nights.op_raw <= p.target_op).mean()),
+            "calibrated.nights_within_target": float((nights.op_calibrated <= p.target_op).mean()),
+            "raw.mean_op": float(nights.op_raw.mean()), "calibrated.mean_op": float(nights.op_calibrated.mean()),
+            "raw.mean_um": float(nights.um_raw.mean()), "calibrated.mean_um": float(nights.um_calibrated.mean()),
+        })
+        n = night(vf, as_of, p)
+        model, cal = fit_night(n, p.target_op, p.target_op, seed)
+        calib_pred = model.predict(n.calib)
+        offsets = {f"{t:g}": ConformalOffset(t).fit(calib_pred, n.calib.untouched_fraction).offset_
+                   for t in sorted({*p.target_grid, p.target_op})}
+        X_train = model.transform_input(n.train)
+        X_next = model.transform_input(n.next_day) if len(n.next_day) else X_train[:0]
+        nan_rows = X_train[:200].copy()
+        nan_rows[:, ::2] = np.nan  # unknown categories and missing customer history
+        parity_rows = np.vstack([X_train, X_next, nan_rows,
+                                 boundary_rows(lightgbm_splits(model.booster_), X_train, seed=seed)])
+        onnx_bytes = export_um(model.booster_)
+        parity = check_regressor_parity(model.booster_, onnx_bytes, parity_rows)
+        (tmp / "um.onnx").write_bytes(onnx_bytes)
+        (tmp / "um_lightgbm.txt").write_text(model.booster_.model_to_string())
+        solver_curve(sweep).to_parquet(tmp / "heldout_curves.parquet", index=False)
+        manifest = {"file": "um.onnx", "sha256": sha256(onnx_bytes), "features": FEATURES,
+                    "vocabulary": model.vocabulary_, "alpha": p.target_op, "target_op": p.target_op,
+                    "offset": cal.offset_, "offsets": offsets, "as_of": as_of,
+                    "train_vms": len(n.train), "calib_vms": len(n.calib), "onnx_parity_max_abs_diff": parity}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        metrics["onnx_parity_max_abs_diff"] = parity
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        curve.round(5).to_csv(plots_dir / "tradeoff.csv", index=False)
+        nights.round(5).to_csv(plots_dir / "backtest.csv", index=False)
+        _plot(curve, nights, p.target_op, plots_dir / "um_tradeoff.png")
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
+        mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
+        mlflow.log_artifact(str(tmp / "um.onnx"), artifact_path="onnx")
+        mlflow.log_dict(manifest, "um_manifest.json")
+        mlflow.lightgbm.log_model(model.booster_, name="um_lightgbm")
+    write_json(metrics_path, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()})
+    print("train_um: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+    return metrics
+
+
+def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for method, g in curve.groupby("method"):
+        g = g.sort_values("um")
+        a.plot(100 * g.op, 100 * g.um, marker="o" if method == "gbm" else None, ms=3, label=method)
+    a.set(xlim=(0, 20), xlabel="overpredicted VMs (%)", ylabel="memory on zNUMA (% of GB)",
+          title="Untouched memory (next day, Pond Fig. 18)")
+    a.legend()
+    x = pd.to_datetime(nights.as_of)
+    b.plot(x, 100 * nights.op_raw, marker="o", label="raw quantile")
+    b.plot(x, 100 * nights.op_calibrated, marker="s", label="calibrated")
+    b.axhline(100 * target, ls=":", color="k", label="target")
+    b.set(ylabel="realized OP on the next day (%)", title="Backtest: realized vs target")
+    b.tick_params(axis="x", rotation=45)
+    b.legend()
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)

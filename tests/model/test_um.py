@@ -1,0 +1,120 @@
+"""Untouched-memory model: leakage guard, curves by hand, conformal direction, ONNX parity."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
+from features.build import FeatureParams, vm_features
+from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
+from models.um import ConformalOffset, UntouchedModel, float32_thresholds, metadata_frame
+from models.um_protocol import UmParams, fit_night, night
+
+
+@pytest.fixture(scope="module")
+def vmf(small_raw):
+    from telemetry.io import read_tables
+    t = read_tables(small_raw, ["vms"])
+    return vm_features(t["vms"], small_raw / "vm_counters.parquet", FeatureParams(as_of="2026-01-09"))
+
+
+P = UmParams(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, target_grid=(0.02, 0.04, 0.1))
+
+
+def test_um_op_by_hand():
+    pred, mem, u = np.array([0.5, 0.25, 0.1]), np.array([8.0, 4.0, 4.0]), np.array([0.6, 0.1, 0.5])
+    um, op = um_op(pred, u, mem)
+    # zNUMA 4, 1, 0 GB (0.4 GB rounds down); the second VM touches 3.6 GB of its 4: overpredicted
+    assert um == pytest.approx(5 / 16) and op == pytest.approx(1 / 3)
+    s_um, s_op = static_curve(u, mem, np.array([0.0, 0.5]))
+    np.testing.assert_allclose(s_um, [0.0, 8 / 16])
+    np.testing.assert_allclose(s_op, [0.0, 1 / 3])
+    um_c, op_c = np.array([0.1, 0.3, 0.2]), np.array([0.01, 0.09, 0.05])
+    assert op_at_um(um_c, op_c, 0.25) == pytest.approx(0.07)
+    assert np.isnan(op_at_um(um_c, op_c, 0.4))
+    assert um_at_op(um_c, op_c, 0.03) == pytest.approx(0.15)
+    assert um_at_op(um_c, op_c, 0.001) == 0.0
+
+
+def test_conformal_offset_moves_predictions_the_right_way():
+    u = np.linspace(0.0, 0.99, 100)
+    high = ConformalOffset(0.05).fit(u + 0.2, u)       # always overpredicts by 0.2
+    assert high.offset_ == pytest.approx(0.2) and (high.apply(u + 0.2) <= u + 1e-12).all()
+    low = ConformalOffset(0.05).fit(u - 0.1, u)        # always underpredicts by 0.1: raise it
+    assert low.offset_ == pytest.approx(-0.1)
+    assert (low.apply(np.array([0.3])) > 0.3).all()
+    mixed = ConformalOffset(0.1).fit(np.zeros(9), -np.arange(9) / 10)  # scores 0.0 .. 0.8
+    assert mixed.offset_ == pytest.approx(0.8)         # ceil(10 * 0.9) = 9th smallest
+
+
+def test_vm_type_parsing():
+    meta = metadata_frame(pd.DataFrame({"vm_type": ["Standard_E16s_v5", "azure_Interactive_2c_4g"],
+                                        "os": ["linux", "unknown"], "region": ["eastus", "x"],
+                                        "cluster_id": ["c", "d"], "vcpus": [16, 2], "memory_gb": [128.0, 4.0]}))
+    assert meta.family.iloc[0] == "E" and meta.generation.iloc[0] == 5 and meta.gb_per_vcpu.iloc[0] == 8
+    assert pd.isna(meta.family.iloc[1]) and np.isnan(meta.generation.iloc[1])
+
+
+def test_no_leakage_from_the_future(vmf):
+    n = night(vmf, "2026-01-09", P)
+    end = pd.Timestamp("2026-01-10", tz="UTC")
+    assert (n.train.deleted_at < end).all() and (n.calib.deleted_at < end).all()
+    assert (n.next_day.created_at >= end).all() and len(n.next_day) > 0
+    model, cal = fit_night(n, 0.04, 0.04, seed=1)
+    # Scramble every label the night could not have known: nothing may change.
+    future = vmf.deleted_at.isna() | (vmf.deleted_at >= end)
+    scrambled = vmf.copy()
+    scrambled.loc[future, "untouched_fraction"] = np.random.default_rng(0).random(future.sum())
+    n2 = night(scrambled, "2026-01-09", P)
+    model2, cal2 = fit_night(n2, 0.04, 0.04, seed=1)
+    np.testing.assert_array_equal(model.predict(n.next_day), model2.predict(n.next_day))
+    assert cal.offset_ == cal2.offset_
+
+
+def test_float32_thresholds_keep_lightgbm_output_and_give_onnx_parity(vmf):
+    n = night(vmf, "2026-01-09", P)
+    model = UntouchedModel(alpha=0.1, seed=3).fit(n.train, n.train.untouched_fraction.to_numpy())
+    X = model.transform_input(pd.concat([n.train, n.next_day]))
+    nan_rows = X[:50].copy()
+    nan_rows[:, ::2] = np.nan
+    edge = boundary_rows(lightgbm_splits(model.booster_), X, n=300)
+    rows = np.vstack([X, nan_rows, edge])
+    onnx_bytes = export_um(model.booster_)
+    assert check_regressor_parity(model.booster_, onnx_bytes, rows) < 1e-4
+    again = float32_thresholds(model.booster_)  # idempotent: already float32
+    np.testing.assert_array_equal(again.predict(rows), model.booster_.predict(rows))
+
+
+def test_unknown_category_takes_missing_branch(vmf):
+    n = night(vmf, "2026-01-09", P)
+    model = UntouchedModel(alpha=0.1, seed=3).fit(n.train, n.train.untouched_fraction.to_numpy())
+    vm = n.next_day.head(1).copy()
+    vm["region"] = "mars-north"
+    X = model.transform_input(vm)
+    assert np.isnan(X[0, 3]) and 0.0 <= model.predict(vm)[0] <= 1.0
+
+
+@pytest.mark.slow
+def test_train_um_stage(vmf, tmp_path, monkeypatch):
+    from pipelines import train_um
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "features").mkdir()
+    vmf.to_parquet(tmp_path / "features" / "vm_features.parquet")
+    params = {"base": {"seed": 2, "as_of": "2026-01-09"},
+              "train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 3,
+                           "alphas": [0.01, 0.05, 0.2], "target_grid": [0.02, 0.04, 0.1]}}
+    m = train_um.run(params, tmp_path / "features", tmp_path / "um", tmp_path / "m.json", tmp_path / "plots")
+    assert m["backtest_nights"] == 3 and 0 <= m["calibrated.nights_within_target"] <= 1
+    assert m["onnx_parity_max_abs_diff"] < 1e-4
+    manifest = json.loads((tmp_path / "um" / "manifest.json").read_text())
+    assert set(manifest["offsets"]) == {"0.02", "0.04", "0.1"}
+    assert manifest["offsets"]["0.02"] >= manifest["offsets"]["0.1"]  # a stricter target lowers more
+    curve = pd.read_parquet(tmp_path / "um" / "heldout_curves.parquet")
+    assert list(curve.columns) == ["target_op", "um", "op", "op_max", "nights"]
+    assert (np.diff(curve.um) >= -1e-12).all()  # a looser target never places less memory
+    assert (tmp_path / "plots" / "um_tradeoff.png").exists()
