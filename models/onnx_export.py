@@ -81,6 +81,7 @@ def export_um(booster: lgb.Booster) -> bytes:
     n = booster.num_feature()
     onx = onnxmltools.convert_lightgbm(booster, initial_types=[("X", FloatTensorType([None, n]))],
                                        zipmap=False, target_opset=ONNX_OPSET_LIGHTGBM)
+    onx.graph.name = "untouched_memory"  # the converter names the graph with a random uuid
     return onx.SerializeToString()
 
 

@@ -84,6 +84,7 @@ def test_float32_thresholds_keep_lightgbm_output_and_give_onnx_parity(vmf):
     edge = boundary_rows(lightgbm_splits(model.booster_), X, n=300)
     rows = np.vstack([X, nan_rows, edge])
     onnx_bytes = export_um(model.booster_)
+    assert export_um(model.booster_) == onnx_bytes  # same model, same bytes, same sha256
     assert check_regressor_parity(model.booster_, onnx_bytes, rows) < 1e-4
     again = float32_thresholds(model.booster_)  # idempotent: already float32
     np.testing.assert_array_equal(again.predict(rows), model.booster_.predict(rows))
