@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.calibration import fleet_checks, full_pool_slowdown, lab_checks, report
+from evaluation.plots import pyplot, save_figure
 from telemetry.io import read_tables, write_json
 
 
@@ -39,9 +40,7 @@ def _slowdown_cdf(slowdowns: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plot(cdf: pd.DataFrame, vms: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for ratio, g in cdf.groupby("latency_ratio"):
@@ -55,8 +54,4 @@ def _plot(cdf: pd.DataFrame, vms: pd.DataFrame, path: Path) -> None:
     ax2.plot(100 * u, np.arange(1, len(u) + 1) / len(u))
     ax2.axvline(50, ls=":", color="k")
     ax2.set(xlabel="untouched memory (%)", ylabel="share of VMs", title="Untouched memory (Pond: median 50%)")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)

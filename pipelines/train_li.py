@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 
 from evaluation.li_curves import mean_band, split_study
@@ -25,6 +26,7 @@ from models.li import BASELINES, make_li_model, training_set
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, sha256
 from pipelines.tracking import start_run
 from telemetry.errors import ConfigError
+from evaluation.plots import pyplot, save_figure
 from telemetry.io import AtomicDir, read_tables, write_json
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
@@ -89,7 +91,7 @@ def run(params: dict[str, Any], features_dir: Path, raw_dir: Path, out_dir: Path
                     "top_importances": {k: round(float(v), 4) for k, v in imp.head(15).items()}}
                 mlflow.log_metric(f"{name}.onnx_parity_max_abs_diff", parity)
                 mlflow.log_text(imp.to_csv(header=["importance"]), f"{name}/feature_importances.csv")
-                mlflow.log_artifact(str(tmp / f"{name}.onnx"), artifact_path=name)
+                mlflow.onnx.log_model(onnx.load_from_string(onnx_bytes), name=f"li_{name}_onnx".replace(".", "_"))
                 mlflow.sklearn.log_model(model, name=f"li_{name}".replace(".", "_"),
                                          serialization_format="skops",
                                          skops_trusted_types=SKOPS_TRUSTED)
@@ -115,9 +117,7 @@ def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _plot(curves: pd.DataFrame, path: Path, level: float) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     models = list(dict.fromkeys(curves["model"]))
     fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
@@ -129,8 +129,4 @@ def _plot(curves: pd.DataFrame, path: Path, level: float) -> None:
         ax.set(xlabel="false positives (% of workloads)", ylabel="labelled insensitive (% of workloads)",
                title=f"{name} (held-out, {level:.0%} band)")
         ax.legend(loc="lower right")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)

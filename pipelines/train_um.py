@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 
 from evaluation.um_backtest import backtest, solver_curve, tradeoff
@@ -26,6 +27,7 @@ from models.um import FEATURES, ConformalOffset
 from models.um_protocol import UmParams, fit_night, night
 from pipelines.params import typed
 from pipelines.tracking import start_run
+from evaluation.plots import pyplot, save_figure
 from telemetry.io import AtomicDir, write_json
 
 
@@ -74,7 +76,7 @@ def run(params: dict[str, Any], features_dir: Path, out_dir: Path, metrics_path:
         _plot(curve, nights, p.target_op, plots_dir / "um_tradeoff.png")
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
         mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
-        mlflow.log_artifact(str(tmp / "um.onnx"), artifact_path="onnx")
+        mlflow.onnx.log_model(onnx.load_from_string(onnx_bytes), name="um_onnx")
         mlflow.log_dict(manifest, "um_manifest.json")
         mlflow.lightgbm.log_model(model.booster_, name="um_lightgbm")
     write_json(metrics_path, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()})
@@ -83,9 +85,7 @@ def run(params: dict[str, Any], features_dir: Path, out_dir: Path, metrics_path:
 
 
 def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for method, g in curve.groupby("method"):
@@ -101,8 +101,4 @@ def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) 
     b.set(ylabel="realized OP on the next day (%)", title="Backtest: realized vs target")
     b.tick_params(axis="x", rotation=45)
     b.legend()
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
