@@ -32,15 +32,17 @@ def backtest(vm_features: pd.DataFrame, last_as_of: str, p: UmParams, seed: int)
                             for t in p.target_grid])
         um_t, op_t = um_op(np.clip(raw[None, :] - offsets[:, None], 0, 1), u, mem)
         sweep.append(pd.DataFrame({"as_of": n.as_of.date().isoformat(), "target_op": p.target_grid,
-                                   "um": um_t, "op": op_t}))
+                                   "um": um_t, "op": op_t, "vms": len(u)}))
     return pd.DataFrame(nights), pd.concat(sweep, ignore_index=True) if sweep else pd.DataFrame()
 
 
 def solver_curve(sweep: pd.DataFrame) -> pd.DataFrame:
-    """Held-out curve for the solver: per target OP, mean UM and mean/max realized OP over nights."""
+    """Held-out curve for the solver: per target OP, mean UM and mean/max realized OP over nights,
+    and the VMs and overpredicted VMs they were measured on (for confidence bounds)."""
+    sweep = sweep.assign(overpredicted=np.round(sweep.op * sweep.vms).astype(int))
     g = sweep.groupby("target_op")
-    return pd.DataFrame({"um": g.um.mean(), "op": g.op.mean(), "op_max": g.op.max(),
-                         "nights": g.size()}).reset_index()
+    return pd.DataFrame({"um": g.um.mean(), "op": g.op.mean(), "op_max": g.op.max(), "nights": g.size(),
+                         "vms": g.vms.sum(), "overpredicted": g.overpredicted.sum()}).reset_index()
 
 
 def tradeoff(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, dict]:

@@ -49,6 +49,15 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--out", type=Path, default=Path("data/models/um"))
     u.add_argument("--metrics", type=Path, default=Path("metrics/train_um.json"))
     u.add_argument("--plots", type=Path, default=Path("plots/train_um"))
+
+    o = sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier")
+    o.add_argument("--li", type=Path, default=Path("data/models/li"))
+    o.add_argument("--um", type=Path, default=Path("data/models/um"))
+    o.add_argument("--features", type=Path, default=Path("data/features"))
+    o.add_argument("--out", type=Path, default=Path("data/policy/policy.json"))
+    o.add_argument("--metrics", type=Path, default=Path("metrics/optimize.json"))
+    o.add_argument("--frontier", type=Path, default=Path("plots/optimize/frontier.csv"))
+    o.add_argument("--plot", type=Path, default=Path("plots/optimize/frontier.png"))
     return ap
 
 
@@ -77,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "train_um":
             from pipelines import train_um
             train_um.run(params, args.features, args.out, args.metrics, args.plots)
+        elif args.stage == "optimize":
+            from pipelines import optimize
+            optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ Outputs in ``out_dir``:
   offset to subtract from the raw prediction (then clip to [0, 1]).
 - ``heldout_curves.parquet``: the solver's input, one row per target OP: ``um`` (mean share of GB
   placed on zNUMA), ``op`` (mean realized share of VMs overpredicted), ``op_max``, ``nights``,
-  over the backtest's next days.
+  ``vms`` and ``overpredicted`` (counts summed over the backtest's next days).
 """
 
 from __future__ import annotations

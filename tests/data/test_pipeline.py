@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -49,8 +50,12 @@ def test_repro_twice_then_new_seed(repo):
                  "data/features/snapshot/workload_history.parquet", "metrics/features.json",
                  "metrics/calibration.json", "plots/calibration/calibration.png",
                  "data/models/li/manifest.json", "metrics/train_li.json",
-                 "data/models/um/um.onnx", "metrics/train_um.json"):
+                 "data/models/um/um.onnx", "metrics/train_um.json", "plots/optimize/frontier.csv"):
         assert (repo / path).exists(), path
+    policy = json.loads((repo / "data/policy/policy.json").read_text())
+    assert policy["expected"]["mispredictions_bound"] <= policy["misprediction_budget"] + 1e-12
+    li = json.loads((repo / "data/models/li/manifest.json").read_text())["models"]["r1.82_pdm5"]
+    assert policy["li"]["sha256"] == li["sha256"] and policy["pdm"] == 5 and policy["tp"] == 98
     first = pd.read_parquet(repo / "data/raw/vms.parquet")
     out = _run(["dvc", "repro"], repo)
     assert "Running stage" not in out

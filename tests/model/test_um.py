@@ -116,6 +116,7 @@ def test_train_um_stage(vmf, tmp_path, monkeypatch):
     assert set(manifest["offsets"]) == {"0.02", "0.04", "0.1"}
     assert manifest["offsets"]["0.02"] >= manifest["offsets"]["0.1"]  # a stricter target lowers more
     curve = pd.read_parquet(tmp_path / "um" / "heldout_curves.parquet")
-    assert list(curve.columns) == ["target_op", "um", "op", "op_max", "nights"]
+    assert list(curve.columns) == ["target_op", "um", "op", "op_max", "nights", "vms", "overpredicted"]
+    assert (curve.overpredicted <= curve.vms).all()
     assert (np.diff(curve.um) >= -1e-12).all()  # a looser target never places less memory
     assert (tmp_path / "plots" / "um_tradeoff.png").exists()
