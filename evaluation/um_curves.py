@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def pool_gb(pred: np.ndarray, memory_gb: np.ndarray) -> np.ndarray:
-    """Whole GB of pool memory (zNUMA) for each prediction: rounded down, never negative."""
-    return np.floor(np.clip(pred, 0.0, 1.0) * memory_gb + 1e-9)
+from models.decision import pool_gb
 
 
 def um_op(pred: np.ndarray, untouched: np.ndarray, memory_gb: np.ndarray) -> tuple[float, float]:

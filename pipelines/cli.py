@@ -58,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--metrics", type=Path, default=Path("metrics/optimize.json"))
     o.add_argument("--frontier", type=Path, default=Path("plots/optimize/frontier.csv"))
     o.add_argument("--plot", type=Path, default=Path("plots/optimize/frontier.png"))
+
+    e = sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static")
+    e.add_argument("--policy", type=Path, default=Path("data/policy/policy.json"))
+    e.add_argument("--li", type=Path, default=Path("data/models/li"))
+    e.add_argument("--um", type=Path, default=Path("data/models/um"))
+    e.add_argument("--features", type=Path, default=Path("data/features"))
+    e.add_argument("--raw", type=Path, default=Path("data/raw"))
+    e.add_argument("--out", type=Path, default=Path("data/evaluation"))
+    e.add_argument("--metrics", type=Path, default=Path("metrics/evaluate.json"))
+    e.add_argument("--plots", type=Path, default=Path("plots/evaluate"))
     return ap
 
 
@@ -89,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "optimize":
             from pipelines import optimize
             optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot)
+        elif args.stage == "evaluate":
+            from pipelines import evaluate
+            evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

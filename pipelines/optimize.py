@@ -87,6 +87,14 @@ def run(params: dict[str, Any], li_dir: Path, um_dir: Path, features_dir: Path, 
                      "mispredictions": float(mispredicted(h, li.li[i], li.fp[i], um.op[j])),
                      "mispredictions_bound": choice.mispredictions},
     }
+    policy["alternatives"] = {}
+    for alt, (si, sj) in {"li_only": (slice(None), slice(0, 1)), "um_only": (slice(0, 1), slice(None))}.items():
+        c = solve(li.li.to_numpy()[si], fp_used[si], um.um.to_numpy()[sj], op_used[sj], h, budget)
+        ai, aj = (c.li_index, 0) if alt == "li_only" else (0, c.um_index)
+        policy["alternatives"][alt] = {
+            "li_threshold": float(li.threshold[ai]) if ai > 0 else None,
+            "um_offset": float(um_manifest["offsets"][f"{um.target_op[aj]:g}"]) if aj > 0 else None,
+            "um_target_op": float(um.target_op[aj]), "expected_pool_share": c.pool}
     write_json(out_path, policy)
     write_json(metrics_path, {"pool_share": choice.pool, "mispredictions": policy["expected"]["mispredictions"],
                               "mispredictions_bound": choice.mispredictions, "li_share": float(li.li[i]),

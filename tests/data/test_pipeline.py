@@ -56,6 +56,9 @@ def test_repro_twice_then_new_seed(repo):
     assert policy["expected"]["mispredictions_bound"] <= policy["misprediction_budget"] + 1e-12
     li = json.loads((repo / "data/models/li/manifest.json").read_text())["models"]["r1.82_pdm5"]
     assert policy["li"]["sha256"] == li["sha256"] and policy["pdm"] == 5 and policy["tp"] == 98
+    ev = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert {"combined", "li_only", "um_only", "static_10pct", "static_15pct"} <= set(ev)
+    assert 0 <= ev["combined"]["mispredictions_severe"] <= ev["combined"]["mispredictions_conservative"]
     first = pd.read_parquet(repo / "data/raw/vms.parquet")
     out = _run(["dvc", "repro"], repo)
     assert "Running stage" not in out

@@ -1,0 +1,55 @@
+"""Loading the exported models for scoring: ONNX sessions checked against the policy's sha256."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pandas as pd
+
+from models.onnx_export import session, sha256
+from models.um import encode, metadata_frame
+from telemetry.errors import ModelError
+
+
+def load_verified(path: Path, expected_sha256: str) -> ort.InferenceSession:
+    data = path.read_bytes()
+    got = sha256(data)
+    if got != expected_sha256:
+        raise ModelError(f"{path}: sha256 {got[:12]}... does not match the policy's {expected_sha256[:12]}...; "
+                         "re-run `dvc repro` so the policy and the models come from the same night")
+    return session(data)
+
+
+@dataclass
+class Models:
+    li: ort.InferenceSession | None
+    li_features: list[str]
+    li_classes: list[int]
+    um: ort.InferenceSession | None
+    um_vocabulary: dict[str, list[str]]
+
+    @classmethod
+    def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "Models":
+        um_manifest = json.loads((um_dir / "manifest.json").read_text())
+        li = load_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"])
+        um = load_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"])
+        return cls(li, policy["li"]["features"], policy["li"]["classes"], um, um_manifest["vocabulary"])
+
+    def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:
+        """P(insensitive) from workload-history features (rows with NaN everywhere -> NaN)."""
+        X = history_features.reindex(columns=self.li_features).to_numpy(np.float32)
+        if len(X) == 0:
+            return np.zeros(0)
+        proba = self.li.run(["probabilities"], {"X": X})[0]
+        out = proba[:, self.li_classes.index(1)] if 1 in self.li_classes else np.zeros(len(X))
+        return np.where(np.isnan(X).all(axis=1), np.nan, out)
+
+    def um_raw(self, vms: pd.DataFrame) -> np.ndarray:
+        X = encode(metadata_frame(vms), self.um_vocabulary)
+        if len(X) == 0:
+            return np.zeros(0)
+        return self.um.run(None, {"X": X})[0].ravel().astype(float)

@@ -1,0 +1,82 @@
+"""Stage `evaluate`: the policy, applied exactly as the service applies it, to the VMs created on the
+day after the as-of day; compared with LI-only, UM-only and static 10%/15% pools on the same VMs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.combined import outcomes, spill_table, summarize
+from evaluation.plots import pyplot, save_figure
+from features.history import KEY
+from models.decision import PolicyKnobs, decide
+from models.inference import Models
+from telemetry.errors import ConfigError
+from telemetry.io import AtomicDir, read_tables, write_json
+
+STATIC_FRACTIONS = (0.10, 0.15)
+
+
+def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Path, out_dir: Path,
+        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
+    policy = json.loads(policy_path.read_text())
+    models = Models.from_policy(policy, li_dir, um_dir)
+    day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
+    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
+    vms = vmf[(vmf.day == day) & vmf.untouched_fraction.notna()].reset_index(drop=True)
+    if vms.empty:
+        raise ConfigError(f"no ended VMs were created on {day}: move base.as_of earlier")
+    history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
+    enriched = vms[list(KEY)].merge(history, on=list(KEY), how="left")
+    has_history = enriched["n_vms"].notna().to_numpy()
+    p = models.p_insensitive(enriched)
+    raw = models.um_raw(vms)
+    table = spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], policy["latency_ratio"])
+    alt = policy["alternatives"]
+    variants = {
+        "combined": (PolicyKnobs(policy["li"]["threshold"], policy["um"]["offset"] if policy["um"]["enabled"] else None), raw),
+        "li_only": (PolicyKnobs(alt["li_only"]["li_threshold"], None), raw),
+        "um_only": (PolicyKnobs(None, alt["um_only"]["um_offset"]), raw),
+        **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
+    }
+    metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],
+                               "history_share": float(has_history.mean())}
+    with AtomicDir(out_dir) as tmp:
+        for name, (knobs, um_raw) in variants.items():
+            d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
+            out = outcomes(vms, d, table, policy["pdm"])
+            metrics[name] = summarize(out)
+            if name == "combined":
+                out.assign(p_insensitive=p, has_history=has_history, untouched_pred=d["untouched_fraction"]) \
+                   .to_parquet(tmp / "decisions.parquet", index=False)
+    metrics["combined"]["within_budget"] = metrics["combined"]["mispredictions_conservative"] <= metrics["budget"]
+    write_json(metrics_path, metrics)
+    rows = pd.DataFrame([{"policy": k, **v} for k, v in metrics.items() if isinstance(v, dict)])
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    rows[["policy", "pool_share", "mispredictions_conservative", "mispredictions_severe"]].round(5) \
+        .to_csv(plots_dir / "policies.csv", index=False)
+    _plot(rows, metrics["budget"], plots_dir / "policies.png")
+    for r in rows.itertuples():
+        print(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted {100 * r.mispredictions_conservative:5.2f}% "
+              f"(severe {100 * r.mispredictions_severe:5.2f}%)")
+    return metrics
+
+
+def _plot(rows: pd.DataFrame, budget: float, path: Path) -> None:
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    a.bar(rows.policy, 100 * rows.pool_share)
+    a.set(ylabel="memory on the pool (% of GB)", title="Pool share, next day")
+    x = np.arange(len(rows))
+    b.bar(x - 0.2, 100 * rows.mispredictions_conservative, 0.4, label="conservative (FP + every OP)")
+    b.bar(x + 0.2, 100 * rows.mispredictions_severe, 0.4, label="past the PDM")
+    b.axhline(100 * budget, ls=":", color="k", label="budget")
+    b.set(xticks=x, xticklabels=rows.policy, ylabel="% of VMs", title="Mispredictions, next day")
+    b.legend()
+    for ax in (a, b):
+        ax.tick_params(axis="x", rotation=30)
+    save_figure(fig, path)

@@ -1,0 +1,45 @@
+"""The shared per-VM decision and the ground-truth judgement, on hand-made VMs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evaluation.combined import outcomes, slowdown_at, summarize
+from models.decision import PolicyKnobs, decide
+
+
+def test_decision_paths_and_gb_rounding():
+    mem = np.array([16.0, 16.0, 16.0, 4.0, 8.0])
+    has_history = np.array([True, False, True, True, True])
+    p = np.array([0.9, 0.99, 0.5, np.nan, 0.1])
+    raw = np.array([0.5, 0.5, 0.33, 0.2, 0.05])
+    d = decide(mem, has_history, p, raw, PolicyKnobs(li_threshold=0.8, um_offset=0.0))
+    assert d["decision"].tolist() == ["pool_only", "znuma", "znuma", "local_only", "local_only"]
+    assert d["pool_gb"].tolist() == [16.0, 8.0, 5.0, 0.0, 0.0]     # 0.33 * 16 = 5.28 -> 5 GB
+    assert d["local_gb"].tolist() == [0.0, 8.0, 11.0, 4.0, 8.0]    # 0.2 * 4 = 0.8 -> 0 GB: local only
+    assert d["znuma_gb"].tolist() == [0.0, 8.0, 5.0, 0.0, 0.0]     # no history: P(insensitive) is ignored
+    shifted = decide(mem, has_history, p, raw, PolicyKnobs(li_threshold=None, um_offset=0.25))
+    assert shifted["decision"].tolist() == ["znuma", "znuma", "znuma", "local_only", "local_only"]  # 0.08 * 16 -> 1 GB
+    assert (shifted["pool_gb"] == np.floor(np.clip(raw - 0.25, 0, 1) * mem)).all()
+    none = decide(mem, has_history, p, raw, PolicyKnobs(None, None))
+    assert (none["decision"] == "local_only").all() and (none["local_gb"] == mem).all()
+
+
+def test_ground_truth_counts():
+    table = pd.DataFrame([[0.0, 0.0, 20.0], [0.0, 1.0, 3.0]], index=["hot", "cool"], columns=[0.0, 50.0, 100.0])
+    assert slowdown_at(table, pd.Series(["hot", "cool", "x"]), np.array([75.0, 100.0, 10.0]))[:2].tolist() == [10.0, 3.0]
+    vms = pd.DataFrame({"vm_id": ["a", "b", "c", "d"], "memory_gb": [10.0, 10.0, 10.0, 10.0],
+                        "untouched_fraction": [0.5, 0.2, 0.5, 0.9], "workload_id": ["hot", "hot", "cool", "cool"]})
+    d = decide(vms.memory_gb.to_numpy(), np.array([True, False, True, False]), np.array([0.9, 0, 0.9, 0]),
+               np.array([0.0, 0.5, 0.0, 0.5]), PolicyKnobs(0.8, 0.0))
+    out = outcomes(vms, d, table, pdm=5.0)
+    # a: hot on pool entirely (20% > 5%): FP; b: touches 8 GB with 5 local -> 3/8 = 37.5% spilled of hot:
+    # 0% at <= 50% spill -> overpredicted but not severe; c: cool on pool (3%): fine; d: 1 GB touched, fine.
+    assert out.false_positive.tolist() == [True, False, False, False]
+    assert out.overpredicted.tolist() == [False, True, False, False]
+    assert out.severe.tolist() == [True, False, False, False]
+    s = summarize(out)
+    assert s["pool_share"] == pytest.approx((10 + 5 + 10 + 5) / 40)
+    assert s["mispredictions_conservative"] == 0.5 and s["mispredictions_severe"] == 0.25
