@@ -11,63 +11,37 @@ import duckdb
 from telemetry.errors import PondError
 
 
+def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
+    """One ``--name PATH`` option per keyword (underscores become dashes)."""
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=Path, default=None if default is None else Path(default))
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pond", description=__doc__)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
-
-    g = sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw")
-    g.add_argument("--out", type=Path, default=Path("data/raw"))
-
-    i = sub.add_parser("import", help="validate real telemetry and write it to data/raw")
+    _paths(sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw"), out="data/raw")
+    i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
+                       description="--perf-dir: one `perf stat -x,` file per lab run; --perf-meta: CSV with columns "
+                                   "file, workload_id, workload_class, footprint_gb; --azure-vmtable: Azure V2 vmtable CSV")
     i.add_argument("contract_dir", type=Path, nargs="?", help="directory of contract tables (CSV or Parquet)")
-    i.add_argument("--perf-dir", type=Path, help="directory of `perf stat -x,` files, one per lab run")
-    i.add_argument("--perf-meta", type=Path, help="CSV: file, workload_id, workload_class, footprint_gb")
-    i.add_argument("--azure-vmtable", type=Path, help="Azure Public Dataset V2 vmtable CSV")
-    i.add_argument("--out", type=Path, default=Path("data/raw"))
-
-    f = sub.add_parser("features", help="TMA features, customer percentiles, workload history, snapshot")
-    f.add_argument("--raw", type=Path, default=Path("data/raw"))
-    f.add_argument("--out", type=Path, default=Path("data/features"))
-    f.add_argument("--metrics", type=Path, default=Path("metrics/features.json"))
-
-    c = sub.add_parser("calibrate", help="compare the fleet with the published figures")
-    c.add_argument("--raw", type=Path, default=Path("data/raw"))
-    c.add_argument("--features", type=Path, default=Path("data/features"))
-    c.add_argument("--metrics", type=Path, default=Path("metrics/calibration.json"))
-    c.add_argument("--plots", type=Path, default=Path("plots/calibration"))
-
-    t = sub.add_parser("train_li", help="latency-insensitivity forest: held-out curves, baselines, ONNX, MLflow")
-    t.add_argument("--features", type=Path, default=Path("data/features"))
-    t.add_argument("--raw", type=Path, default=Path("data/raw"))
-    t.add_argument("--out", type=Path, default=Path("data/models/li"))
-    t.add_argument("--metrics", type=Path, default=Path("metrics/train_li.json"))
-    t.add_argument("--plots", type=Path, default=Path("plots/train_li"))
-
-    u = sub.add_parser("train_um", help="untouched-memory quantile GBM: backtest, trade-off, calibration, ONNX, MLflow")
-    u.add_argument("--features", type=Path, default=Path("data/features"))
-    u.add_argument("--out", type=Path, default=Path("data/models/um"))
-    u.add_argument("--metrics", type=Path, default=Path("metrics/train_um.json"))
-    u.add_argument("--plots", type=Path, default=Path("plots/train_um"))
-
-    o = sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier")
-    o.add_argument("--li", type=Path, default=Path("data/models/li"))
-    o.add_argument("--um", type=Path, default=Path("data/models/um"))
-    o.add_argument("--features", type=Path, default=Path("data/features"))
-    o.add_argument("--out", type=Path, default=Path("data/policy/policy.json"))
-    o.add_argument("--metrics", type=Path, default=Path("metrics/optimize.json"))
-    o.add_argument("--frontier", type=Path, default=Path("plots/optimize/frontier.csv"))
-    o.add_argument("--plot", type=Path, default=Path("plots/optimize/frontier.png"))
-
-    e = sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static")
-    e.add_argument("--policy", type=Path, default=Path("data/policy/policy.json"))
-    e.add_argument("--li", type=Path, default=Path("data/models/li"))
-    e.add_argument("--um", type=Path, default=Path("data/models/um"))
-    e.add_argument("--features", type=Path, default=Path("data/features"))
-    e.add_argument("--raw", type=Path, default=Path("data/raw"))
-    e.add_argument("--out", type=Path, default=Path("data/evaluation"))
-    e.add_argument("--metrics", type=Path, default=Path("metrics/evaluate.json"))
-    e.add_argument("--plots", type=Path, default=Path("plots/evaluate"))
+    _paths(i, perf_dir=None, perf_meta=None, azure_vmtable=None, out="data/raw")
+    _paths(sub.add_parser("features", help="TMA features, customer percentiles, workload history, snapshot"),
+           raw="data/raw", out="data/features", metrics="metrics/features.json")
+    _paths(sub.add_parser("calibrate", help="compare the fleet with the published figures"),
+           raw="data/raw", features="data/features", metrics="metrics/calibration.json", plots="plots/calibration")
+    _paths(sub.add_parser("train_li", help="latency-insensitivity forest: held-out curves, baselines, ONNX, MLflow"),
+           features="data/features", raw="data/raw", out="data/models/li", metrics="metrics/train_li.json",
+           plots="plots/train_li")
+    _paths(sub.add_parser("train_um", help="untouched-memory quantile GBM: backtest, trade-off, calibration, ONNX, MLflow"),
+           features="data/features", out="data/models/um", metrics="metrics/train_um.json", plots="plots/train_um")
+    _paths(sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier"),
+           li="data/models/li", um="data/models/um", features="data/features", out="data/policy/policy.json",
+           metrics="metrics/optimize.json", frontier="plots/optimize/frontier.csv", plot="plots/optimize/frontier.png")
+    _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
+           policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
+           raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
     return ap
 
 
