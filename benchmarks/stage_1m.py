@@ -2,9 +2,12 @@
 
     python benchmarks/stage_1m.py features      # target: < 60 s, < 4 GB on 2 cores (issue 2)
     python benchmarks/stage_1m.py train_um      # target: < 3 min on 2 cores (issue 4)
+    python benchmarks/stage_1m.py simulate      # target: < 60 s on 2 cores (issue 5)
 
 Options: --vms-per-day 12000 --days 90 --workdir /tmp/pond-bench. The fleet (and, for
-train_um, its features) is built once into the work dir, untimed; the measured stage then runs
+train_um, its features) is built once into the work dir, untimed; simulate replays the whole
+trace (first-fit placement, then one sweep per grouping) under six static pool fractions, as
+many policies as the pipeline's stage replays; the measured stage then runs
 in a child process, as `dvc repro` runs it, which reports its own wall time and peak RSS.
 """
 
@@ -25,8 +28,11 @@ STAGES = {
     "features": None,
     "train_um": lambda wd: ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
                             "--metrics", str(wd / "train_um.json"), "--plots", str(wd / "plots")],
+    "simulate": lambda wd: ["simulate", "--static-only", "--raw", str(wd / "raw"), "--metrics", str(wd / "simulate.json"),
+                            "--plots", str(wd / "plots")],
 }
-TARGETS = {"features": {"target_wall_s": 60, "target_peak_rss_gb": 4}, "train_um": {"target_wall_s": 180}}
+TARGETS = {"features": {"target_wall_s": 60, "target_peak_rss_gb": 4}, "train_um": {"target_wall_s": 180},
+           "simulate": {"target_wall_s": 60}}
 
 
 def main() -> None:
@@ -45,6 +51,7 @@ def main() -> None:
     start = params["generate"]["fleet"].get("start", "2026-01-01")
     import pandas as pd
     params["base"]["as_of"] = str((pd.Timestamp(start) + pd.Timedelta(days=args.days - 8)).date())
+    params.setdefault("simulate", {})["static_fractions"] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
     pond = [sys.executable, "-m", "pipelines", "--params", str(wd / "params.yaml")]
     if not (wd / "raw" / "vm_counters.parquet").exists():
@@ -52,7 +59,7 @@ def main() -> None:
         subprocess.run(pond + ["generate", "--out", str(wd / "raw")], check=True)
         print(f"generate (not part of the target): {time.perf_counter() - t:.1f} s")
     features = ["features", "--raw", str(wd / "raw"), "--out", str(wd / "features"), "--metrics", str(wd / "features.json")]
-    if args.stage != "features" and not (wd / "features" / "vm_features.parquet").exists():
+    if args.stage == "train_um" and not (wd / "features" / "vm_features.parquet").exists():
         subprocess.run(pond + features, check=True)
     argv = features if args.stage == "features" else STAGES[args.stage](wd)
     # The child reports its own peak RSS (RUSAGE_CHILDREN would also count `generate`).
@@ -64,7 +71,7 @@ def main() -> None:
                          check=True, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     peak_kb = next(int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("PEAK_RSS_KB"))
-    n = json.loads((wd / "features.json").read_text())["vms"]
+    n = json.loads((wd / f"{'simulate' if args.stage == 'simulate' else 'features'}.json").read_text())["vms"]
     print(json.dumps({"stage": args.stage, "vms": n, "wall_s": round(wall, 1),
                       "peak_rss_gb": round(peak_kb / 1024 ** 2, 2), "cores": os.cpu_count(), **TARGETS[args.stage]}))
 

@@ -42,3 +42,12 @@ def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.nda
     decision = np.where(pool_only, POOL_ONLY, np.where(znuma > 0, ZNUMA, LOCAL_ONLY))
     return {"decision": decision, "local_gb": memory_gb - pool, "pool_gb": pool, "znuma_gb": znuma,
             "untouched_fraction": u}
+
+
+def policy_knobs(policy: dict) -> dict[str, PolicyKnobs]:
+    """The optimized policy and its LI-only / UM-only alternatives, from ``policy.json``."""
+    alt = policy["alternatives"]
+    um = policy["um"]["offset"] if policy["um"]["enabled"] else None
+    return {"combined": PolicyKnobs(policy["li"]["threshold"], um),
+            "li_only": PolicyKnobs(alt["li_only"]["li_threshold"], None),
+            "um_only": PolicyKnobs(None, alt["um_only"]["um_offset"])}

@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime as ort
 import pandas as pd
 
+from features.history import KEY
 from models.onnx_export import session, sha256
 from models.um import encode, metadata_frame
 from telemetry.errors import ModelError
@@ -53,3 +54,16 @@ class Models:
         if len(X) == 0:
             return np.zeros(0)
         return self.um.run(None, {"X": X})[0].ravel().astype(float)
+
+
+@dataclass
+class Scores:
+    has_history: np.ndarray
+    p_insensitive: np.ndarray
+    um_raw: np.ndarray
+
+
+def score(models: Models, vms: pd.DataFrame, history: pd.DataFrame) -> Scores:
+    """Both models on VM requests, each enriched with its workload history (snapshot ``history``)."""
+    enriched = vms[list(KEY)].merge(history, on=list(KEY), how="left")
+    return Scores(enriched["n_vms"].notna().to_numpy(), models.p_insensitive(enriched), models.um_raw(vms))

@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
            raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
+    sim = sub.add_parser("simulate", help="DRAM saved by pooling vs pool size per policy, and the server-cost line")
+    _paths(sim, raw="data/raw", features="data/features", policy="data/policy/policy.json", li="data/models/li",
+           um="data/models/um", metrics="metrics/simulate.json", plots="plots/simulate")
+    sim.add_argument("--static-only", action="store_true",
+                     help="replay the whole trace under static pools only (an imported trace without model inputs)")
+    sim.add_argument("--pack-by", default="cluster_id", metavar="COLUMN",
+                     help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
     return ap
 
 
@@ -76,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "evaluate":
             from pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots)
+        elif args.stage == "simulate":
+            from pipelines import simulate
+            simulate.run(params, args.raw, args.features, None if args.static_only else args.policy, args.li, args.um,
+                         args.metrics, args.plots, args.pack_by)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

@@ -12,9 +12,8 @@ import pandas as pd
 
 from evaluation.combined import outcomes, spill_table, summarize
 from evaluation.plots import pyplot, save_figure
-from features.history import KEY
-from models.decision import PolicyKnobs, decide
-from models.inference import Models
+from models.decision import PolicyKnobs, decide, policy_knobs
+from models.inference import Models, score
 from telemetry.errors import ConfigError
 from telemetry.io import AtomicDir, read_tables, write_json
 
@@ -30,17 +29,11 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     vms = vmf[(vmf.day == day) & vmf.untouched_fraction.notna()].reset_index(drop=True)
     if vms.empty:
         raise ConfigError(f"no ended VMs were created on {day}: move base.as_of earlier")
-    history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
-    enriched = vms[list(KEY)].merge(history, on=list(KEY), how="left")
-    has_history = enriched["n_vms"].notna().to_numpy()
-    p = models.p_insensitive(enriched)
-    raw = models.um_raw(vms)
+    s = score(models, vms, pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))
+    has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table = spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], policy["latency_ratio"])
-    alt = policy["alternatives"]
     variants = {
-        "combined": (PolicyKnobs(policy["li"]["threshold"], policy["um"]["offset"] if policy["um"]["enabled"] else None), raw),
-        "li_only": (PolicyKnobs(alt["li_only"]["li_threshold"], None), raw),
-        "um_only": (PolicyKnobs(None, alt["um_only"]["um_offset"]), raw),
+        **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
         **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
     }
     metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],

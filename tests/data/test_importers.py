@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -76,3 +77,19 @@ def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):
     assert "table 'vms', column 'memory_gb'" in err and vms.loc[5, "vm_id"] in err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".raw")]
+
+
+def test_azure_trace_simulates_with_static_pools(tmp_path):
+    out = tmp_path / "azure"
+    assert main(["import", "--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv"), "--out", str(out)]) == 0
+    metrics, plots = tmp_path / "simulate.json", tmp_path / "plots"
+    assert main(["simulate", "--static-only", "--raw", str(out), "--pack-by", "region",
+                 "--metrics", str(metrics), "--plots", str(plots)]) == 0
+    m = json.loads(metrics.read_text())
+    # four VMs (1-32 vCPUs, 2-96 GB) fit one 96-vCPU, 768-GB server
+    assert (m["vms"], m["hosts"], m["assignment"], m["oversized_vms"]) == (4, 1, "first_fit", 0)
+    assert set(m["savings_at_headline"]) == {"static_10pct", "static_30pct", "static_50pct"}
+    curves = pd.read_csv(plots / "savings.csv")
+    assert (curves.savings_pct == 0).all()   # one server: nothing to share a pool with
+    assert main(["simulate", "--static-only", "--raw", str(out), "--pack-by", "rack",
+                 "--metrics", str(metrics), "--plots", str(plots)]) == 2
