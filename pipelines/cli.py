@@ -49,6 +49,17 @@ def _parser() -> argparse.ArgumentParser:
                      help="replay the whole trace under static pools only (an imported trace without model inputs)")
     sim.add_argument("--pack-by", default="cluster_id", metavar="COLUMN",
                      help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
+    for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
+                       ("serve", "start the HTTP service (settings also from POND_* environment variables)")):
+        sp = sub.add_parser(name, help=text)
+        _paths(sp, policy="data/policy/policy.json", li="data/models/li", um="data/models/um",
+               snapshot="data/features/snapshot")
+        if name == "predict":
+            sp.add_argument("requests", type=Path, help="CSV or Parquet with the vms request columns")
+            sp.add_argument("--out", type=Path, required=True, help="allocations file (.parquet or .csv)")
+        else:
+            sp.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+            sp.add_argument("--port", type=int, default=None, help="port (default 8000)")
     return ap
 
 
@@ -59,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             from pipelines import ingest
             ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable)
             return 0
+        if args.stage in ("predict", "serve"):
+            from serving import cli as serving_cli
+            return serving_cli.run(args)
         if args.stage == "calibrate":
             from pipelines import calibrate
             calibrate.run(args.raw, args.features, args.metrics, args.plots)

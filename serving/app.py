@@ -1,0 +1,208 @@
+"""The HTTP service (DESIGN.md API): FastAPI at the edge, the engine in ``serving.engine``.
+
+Endpoints are plain ``def`` (FastAPI's thread pool; ONNX Runtime releases the GIL), the engine
+is built in ``lifespan`` and injected, and HTTP errors are raised only here.
+"""
+
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from time import perf_counter
+from typing import Annotated, Any
+
+import numpy as np
+import orjson
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from serving.engine import REQUEST_COLUMNS, Engine
+from serving.observability import Metrics
+from serving.reload import BundleSource, EngineHolder, FileSource, NotReady
+from serving.schemas import (Allocation, AllocationRequest, BatchRequest, BatchResponse, ModelInfo, QosRequest,
+                             QosResponse)
+from serving.settings import Settings
+from telemetry.errors import ConfigError, InputFormatError
+
+log = logging.getLogger("pond.serving")
+ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
+
+
+def allocation_rows(cols: dict[str, list], out: dict[str, np.ndarray], engine: Engine) -> list[dict[str, Any]]:
+    """Response objects, in request order (NaN P(insensitive) -> null)."""
+    p = [None if x != x else x for x in out["p_insensitive"].tolist()]
+    cols_out = [out[k].tolist() for k in ALLOCATION_FIELDS]
+    policy = engine.info["policy"]
+    return [{"vm_id": vm, **dict(zip(ALLOCATION_FIELDS, vals)), "p_insensitive": pi, "untouched_fraction": u,
+             "has_history": h, "customer_history": c, "model_version": engine.version, "policy": policy}
+            for vm, *vals, pi, u, h, c in zip(cols["vm_id"], *cols_out, p, out["untouched_fraction"].tolist(),
+                                               out["has_history"].tolist(), out["customer_history"].tolist())]
+
+
+def columns(requests: list[AllocationRequest]) -> dict[str, list]:
+    return {c: [getattr(r, c) for r in requests] for c in (*REQUEST_COLUMNS, "cluster_id")}
+
+
+class Edge:
+    """ASGI middleware: body-size limit (413), request counts and latency per endpoint."""
+
+    def __init__(self, app: Any, metrics: Metrics, max_body_bytes: int, paths: set[str]):
+        self.app, self.metrics, self.max_body, self.paths = app, metrics, max_body_bytes, paths
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        endpoint = scope["path"] if scope["path"] in self.paths else "other"
+        start, status = perf_counter(), [500]
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            status[0] = 413
+            await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": f"request body larger than "
+                                                     f"{self.max_body} bytes; split the batch", "type": "too_large"}]})
+        else:
+            seen = [0]
+
+            async def limited_receive() -> dict:
+                msg = await receive()
+                seen[0] += len(msg.get("body", b""))
+                if seen[0] > self.max_body:
+                    raise _TooLarge()
+                return msg
+
+            async def tracking_send(msg: dict) -> None:
+                if msg["type"] == "http.response.start":
+                    status[0] = msg["status"]
+                await send(msg)
+
+            try:
+                await self.app(scope, limited_receive, tracking_send)
+            except _TooLarge:
+                status[0] = 413
+                await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": "request body too large",
+                                                         "type": "too_large"}]})
+        self.metrics.requests.labels(endpoint, str(status[0])).inc()
+        self.metrics.latency.labels(endpoint).observe(perf_counter() - start)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _send_json(send: Any, status: int, body: dict) -> None:
+    data = orjson.dumps(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def create_app(settings: Settings | None = None, source: BundleSource | None = None) -> FastAPI:
+    settings = settings or Settings()
+    if settings.auth_required() and settings.api_token is None:
+        raise ConfigError(f"serving on {settings.host} requires a bearer token: set POND_API_TOKEN "
+                          "(or POND_REQUIRE_AUTH=false on a trusted network)")
+    metrics = Metrics()
+    source = source or FileSource(settings.bundle_paths(), settings.qos_threshold)
+    holder = EngineHolder(source, metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(holder.refresh)
+        if holder.engine is None:
+            log.error("not ready: %s", holder.last_error)
+        task = asyncio.create_task(holder.poll(settings.reload_interval_s)) if settings.reload_interval_s > 0 else None
+        yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(title="pond zNUMA sizing", version="1", lifespan=lifespan)
+    app.state.holder, app.state.metrics, app.state.settings = holder, metrics, settings
+    bearer = HTTPBearer(auto_error=False)
+
+    def authorized(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        if not settings.auth_required():
+            return
+        token = settings.api_token.get_secret_value() if settings.api_token else ""
+        if creds is None or not secrets.compare_digest(creds.credentials, token):
+            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    def engine() -> Engine:
+        try:
+            return holder.get()
+        except NotReady as exc:
+            raise HTTPException(503, f"not ready: {exc}") from None
+
+    Auth = Depends(authorized)
+    Current = Annotated[Engine, Depends(engine)]
+
+    @app.exception_handler(InputFormatError)
+    async def _bad_input(request: Request, exc: InputFormatError) -> JSONResponse:
+        field, _, msg = str(exc).partition(": ")
+        return JSONResponse({"detail": [{"loc": ["body", field], "msg": msg or str(exc), "type": "value_error"}]}, 422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()[:20]]
+        return JSONResponse({"detail": errors}, 422)
+
+    def _allocate(eng: Engine, cols: dict[str, list]) -> list[dict[str, Any]]:
+        timings: dict[str, float] = {}
+        out = eng.allocate(cols, timings)
+        for stage, seconds in timings.items():
+            metrics.stage.labels(stage).observe(seconds)
+        for d, n in zip(*np.unique(out["decision"], return_counts=True)):
+            metrics.decisions.labels(str(d)).inc(int(n))
+        return allocation_rows(cols, out, eng)
+
+    @app.post("/v1/allocations", response_model=Allocation, dependencies=[Auth])
+    def allocate(req: AllocationRequest, eng: Current) -> Response:
+        return _json(_allocate(eng, columns([req]))[0])
+
+    @app.post("/v1/allocations/batch", response_model=BatchResponse, dependencies=[Auth])
+    def allocate_batch(req: BatchRequest, eng: Current) -> Response:
+        if len(req.requests) > settings.max_batch:
+            raise HTTPException(413, [{"loc": ["body", "requests"], "type": "too_large",
+                                       "msg": f"{len(req.requests)} requests; at most {settings.max_batch} per batch"}])
+        return _json({"allocations": _allocate(eng, columns(req.requests)) if req.requests else []})
+
+    @app.post("/v1/qos", response_model=QosResponse, dependencies=[Auth])
+    def qos(req: QosRequest, eng: Current) -> Response:
+        p, exceeds = eng.qos(req.counters)
+        act = exceeds and (req.pool_gb is None or req.pool_gb > 0)
+        return _json({"vm_id": req.vm_id, "p_exceeds_pdm": p, "exceeds_pdm": exceeds,
+                      "action": "reconfigure_local" if act else "none", "pdm": eng.policy["pdm"],
+                      "model_version": eng.version})
+
+    @app.get("/v1/model", response_model=ModelInfo, dependencies=[Auth])
+    def model(eng: Current) -> Response:
+        return _json({**{k: v for k, v in eng.info.items()}, "loaded_at": holder.loaded_at,
+                      "source": source.description, "policy": eng.policy})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        eng = holder.engine
+        if eng is None:
+            return _json({"ready": False, "reason": holder.last_error or "loading"}, 503)
+        return _json({"ready": True, "model_version": eng.version})
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    paths = {r.path for r in app.routes if hasattr(r, "path")}
+    app.add_middleware(Edge, metrics=metrics, max_body_bytes=int(settings.max_body_mb * 2 ** 20), paths=paths)
+    return app

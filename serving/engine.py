@@ -1,0 +1,193 @@
+"""The serving engine: one night's models, policy and feature snapshot, applied to VM requests.
+
+No web framework here: the HTTP app, the ``predict`` CLI and the benchmarks call the same
+``Engine.allocate`` on columns of requests (one request is a batch of one), and it ends in the
+decision ``evaluate`` uses (``models.decision.decide``).
+
+Two choices keep one VM under 100 us:
+- P(insensitive) depends only on the workload history of (customer, VM type, region), which is
+  fixed for a snapshot; the forest scores every history key once, when the engine is built, and
+  a request looks its key up. The UM model runs per request (its inputs are the request's).
+- Encoding maps values through dicts (``map(dict.get, ...)``, C speed), never through pandas,
+  whose per-call overhead is tens of microseconds. A test checks it equals ``models.um.encode``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from features.history import KEY
+from features.tma import REQUIRED_EVENTS, pmu_features
+from models.decision import PolicyKnobs, decide, policy_knobs
+from models.inference import Models
+from models.um import CATEGORICAL, CUSTOMER, FEATURES, VM_TYPE_RE
+from telemetry.errors import InputFormatError, ModelError
+
+REQUEST_COLUMNS = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
+_VM_TYPE = re.compile(VM_TYPE_RE)
+NAN = float("nan")
+
+
+@lru_cache(maxsize=4096)
+def parse_vm_type(vm_type: str) -> tuple[str, float] | None:
+    """(family, generation) of an Azure size name such as Standard_D4s_v3; None if it is not one."""
+    m = _VM_TYPE.match(vm_type)
+    return (m["family"], float(m["generation"])) if m else None
+
+
+@dataclass(frozen=True)
+class BundlePaths:
+    policy: Path
+    li_dir: Path
+    um_dir: Path
+    snapshot_dir: Path
+
+
+def bundle_version(paths: BundlePaths) -> str:
+    """Identity of what would be served: the policy (which pins both model hashes) and the snapshot."""
+    h = hashlib.sha256(paths.policy.read_bytes())
+    h.update((paths.snapshot_dir / "manifest.json").read_bytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Immutable: a request reads the current engine once and uses nothing else (no mixed versions)."""
+
+    version: str
+    policy: dict[str, Any]
+    models: Models
+    knobs: PolicyKnobs
+    snapshot: dict[str, Any]
+    history_index: dict[tuple[str, str, str], int]
+    history_p: np.ndarray                       # P(insensitive) per history key
+    customer_index: dict[str, int]
+    customer_features: np.ndarray               # cust_* per known customer (float32)
+    vocab: dict[str, dict[str, float]]          # category -> code, as the UM model was trained
+    qos_threshold: float = 0.5
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> "Engine":
+        """Load and verify (sha256) both models, score the history table, warm both sessions."""
+        for p in (paths.policy, paths.snapshot_dir / "manifest.json"):
+            if not p.exists():
+                raise ModelError(f"{p} not found: run `dvc repro` (or point the service at a bundle)")
+        policy = json.loads(paths.policy.read_text())
+        models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
+        history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
+        customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
+        keys = list(zip(*(history[k].astype(str) for k in KEY)))
+        engine = cls(
+            version=label or bundle_version(paths), policy=policy, models=models,
+            knobs=policy_knobs(policy)["combined"],
+            snapshot=json.loads((paths.snapshot_dir / "manifest.json").read_text()),
+            history_index={k: i for i, k in enumerate(keys)},
+            history_p=models.p_insensitive(history) if len(history) else np.zeros(0),
+            customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
+            customer_features=customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
+            vocab={c: {v: float(i) for i, v in enumerate(vals)} for c, vals in models.um_vocabulary.items()},
+            qos_threshold=qos_threshold,
+        )
+        um = policy["um"]
+        engine.info["policy"] = {
+            "li_threshold": policy["li"]["threshold"], "um_target_op": um["target_op"] if um["enabled"] else None,
+            "um_offset": um["offset"] if um["enabled"] else None, "pdm": policy["pdm"], "tp": policy["tp"],
+            "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of"),
+        }
+        engine.info.update({
+            "version": engine.version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
+            "um_sha256": policy["um"]["sha256"], "history_keys": len(keys), "customers": len(customers),
+            "snapshot_time": engine.snapshot.get("snapshot_time"),
+        })
+        engine.warm()
+        return engine
+
+    def warm(self) -> None:
+        """First runs allocate ORT buffers; do them before the engine takes traffic."""
+        probe = {"vm_id": ["warm"], "customer_id": ["?"], "vm_type": ["Standard_D2s_v3"], "vcpus": [2],
+                 "memory_gb": [8.0], "os": ["linux"], "region": ["?"], "cluster_id": [None]}
+        for _ in range(3):
+            self.allocate(probe)
+
+    # -- requests -> model inputs -------------------------------------------------------------
+
+    def um_inputs(self, cols: dict[str, list]) -> np.ndarray:
+        """float32 UM matrix in models.um.FEATURES order (equal to um.encode(metadata_frame(...)))."""
+        n = len(cols["vm_type"])
+        parsed = list(map(parse_vm_type, cols["vm_type"]))
+        family = [p[0] if p else None for p in parsed]
+        generation = np.array([p[1] if p else NAN for p in parsed], dtype=np.float64)
+        clusters = cols.get("cluster_id") or [None] * n
+        values = {"vm_type": cols["vm_type"], "family": family, "os": cols["os"], "region": cols["region"],
+                  "cluster_id": clusters}
+        vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
+        mem = np.asarray(cols["memory_gb"], dtype=np.float64)
+        cust = np.array(list(map(self.customer_index.get, cols["customer_id"], repeat(-1))), dtype=np.int64)
+        cust_x = np.where((cust >= 0)[:, None], self.customer_features[np.maximum(cust, 0)] if len(self.customer_features)
+                          else np.float32(NAN), np.float32(NAN))
+        X = np.empty((n, len(FEATURES)), dtype=np.float32)
+        for j, c in enumerate(FEATURES):
+            if c in CATEGORICAL:
+                X[:, j] = np.fromiter(map(self.vocab[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
+            elif c == "vcpus":
+                X[:, j] = vcpus
+            elif c == "memory_gb":
+                X[:, j] = mem
+            elif c == "gb_per_vcpu":
+                X[:, j] = mem / vcpus
+            elif c == "generation":
+                X[:, j] = generation
+            else:
+                X[:, j] = cust_x[:, CUSTOMER.index(c)]
+        return X
+
+    def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+        """Decisions for columns of requests (REQUEST_COLUMNS, optional cluster_id); validated upstream.
+
+        ``timings`` (if given) receives seconds spent to enrich, infer and decide.
+        """
+        t0 = perf_counter()
+        n = len(cols["vm_type"])
+        keys = zip(cols["customer_id"], cols["vm_type"], cols["region"])
+        row = np.fromiter(map(self.history_index.get, keys, repeat(-1)), dtype=np.int64, count=n)
+        has_history = row >= 0
+        p = np.where(has_history, self.history_p[np.maximum(row, 0)] if len(self.history_p) else NAN, NAN)
+        known = np.fromiter(map(self.customer_index.__contains__, cols["customer_id"]), dtype=bool, count=n)
+        X = self.um_inputs(cols)
+        t1 = perf_counter()
+        raw = self.models.um.run(None, {"X": X})[0].ravel().astype(np.float64) if n else np.zeros(0)
+        t2 = perf_counter()
+        mem = np.asarray(cols["memory_gb"], dtype=np.float64)
+        out = decide(mem, has_history, p, raw, self.knobs)
+        out.update(memory_gb=mem, p_insensitive=p, has_history=has_history, customer_history=known)
+        if timings is not None:
+            timings.update(enrich=t1 - t0, infer=t2 - t1, decide=perf_counter() - t2)
+        return out
+
+    # -- QoS ----------------------------------------------------------------------------------
+
+    def qos(self, counters: dict[str, float]) -> tuple[float, bool]:
+        """P(the VM exceeds the PDM on pool memory) from its own counters, and whether to act."""
+        missing = [e for e in REQUIRED_EVENTS if e not in counters]
+        if missing:
+            raise InputFormatError(f"counters: events {missing} are required for the TMA metrics")
+        events = list(self.snapshot.get("events", []))
+        unknown = sorted(set(counters) - set(events) - set(REQUIRED_EVENTS))
+        if unknown:
+            raise InputFormatError(f"counters: unknown events {unknown[:5]}; use the event names of the lab list")
+        row = pd.DataFrame([{e: counters.get(e, NAN) for e in dict.fromkeys([*events, *REQUIRED_EVENTS])}])
+        p_ins = float(self.models.p_insensitive(pmu_features(row, events, table="counters"))[0])
+        p_exceed = 1.0 - p_ins if np.isfinite(p_ins) else 1.0
+        return p_exceed, p_exceed >= self.qos_threshold

@@ -1,0 +1,21 @@
+"""Prometheus metrics of one app instance (its own registry, so several apps can live in a process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("pond_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("pond_request_seconds", "request latency by endpoint", ["endpoint"],
+                                 buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.stage = Histogram("pond_stage_seconds", "time per stage of an allocation (enrich, infer, decide)",
+                               ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.decisions = Counter("pond_decisions", "allocations by decision", ["decision"], registry=self.registry)
+        self.reloads = Counter("pond_reloads", "bundle reloads by outcome", ["outcome"], registry=self.registry)
+        self.ready = Gauge("pond_ready", "1 when a warmed bundle is serving", registry=self.registry)

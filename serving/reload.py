@@ -1,0 +1,85 @@
+"""Where the served bundle comes from, and the holder that swaps it without touching requests.
+
+A source names the bundle it would serve now (``current``: a cheap check) and builds an engine
+for it (``load``: verify, score, warm). The holder polls the source off the request path and
+replaces one attribute; a request reads that attribute once, so it never mixes two versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+from typing import Protocol
+
+from serving.engine import BundlePaths, Engine, bundle_version
+from serving.observability import Metrics
+
+log = logging.getLogger("pond.serving")
+
+
+class BundleSource(Protocol):
+    description: str
+
+    def current(self) -> str: ...
+
+    def load(self) -> Engine: ...
+
+
+class FileSource:
+    """The bundle `dvc repro` leaves in the work tree (policy.json, both model dirs, the snapshot)."""
+
+    def __init__(self, paths: BundlePaths, qos_threshold: float):
+        self.paths, self.qos_threshold = paths, qos_threshold
+        self.description = f"files:{paths.policy}"
+
+    def current(self) -> str:
+        return bundle_version(self.paths)
+
+    def load(self) -> Engine:
+        return Engine.load(self.paths, self.qos_threshold)
+
+
+class NotReady(Exception):
+    pass
+
+
+class EngineHolder:
+    def __init__(self, source: BundleSource, metrics: Metrics):
+        self.source, self.metrics = source, metrics
+        self.engine: Engine | None = None
+        self.loaded_at: str | None = None
+        self.last_error: str | None = None
+
+    def get(self) -> Engine:
+        engine = self.engine            # one read: the whole request uses this engine
+        if engine is None:
+            raise NotReady(self.last_error or "the model bundle is still loading")
+        return engine
+
+    def swap(self, engine: Engine) -> None:
+        self.engine = engine
+        self.loaded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.last_error = None
+        self.metrics.ready.set(1)
+
+    def refresh(self) -> bool:
+        """Load the source's bundle if it differs from the one served; keep serving on failure."""
+        try:
+            if self.engine is not None and self.source.current() == self.engine.version:
+                return False
+            engine = self.source.load()
+        except Exception as exc:   # a half-written bundle (pipeline mid-run) must not stop serving
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.metrics.reloads.labels("failed").inc()
+            log.warning("bundle not loaded from %s: %s", self.source.description, self.last_error)
+            return False
+        self.swap(engine)
+        self.metrics.reloads.labels("loaded").inc()
+        log.info("serving bundle %s from %s", engine.version, self.source.description)
+        return True
+
+    async def poll(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await asyncio.to_thread(self.refresh)

@@ -1,0 +1,45 @@
+"""Service settings, from the environment (``POND_*``) or arguments; nothing is read at import."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from serving.engine import BundlePaths
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="POND_", extra="forbid")
+
+    policy: Path = Path("data/policy/policy.json")
+    li_dir: Path = Path("data/models/li")
+    um_dir: Path = Path("data/models/um")
+    snapshot_dir: Path = Path("data/features/snapshot")
+    registry_model: str | None = Field(default=None, description="follow models:/<name>@<alias> in MLflow instead of files")
+    registry_alias: str = "champion"
+    reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_token: SecretStr | None = None
+    require_auth: bool | None = Field(default=None, description="None: on unless bound to loopback")
+    max_batch: int = Field(default=10_000, ge=1)
+    max_body_mb: float = Field(default=32.0, gt=0)
+    qos_threshold: float = Field(default=0.5, gt=0, le=1)
+
+    def bundle_paths(self) -> BundlePaths:
+        return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir)
+
+    def auth_required(self) -> bool:
+        return self.require_auth if self.require_auth is not None else not is_loopback(self.host)
