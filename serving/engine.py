@@ -135,8 +135,11 @@ class Engine:
         vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
         mem = np.asarray(cols["memory_gb"], dtype=np.float64)
         cust = np.array(list(map(self.customer_index.get, cols["customer_id"], repeat(-1))), dtype=np.int64)
+        # an unknown customer is one with no ended VMs in the window: cust_n = 0, percentiles missing,
+        # which is how features/customer.py presents it to the model in training
+        no_history = np.array([0.0] + [NAN] * (len(CUSTOMER) - 1), dtype=np.float32)
         cust_x = np.where((cust >= 0)[:, None], self.customer_features[np.maximum(cust, 0)] if len(self.customer_features)
-                          else np.float32(NAN), np.float32(NAN))
+                          else no_history, no_history)
         X = np.empty((n, len(FEATURES)), dtype=np.float32)
         for j, c in enumerate(FEATURES):
             if c in CATEGORICAL:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from telemetry.fleet import FleetParams, LabParams, generate
 from telemetry.io import read_tables
@@ -28,3 +30,48 @@ def small_tables(small_raw) -> dict[str, pd.DataFrame]:
 @pytest.fixture()
 def tables(small_tables) -> dict[str, pd.DataFrame]:
     return {k: v.copy() for k, v in small_tables.items()}
+
+
+SMALL_AS_OF = "2026-01-08"
+
+
+def small_params() -> dict:
+    """params.yaml shrunk for SMALL_FLEET: the as-of day leaves 4 days to evaluate on."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["generate"]["fleet"].update(n_days=SMALL_FLEET.n_days, vms_per_day=SMALL_FLEET.vms_per_day,
+                                       n_customers=SMALL_FLEET.n_customers)
+    params["base"].update(seed=SMALL_FLEET.seed, as_of=SMALL_AS_OF)
+    params["train_li"]["n_splits"] = 5
+    params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
+    return params
+
+
+@pytest.fixture(scope="session")
+def small_bundle(tmp_path_factory, small_raw) -> Path:
+    """features -> train_li -> train_um -> optimize -> evaluate on the small fleet, in-process."""
+    from pipelines.cli import main
+
+    wd = tmp_path_factory.mktemp("bundle")
+    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{wd / 'mlflow.db'}"
+    try:
+        p = ["--params", str(wd / "params.yaml")]
+        for argv in (["features", "--raw", str(small_raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
+                     ["train_li", "--features", str(wd / "features"), "--raw", str(small_raw), "--out", str(wd / "li"),
+                      "--metrics", str(wd / "li.json"), "--plots", str(wd / "plots")],
+                     ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
+                      "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
+                     ["optimize", "--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
+                      "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
+                      "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+                     ["evaluate", "--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
+                      "--features", str(wd / "features"), "--raw", str(small_raw), "--out", str(wd / "evaluation"),
+                      "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")]):
+            assert main(p + argv) == 0, argv[0]
+    finally:
+        if old is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = old
+    return wd

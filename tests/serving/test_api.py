@@ -1,0 +1,148 @@
+"""The HTTP contract of DESIGN.md, through FastAPI's TestClient."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from features.tma import pmu_features
+from pipelines.cli import main
+from serving.app import create_app
+from telemetry.errors import ConfigError
+from tests.serving.conftest import request_of, settings_for
+
+
+@pytest.fixture()
+def requests_(next_day_vms) -> list[dict]:
+    return [request_of(r) for r in next_day_vms.head(40).itertuples()]
+
+
+def test_single_batch_and_predict_cli_agree(client, requests_, small_bundle, tmp_path):
+    singles = [client.post("/v1/allocations", json=r).json() for r in requests_]
+    batch = client.post("/v1/allocations/batch", json={"requests": requests_}).json()["allocations"]
+    assert singles == batch
+    pd.DataFrame(requests_).to_csv(tmp_path / "req.csv", index=False)
+    argv = ["predict", str(tmp_path / "req.csv"), "--out", str(tmp_path / "alloc.parquet"),
+            "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
+            "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
+    assert main(argv) == 0
+    offline = pd.read_parquet(tmp_path / "alloc.parquet")
+    for k in ("vm_id", "decision", "local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "has_history",
+              "customer_history", "model_version"):
+        assert offline[k].tolist() == [a[k] for a in batch], k
+    assert [None if np.isnan(p) else p for p in offline.p_insensitive] == [a["p_insensitive"] for a in batch]
+    a = batch[0]
+    assert a["local_gb"] + a["pool_gb"] == a["memory_gb"] and a["policy"]["pdm"] == 5.0
+    assert a["znuma_gb"] == (a["pool_gb"] if a["decision"] == "znuma" else 0)
+
+
+def test_unknown_customer_answer_says_so(client, requests_):
+    r = client.post("/v1/allocations", json={**requests_[0], "customer_id": "new-customer"}).json()
+    assert r["has_history"] is False and r["customer_history"] is False and r["p_insensitive"] is None
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"memory_gb": 0}, "memory_gb"), ({"memory_gb": -4}, "memory_gb"), ({"vcpus": "four"}, "vcpus"),
+    ({"vm_type": "m5.large"}, "vm_type"), ({"region": None}, "region"), ({"surprise": 1}, "surprise"),
+])
+def test_bad_requests_name_the_field(client, requests_, change, field):
+    r = client.post("/v1/allocations", json={**requests_[0], **change})
+    assert r.status_code == 422
+    assert field in [e["loc"][-1] for e in r.json()["detail"]]
+
+
+def test_missing_field_and_bad_json(client, requests_):
+    body = dict(requests_[0])
+    del body["customer_id"]
+    r = client.post("/v1/allocations", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "customer_id"]
+    r = client.post("/v1/allocations", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/v1/allocations/batch", json={"requests": [requests_[0], {**requests_[1], "memory_gb": 0}]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "requests", 1, "memory_gb"]
+
+
+def test_oversized_batch_and_body_get_413(small_bundle, requests_):
+    with TestClient(create_app(settings_for(small_bundle, max_batch=5, max_body_mb=0.004))) as c:
+        r = c.post("/v1/allocations/batch", json={"requests": requests_[:6]})
+        assert r.status_code == 413 and r.json()["detail"][0]["loc"] == ["body", "requests"]
+        r = c.post("/v1/allocations/batch", json={"requests": requests_[:40]})   # > 4 kB
+        assert r.status_code == 413 and r.json()["detail"][0]["loc"] == ["body"]
+        assert c.post("/v1/allocations/batch", json={"requests": requests_[:5]}).status_code == 200
+
+
+def test_qos(client, small_raw, engine):
+    counters = pd.read_parquet(small_raw / "vm_counters.parquet").head(30)
+    events = list(engine.snapshot["events"])
+    expected = 1 - engine.models.p_insensitive(pmu_features(counters[events], events))
+    for i in range(len(counters)):
+        row = counters.iloc[i]
+        body = {"vm_id": row.vm_id, "counters": {e: float(row[e]) for e in events}}
+        r = client.post("/v1/qos", json=body).json()
+        assert r["p_exceeds_pdm"] == pytest.approx(expected[i], abs=1e-6)
+        assert r["exceeds_pdm"] == (expected[i] >= 0.5)
+        assert r["action"] == ("reconfigure_local" if r["exceeds_pdm"] else "none")
+        assert client.post("/v1/qos", json={**body, "pool_gb": 0}).json()["action"] == "none"
+    good = {e: float(counters.iloc[0][e]) for e in events}
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {k: v for k, v in good.items() if k != "CPU_CLK_UNHALTED.THREAD"}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+    assert "CPU_CLK_UNHALTED.THREAD" in r.json()["detail"][0]["msg"]
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {**good, "NOT_AN_EVENT": 1.0}})
+    assert r.status_code == 422 and "NOT_AN_EVENT" in r.json()["detail"][0]["msg"]
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {**good, "INST_RETIRED.ANY": -1}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+
+
+def test_health_ready_model_metrics(client, requests_, engine):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"ready": True, "model_version": engine.version}
+    info = client.get("/v1/model").json()
+    assert info["version"] == engine.version and info["li_sha256"] == engine.policy["li"]["sha256"]
+    assert info["policy"]["li"]["threshold"] == engine.policy["li"]["threshold"]
+    client.post("/v1/allocations", json=requests_[0])
+    client.post("/v1/allocations", json={**requests_[0], "memory_gb": -1})
+    text = client.get("/metrics").text
+    assert 'pond_requests_total{endpoint="/v1/allocations",status="200"} 1.0' in text
+    assert 'pond_requests_total{endpoint="/v1/allocations",status="422"} 1.0' in text
+    for stage in ("enrich", "infer", "decide"):
+        assert f'pond_stage_seconds_count{{stage="{stage}"}} 1.0' in text
+    assert "pond_request_seconds_bucket" in text and "pond_ready 1.0" in text
+    assert client.get("/openapi.json").json()["paths"]["/v1/allocations"]["post"]
+
+
+def test_not_ready_without_a_bundle(tmp_path, requests_):
+    settings = settings_for(tmp_path)   # nothing there
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/healthz").status_code == 200
+        r = c.get("/readyz")
+        assert r.status_code == 503 and "not found" in r.json()["reason"]
+        assert c.post("/v1/allocations", json=requests_[0]).status_code == 503
+
+
+def test_bearer_token(small_bundle, requests_):
+    with pytest.raises(ConfigError, match="POND_API_TOKEN"):
+        create_app(settings_for(small_bundle, host="0.0.0.0"))
+    with TestClient(create_app(settings_for(small_bundle, api_token="s3cret", require_auth=True))) as c:
+        assert c.post("/v1/allocations", json=requests_[0]).status_code == 401
+        bad = {"Authorization": "Bearer nope"}
+        assert c.post("/v1/allocations", json=requests_[0], headers=bad).status_code == 401
+        ok = {"Authorization": "Bearer s3cret"}
+        assert c.post("/v1/allocations", json=requests_[0], headers=ok).status_code == 200
+        assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
+
+
+def test_tampered_model_is_refused(small_bundle, tmp_path):
+    import shutil
+    for d in ("li", "um"):
+        shutil.copytree(small_bundle / d, tmp_path / d)
+    shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "features" / "snapshot")
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    policy["um"]["sha256"] = "0" * 64
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    with TestClient(create_app(settings_for(tmp_path))) as c:
+        r = c.get("/readyz")
+        assert r.status_code == 503 and "sha256" in r.json()["reason"]
