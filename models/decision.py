@@ -31,8 +31,8 @@ def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.nda
     if knobs.li_threshold is None:
         pool_only = np.zeros(len(memory_gb), dtype=bool)
     else:
-        p = np.nan_to_num(np.asarray(p_insensitive, dtype=float), nan=-1.0)
-        pool_only = np.asarray(has_history, dtype=bool) & (p >= knobs.li_threshold)
+        # NaN (no history) compares False: such a VM is never pool-only
+        pool_only = np.asarray(has_history, dtype=bool) & (np.asarray(p_insensitive, dtype=float) >= knobs.li_threshold)
     if knobs.um_offset is None:
         u = np.zeros(len(memory_gb))
     else:
