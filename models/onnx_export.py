@@ -12,6 +12,7 @@ from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
 from sklearn.pipeline import Pipeline
 
+from models import lgbm_onnx
 from telemetry.errors import ModelError
 
 ONNX_OPSET = 17
@@ -78,6 +79,12 @@ def check_parity(model: Pipeline, onnx_bytes: bytes, X: np.ndarray, atol: float 
 
 
 def export_um(booster: lgb.Booster) -> bytes:
+    """The served UM graph: set-membership splits (models.lgbm_onnx), 3x faster than onnxmltools' chains."""
+    return lgbm_onnx.to_onnx(booster, graph_name="untouched_memory")
+
+
+def export_um_onnxmltools(booster: lgb.Booster) -> bytes:
+    """onnxmltools' conversion of the same booster: the independent oracle the tests compare against."""
     n = booster.num_feature()
     onx = onnxmltools.convert_lightgbm(booster, initial_types=[("X", FloatTensorType([None, n]))],
                                        zipmap=False, target_opset=ONNX_OPSET_LIGHTGBM)

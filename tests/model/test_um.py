@@ -10,7 +10,8 @@ import pytest
 
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from features.build import FeatureParams, vm_features
-from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
+from models.onnx_export import (boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools,
+                                lightgbm_splits, session)
 from models.um import ConformalOffset, UntouchedModel, float32_thresholds, metadata_frame
 from models.um_protocol import UmParams, fit_night, night
 
@@ -88,6 +89,28 @@ def test_float32_thresholds_keep_lightgbm_output_and_give_onnx_parity(vmf):
     assert check_regressor_parity(model.booster_, onnx_bytes, rows) < 1e-4
     again = float32_thresholds(model.booster_)  # idempotent: already float32
     np.testing.assert_array_equal(again.predict(rows), model.booster_.predict(rows))
+
+
+def test_membership_graph_agrees_with_onnxmltools_and_is_smaller(vmf):
+    """Our TreeEnsemble v5 graph vs onnxmltools' equality chains, on the rows the parity test uses."""
+    import onnx
+
+    n = night(vmf, "2026-01-09", P)
+    model = UntouchedModel(alpha=0.1, seed=3).fit(n.train, n.train.untouched_fraction.to_numpy())
+    X = model.transform_input(pd.concat([n.train, n.next_day]))
+    unknown = X[:50].copy()
+    unknown[:, :5] = 999.0                      # codes outside every category set
+    negative = X[:50].copy()
+    negative[:, :5] = -1.0
+    rows = np.vstack([X, unknown, negative, boundary_rows(lightgbm_splits(model.booster_), X, n=300)])
+    ours, theirs = export_um(model.booster_), export_um_onnxmltools(model.booster_)
+    a = session(ours).run(None, {"X": rows})[0].ravel()
+    b = session(theirs).run(None, {"X": rows})[0].ravel()
+    assert np.max(np.abs(a - b)) < 1e-5
+    assert check_regressor_parity(model.booster_, ours, rows) < 1e-4
+    count = lambda m: sum(len(a.ints) for nd in onnx.load_from_string(m).graph.node  # noqa: E731
+                          for a in nd.attribute if a.name == "nodes_featureids")
+    assert count(ours) < count(theirs)
 
 
 def test_unknown_category_takes_missing_branch(vmf):
