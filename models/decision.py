@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 POOL_ONLY, ZNUMA, LOCAL_ONLY = "pool_only", "znuma", "local_only"
+_LABELS = np.array([LOCAL_ONLY, ZNUMA, POOL_ONLY])   # indexed by (znuma > 0) + 2 * pool_only
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,19 @@ def pool_gb(untouched: np.ndarray, memory_gb: np.ndarray) -> np.ndarray:
 def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.ndarray,
            um_raw: np.ndarray, knobs: PolicyKnobs) -> dict[str, np.ndarray]:
     memory_gb = np.asarray(memory_gb, dtype=float)
+    n = len(memory_gb)
     if knobs.li_threshold is None:
-        pool_only = np.zeros(len(memory_gb), dtype=bool)
+        pool_only = np.zeros(n, dtype=bool)
     else:
         # NaN (no history) compares False: such a VM is never pool-only
         pool_only = np.asarray(has_history, dtype=bool) & (np.asarray(p_insensitive, dtype=float) >= knobs.li_threshold)
     if knobs.um_offset is None:
-        u = np.zeros(len(memory_gb))
+        u = np.zeros(n)
     else:
         u = np.clip(np.asarray(um_raw, dtype=float) - knobs.um_offset, 0.0, 1.0)
     znuma = np.where(pool_only, 0.0, pool_gb(u, memory_gb))
     pool = np.where(pool_only, memory_gb, znuma)
-    decision = np.where(pool_only, POOL_ONLY, np.where(znuma > 0, ZNUMA, LOCAL_ONLY))
+    decision = _LABELS[(znuma > 0) + 2 * pool_only]
     return {"decision": decision, "local_gb": memory_gb - pool, "pool_gb": pool, "znuma_gb": znuma,
             "untouched_fraction": u}
 

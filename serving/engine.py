@@ -31,11 +31,12 @@ from features.history import KEY
 from features.tma import REQUIRED_EVENTS, pmu_features
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.inference import Models
-from models.um import CATEGORICAL, CUSTOMER, FEATURES, VM_TYPE_RE
+from models.um import CATEGORICAL, CUSTOMER, FEATURES, NUMERIC, VM_TYPE_RE
 from telemetry.errors import InputFormatError, ModelError
 
 REQUEST_COLUMNS = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
 _VM_TYPE = re.compile(VM_TYPE_RE)
+assert FEATURES == CATEGORICAL + NUMERIC + CUSTOMER, "um_inputs builds X in this order"
 NAN = float("nan")
 
 
@@ -73,7 +74,7 @@ class Engine:
     history_index: dict[tuple[str, str, str], int]
     history_p: np.ndarray                       # P(insensitive) per history key
     customer_index: dict[str, int]
-    customer_features: np.ndarray               # cust_* per known customer (float32)
+    customer_features_nohist: np.ndarray        # cust_* per known customer, then the no-history row (float32)
     vocab: dict[str, dict[str, float]]          # category -> code, as the UM model was trained
     qos_threshold: float = 0.5
     info: dict[str, Any] = field(default_factory=dict)
@@ -96,7 +97,8 @@ class Engine:
             history_index={k: i for i, k in enumerate(keys)},
             history_p=models.p_insensitive(history) if len(history) else np.zeros(0),
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
-            customer_features=customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
+            customer_features_nohist=np.vstack([customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
+                                                [[0.0] + [NAN] * (len(CUSTOMER) - 1)]]).astype(np.float32),
             vocab={c: {v: float(i) for i, v in enumerate(vals)} for c, vals in models.um_vocabulary.items()},
             qos_threshold=qos_threshold,
         )
@@ -127,34 +129,20 @@ class Engine:
         """float32 UM matrix in models.um.FEATURES order (equal to um.encode(metadata_frame(...)))."""
         n = len(cols["vm_type"])
         parsed = list(map(parse_vm_type, cols["vm_type"]))
-        family = [p[0] if p else None for p in parsed]
-        generation = np.array([p[1] if p else NAN for p in parsed], dtype=np.float64)
         clusters = cols.get("cluster_id") or [None] * n
-        values = {"vm_type": cols["vm_type"], "family": family, "os": cols["os"], "region": cols["region"],
-                  "cluster_id": clusters}
+        values = {"vm_type": cols["vm_type"], "family": [p[0] if p else None for p in parsed], "os": cols["os"],
+                  "region": cols["region"], "cluster_id": clusters}
         vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
         mem = np.asarray(cols["memory_gb"], dtype=np.float64)
-        cust = np.array(list(map(self.customer_index.get, cols["customer_id"], repeat(-1))), dtype=np.int64)
+        generation = np.fromiter((p[1] if p else NAN for p in parsed), dtype=np.float64, count=n)
+        numeric = {"vcpus": vcpus, "memory_gb": mem, "gb_per_vcpu": mem / vcpus, "generation": generation}
+        head = [np.fromiter(map(self.vocab[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
+                for c in CATEGORICAL] + [numeric[c] for c in NUMERIC]
+        cust = np.fromiter(map(self.customer_index.get, cols["customer_id"], repeat(-1)), dtype=np.int64, count=n)
         # an unknown customer is one with no ended VMs in the window: cust_n = 0, percentiles missing,
         # which is how features/customer.py presents it to the model in training
-        no_history = np.array([0.0] + [NAN] * (len(CUSTOMER) - 1), dtype=np.float32)
-        cust_x = np.where((cust >= 0)[:, None], self.customer_features[np.maximum(cust, 0)] if len(self.customer_features)
-                          else no_history, no_history)
-        X = np.empty((n, len(FEATURES)), dtype=np.float32)
-        for j, c in enumerate(FEATURES):
-            if c in CATEGORICAL:
-                X[:, j] = np.fromiter(map(self.vocab[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
-            elif c == "vcpus":
-                X[:, j] = vcpus
-            elif c == "memory_gb":
-                X[:, j] = mem
-            elif c == "gb_per_vcpu":
-                X[:, j] = mem / vcpus
-            elif c == "generation":
-                X[:, j] = generation
-            else:
-                X[:, j] = cust_x[:, CUSTOMER.index(c)]
-        return X
+        tail = self.customer_features_nohist[np.where(cust >= 0, cust, -1)]
+        return np.concatenate([np.stack(head, axis=1).astype(np.float32), tail], axis=1)
 
     def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
         """Decisions for columns of requests (REQUEST_COLUMNS, optional cluster_id); validated upstream.
