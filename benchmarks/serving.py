@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from features.history import KEY  # noqa: E402
-from serving.engine import REQUEST_COLUMNS, BundlePaths, Engine  # noqa: E402
+from models.bundle import REQUEST_COLUMNS, BundlePaths  # noqa: E402
+from serving.engine import Engine  # noqa: E402
 from serving.offline import request_columns  # noqa: E402
 
 PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",

@@ -68,3 +68,8 @@ def summarize(out: pd.DataFrame) -> dict[str, float]:
         "mispredictions_conservative": float((out["false_positive"] | out["overpredicted"]).mean()),
         "mispredictions_severe": float(out["severe"].mean()),
     }
+
+
+def realized(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float) -> dict[str, float]:
+    """The summary of one policy's decisions on VMs whose ground truth is known."""
+    return summarize(outcomes(vms, decision, table, pdm))

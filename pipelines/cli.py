@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="replay the whole trace under static pools only (an imported trace without model inputs)")
     sim.add_argument("--pack-by", default="cluster_id", metavar="COLUMN",
                      help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
+    _paths(sub.add_parser("register", help="log the night's bundle as a registered model version; promotion gate"),
+           policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
+           raw="data/raw", metrics_dir="metrics", metrics="metrics/register.json")
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service (settings also from POND_* environment variables)")):
         sp = sub.add_parser(name, help=text)
@@ -97,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "evaluate":
             from pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots)
+        elif args.stage == "register":
+            from models.bundle import BundlePaths
+            from pipelines import register
+            register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot"),
+                         args.features, args.raw, args.metrics_dir, args.metrics)
         elif args.stage == "simulate":
             from pipelines import simulate
             simulate.run(params, args.raw, args.features, None if args.static_only else args.policy, args.li, args.um,

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from serving.batcher import MicroBatcher
 from serving.engine import REQUEST_COLUMNS, Engine
 from serving.observability import Metrics
-from serving.reload import BundleSource, EngineHolder, FileSource, NotReady
+from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
 from serving.schemas import (Allocation, AllocationRequest, BatchRequest, BatchResponse, ModelInfo, QosRequest,
                              QosResponse)
 from serving.settings import Settings
@@ -133,6 +133,9 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         raise ConfigError(f"serving on {settings.host} requires a bearer token: set POND_API_TOKEN "
                           "(or POND_REQUIRE_AUTH=false on a trusted network)")
     metrics = Metrics()
+    if source is None and settings.registry_model:
+        source = RegistrySource(settings.registry_model, settings.registry_alias, settings.mlflow_tracking_uri,
+                                settings.qos_threshold)
     source = source or FileSource(settings.bundle_paths(), settings.qos_threshold)
     holder = EngineHolder(source, metrics)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from serving.engine import BundlePaths, Engine
+from models.bundle import BundlePaths
+from serving.engine import Engine
 from serving.offline import predict_file
 from serving.settings import Settings
 

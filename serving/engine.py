@@ -29,12 +29,12 @@ import pandas as pd
 
 from features.history import KEY
 from features.tma import REQUIRED_EVENTS, pmu_features
+from models.bundle import REQUEST_COLUMNS, BundlePaths
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.inference import Models
 from models.um import CATEGORICAL, CUSTOMER, FEATURES, NUMERIC, VM_TYPE_RE
 from telemetry.errors import InputFormatError, ModelError
 
-REQUEST_COLUMNS = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
 _VM_TYPE = re.compile(VM_TYPE_RE)
 assert FEATURES == CATEGORICAL + NUMERIC + CUSTOMER, "um_inputs builds X in this order"
 NAN = float("nan")
@@ -45,14 +45,6 @@ def parse_vm_type(vm_type: str) -> tuple[str, float] | None:
     """(family, generation) of an Azure size name such as Standard_D4s_v3; None if it is not one."""
     m = _VM_TYPE.match(vm_type)
     return (m["family"], float(m["generation"])) if m else None
-
-
-@dataclass(frozen=True)
-class BundlePaths:
-    policy: Path
-    li_dir: Path
-    um_dir: Path
-    snapshot_dir: Path
 
 
 def bundle_version(paths: BundlePaths) -> str:

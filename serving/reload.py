@@ -12,7 +12,11 @@ import logging
 from datetime import datetime, timezone
 from typing import Protocol
 
-from serving.engine import BundlePaths, Engine, bundle_version
+from pathlib import Path
+
+from models import bundle
+from models.bundle import BundlePaths
+from serving.engine import Engine, bundle_version
 from serving.observability import Metrics
 
 log = logging.getLogger("pond.serving")
@@ -38,6 +42,37 @@ class FileSource:
 
     def load(self) -> Engine:
         return Engine.load(self.paths, self.qos_threshold)
+
+
+class RegistrySource:
+    """The bundle an MLflow registered-model alias points at (`champion`, moved by `pond register`).
+
+    MLflow servers never reload a model when an alias moves (ECOSYSTEM.md): this source is polled.
+    The bundle is downloaded, every file checked against bundle.json, then loaded like a file bundle.
+    """
+
+    def __init__(self, model_name: str, alias: str, tracking_uri: str, qos_threshold: float):
+        self.model_name, self.alias, self.tracking_uri = model_name, alias, tracking_uri
+        self.qos_threshold = qos_threshold
+        self.description = f"models:/{model_name}@{alias} ({tracking_uri})"
+
+    def _version(self):  # noqa: ANN202 - an mlflow ModelVersion
+        import mlflow
+        from mlflow import MlflowClient
+
+        mlflow.set_tracking_uri(self.tracking_uri)
+        return MlflowClient().get_model_version_by_alias(self.model_name, self.alias)
+
+    def current(self) -> str:
+        return f"{self.model_name}/v{self._version().version}"
+
+    def load(self) -> Engine:
+        import mlflow
+
+        mv = self._version()
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
+        bundle.verify(local)
+        return Engine.load(BundlePaths.of(local), self.qos_threshold, label=f"{self.model_name}/v{mv.version}")
 
 
 class NotReady(Exception):

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from serving.engine import BundlePaths
+from models.bundle import BundlePaths
 
 
 def is_loopback(host: str) -> bool:
@@ -21,7 +21,7 @@ def is_loopback(host: str) -> bool:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="POND_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="POND_", extra="forbid", populate_by_name=True)
 
     policy: Path = Path("data/policy/policy.json")
     li_dir: Path = Path("data/models/li")
@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     snapshot_dir: Path = Path("data/features/snapshot")
     registry_model: str | None = Field(default=None, description="follow models:/<name>@<alias> in MLflow instead of files")
     registry_alias: str = "champion"
+    mlflow_tracking_uri: str = Field(default="sqlite:///data/mlflow/mlflow.db",
+                                     validation_alias="MLFLOW_TRACKING_URI", description="where the registry lives")
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

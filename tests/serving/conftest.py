@@ -7,7 +7,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
-from serving.engine import BundlePaths, Engine
+from models.bundle import BundlePaths
+from serving.engine import Engine
 from serving.settings import Settings
 from tests.conftest import SMALL_AS_OF
 

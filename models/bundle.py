@@ -1,0 +1,90 @@
+"""One night's deployable bundle: what the service loads and what the registry versions.
+
+Layout (a directory, or an MLflow model version's artifacts)::
+
+    policy.json                      thresholds, offsets, both model sha256s
+    li/<model>.onnx, li/manifest.json, li/heldout_curves.parquet
+    um/um.onnx, um/manifest.json, um/heldout_curves.parquet
+    snapshot/{customer_percentiles,workload_history}.parquet, snapshot/manifest.json
+    metrics/<stage>.json             the night's metrics (what `compare` and the gate read)
+    sample_requests.parquet          request columns of the evaluation day's VMs (no labels)
+    bundle.json                      as-of day, data window, sha256 of every file above
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from telemetry.errors import ModelError
+
+REQUEST_COLUMNS = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
+SAMPLE_REQUESTS = 2000
+
+
+@dataclass(frozen=True)
+class BundlePaths:
+    policy: Path
+    li_dir: Path
+    um_dir: Path
+    snapshot_dir: Path
+
+    @classmethod
+    def of(cls, bundle_dir: Path) -> "BundlePaths":
+        d = Path(bundle_dir)
+        return cls(d / "policy.json", d / "li", d / "um", d / "snapshot")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: pd.DataFrame,
+             window: dict[str, Any]) -> dict[str, Any]:
+    """Copy the night's serving inputs into ``dst`` (a fresh directory); return bundle.json's content."""
+    policy = json.loads(paths.policy.read_text())
+    (dst / "li").mkdir(parents=True)
+    (dst / "um").mkdir()
+    (dst / "metrics").mkdir()
+    shutil.copy2(paths.policy, dst / "policy.json")
+    for name in (policy["li"]["model"], "manifest.json", "heldout_curves.parquet"):
+        shutil.copy2(paths.li_dir / name, dst / "li" / name)
+    for name in (policy["um"]["model"], "manifest.json", "heldout_curves.parquet"):
+        shutil.copy2(paths.um_dir / name, dst / "um" / name)
+    shutil.copytree(paths.snapshot_dir, dst / "snapshot")
+    for stage, path in metrics.items():
+        if path.exists():
+            shutil.copy2(path, dst / "metrics" / f"{stage}.json")
+    requests[[*REQUEST_COLUMNS, "cluster_id"]].head(SAMPLE_REQUESTS).to_parquet(dst / "sample_requests.parquet",
+                                                                               index=False)
+    files = sorted(p for p in dst.rglob("*") if p.is_file())
+    info = {"as_of": policy["as_of"], "window": window, "li_sha256": policy["li"]["sha256"],
+            "um_sha256": policy["um"]["sha256"], "features": {"li": policy["li"]["features"],
+                                                             "um": json.loads((paths.um_dir / "manifest.json").read_text())["features"]},
+            "files": {str(p.relative_to(dst)): _sha(p) for p in files}}
+    (dst / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True))
+    return info
+
+
+def verify(bundle_dir: Path) -> dict[str, Any]:
+    """bundle.json, with every listed file checked against its sha256."""
+    info_path = Path(bundle_dir) / "bundle.json"
+    if not info_path.exists():
+        raise ModelError(f"{bundle_dir} is not a bundle (no bundle.json); register one with `pond register`")
+    info = json.loads(info_path.read_text())
+    bad = [name for name, digest in info["files"].items()
+           if not (Path(bundle_dir) / name).exists() or _sha(Path(bundle_dir) / name) != digest]
+    if bad:
+        raise ModelError(f"bundle {bundle_dir}: files missing or altered: {bad[:5]}; re-download or re-register it")
+    return info
+
+
+def metrics(bundle_dir: Path, stage: str) -> dict[str, Any]:
+    path = Path(bundle_dir) / "metrics" / f"{stage}.json"
+    return json.loads(path.read_text()) if path.exists() else {}

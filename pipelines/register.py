@@ -1,0 +1,109 @@
+"""Stage `register`: the night's bundle becomes a new version of one MLflow registered model.
+
+The promotion gate (evaluation.gate) compares it with the current `champion` on the same VMs:
+the candidate's evaluation day, each bundle with its own models, policy and snapshot. Promoted:
+alias `champion`; otherwise alias `challenger`, and the reason is a tag of the version either way.
+The service follows `champion` (POND_REGISTRY_MODEL).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evaluation.combined import realized, spill_table
+from evaluation.gate import GateParams, gate
+from models import bundle
+from models.bundle import BundlePaths
+from models.decision import decide, policy_knobs
+from models.inference import Models, score
+from pipelines.params import typed
+from pipelines.tracking import start_run
+from telemetry.errors import ConfigError
+from telemetry.io import read_tables, write_json
+
+CHAMPION, CHALLENGER = "champion", "challenger"
+NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "simulate")
+
+
+def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, slowdowns: pd.DataFrame) -> dict[str, float]:
+    """A registered bundle's combined policy, realized on ``vms``."""
+    paths = BundlePaths.of(bundle_dir)
+    policy = json.loads(paths.policy.read_text())
+    models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
+    s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
+    d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
+               policy_knobs(policy)["combined"])
+    return realized(vms, d, spill_table(slowdowns, policy["latency_ratio"]), policy["pdm"])
+
+
+def _champion(client: Any, name: str) -> Any | None:
+    try:
+        return client.get_model_version_by_alias(name, CHAMPION)
+    except Exception:   # no registered model yet, or no champion alias: the first night
+        return None
+
+
+def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
+        out_metrics: Path) -> dict[str, Any]:
+    gp: GateParams = typed(GateParams, params.get("register", {}), "register")
+    policy = json.loads(paths.policy.read_text())
+    evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
+    if evaluation.get("day") != str((pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()):
+        raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "
+                          f"(as-of {policy['as_of']}): run `dvc repro` so evaluate runs first")
+    day = pd.Timestamp(evaluation["day"]).date()
+    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
+    day_vms = vmf[vmf.day == day].reset_index(drop=True)
+    ended = day_vms[day_vms.untouched_fraction.notna()].reset_index(drop=True)
+    slowdowns = read_tables(raw_dir, ["slowdowns"])["slowdowns"]
+    candidate = evaluation["combined"]
+    window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
+              "train_um_days": params.get("train_um", {}).get("train_days"),
+              "history_days": params.get("features", {}).get("history_days")}
+    with tempfile.TemporaryDirectory() as tmp, start_run("register", {"model_name": gp.model_name,
+                                                                      "as_of": policy["as_of"]}) as run_:
+        import mlflow
+        from mlflow import MlflowClient
+
+        client = MlflowClient()
+        champ_version = _champion(client, gp.model_name)
+        champ = None
+        if champ_version is not None:
+            champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
+            bundle.verify(champ_dir)
+            champ = evaluate_bundle(champ_dir, ended, slowdowns)
+        promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
+        dst = Path(tmp) / "bundle"
+        info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
+        mlflow.log_artifacts(str(dst), artifact_path="bundle")
+        mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],
+                            "realized.pool_share": candidate["pool_share"], "promoted": float(promote)})
+        try:
+            client.get_registered_model(gp.model_name)
+        except Exception:
+            client.create_registered_model(gp.model_name, description="Pond zNUMA sizing bundle (policy, LI + UM "
+                                                                      "ONNX models, feature snapshot)")
+        tags = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
+                "realized.mispredictions": f"{candidate['mispredictions_conservative']:.6f}",
+                "realized.pool_share": f"{candidate['pool_share']:.6f}", "li_sha256": info["li_sha256"],
+                "um_sha256": info["um_sha256"], "gate.decision": CHAMPION if promote else CHALLENGER,
+                "gate.reason": reason}
+        if champ_version is not None:
+            tags["gate.champion_version"] = str(champ_version.version)
+        mv = client.create_model_version(gp.model_name, source=f"{run_.info.artifact_uri}/bundle",
+                                         run_id=run_.info.run_id, tags=tags)
+        client.set_registered_model_alias(gp.model_name, CHAMPION if promote else CHALLENGER, mv.version)
+        mlflow.set_tags({"registered_version": mv.version, "gate.decision": tags["gate.decision"],
+                         "gate.reason": reason})
+    metrics = {"model_name": gp.model_name, "as_of": policy["as_of"], "promoted": promote, "reason": reason,
+               "candidate": {k: candidate[k] for k in ("pool_share", "mispredictions_conservative")},
+               "champion_on_same_vms": None if champ is None else
+               {k: champ[k] for k in ("pool_share", "mispredictions_conservative")}}
+    write_json(out_metrics, metrics)
+    print(f"register: {gp.model_name} version {mv.version} -> {tags['gate.decision']}: {reason}")
+    return {**metrics, "version": int(mv.version)}

@@ -1,0 +1,32 @@
+"""The promotion gate on hand-made outcomes."""
+
+from __future__ import annotations
+
+from evaluation.gate import GateParams, gate
+
+P = GateParams(max_pool_share_drop=0.02)
+
+
+def _m(mis: float, pool: float) -> dict:
+    return {"mispredictions_conservative": mis, "pool_share": pool}
+
+
+def test_first_version_within_budget_is_promoted():
+    ok, why = gate(_m(0.015, 0.40), None, 0.02, P)
+    assert ok and "no champion yet" in why
+
+
+def test_over_budget_is_rejected_even_without_champion():
+    ok, why = gate(_m(0.021, 0.60), None, 0.02, P)
+    assert not ok and "2.10% exceed the budget 2.00%" in why
+
+
+def test_budget_is_inclusive():
+    assert gate(_m(0.02, 0.40), _m(0.0, 0.40), 0.02, P)[0]
+
+
+def test_pool_share_drop_beyond_the_allowance_is_rejected():
+    ok, why = gate(_m(0.01, 0.37), _m(0.01, 0.40), 0.02, P)
+    assert not ok and "3.0% below the champion's 40.0%" in why
+    assert gate(_m(0.01, 0.385), _m(0.01, 0.40), 0.02, P)[0]      # a 1.5-point drop is allowed
+    assert gate(_m(0.01, 0.50), _m(0.001, 0.40), 0.02, P)[0]       # better pool share, still in budget
