@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("register", help="log the night's bundle as a registered model version; promotion gate"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
            raw="data/raw", metrics_dir="metrics", metrics="metrics/register.json")
+    c = sub.add_parser("compare", help="two registered versions (number or alias) or bundle dirs side by side")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--out", type=Path, default=Path("data/compare"), help="table, drift and curves (default data/compare)")
+    c.add_argument("--no-latency", action="store_true", help="skip measuring the per-VM decision time")
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service (settings also from POND_* environment variables)")):
         sp = sub.add_parser(name, help=text)
@@ -105,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             from pipelines import register
             register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot"),
                          args.features, args.raw, args.metrics_dir, args.metrics)
+        elif args.stage == "compare":
+            from pipelines import compare
+            compare.run(params, args.a, args.b, args.out, not args.no_latency)
         elif args.stage == "simulate":
             from pipelines import simulate
             simulate.run(params, args.raw, args.features, None if args.static_only else args.policy, args.li, args.um,
