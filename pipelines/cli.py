@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("b")
     c.add_argument("--out", type=Path, default=Path("data/compare"), help="table, drift and curves (default data/compare)")
     c.add_argument("--no-latency", action="store_true", help="skip measuring the per-VM decision time")
+    bt = sub.add_parser("backtest", help="replay N consecutive nights ending at base.as_of: train, optimize, evaluate")
+    bt.add_argument("nights", type=int)
+    _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
+           plots="plots/backtest")
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service (settings also from POND_* environment variables)")):
         sp = sub.add_parser(name, help=text)
@@ -113,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "compare":
             from pipelines import compare
             compare.run(params, args.a, args.b, args.out, not args.no_latency)
+        elif args.stage == "backtest":
+            from pipelines import backtest
+            backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots)
         elif args.stage == "simulate":
             from pipelines import simulate
             simulate.run(params, args.raw, args.features, None if args.static_only else args.policy, args.li, args.um,

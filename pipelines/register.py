@@ -100,7 +100,7 @@ def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir:
         client.set_registered_model_alias(gp.model_name, CHAMPION if promote else CHALLENGER, mv.version)
         mlflow.set_tags({"registered_version": mv.version, "gate.decision": tags["gate.decision"],
                          "gate.reason": reason})
-    metrics = {"model_name": gp.model_name, "as_of": policy["as_of"], "promoted": promote, "reason": reason,
+    metrics = {"model_name": gp.model_name, "as_of": policy["as_of"], "promoted": promote,
                "candidate": {k: candidate[k] for k in ("pool_share", "mispredictions_conservative")},
                "champion_on_same_vms": None if champ is None else
                {k: champ[k] for k in ("pool_share", "mispredictions_conservative")}}

@@ -1,0 +1,120 @@
+"""`pond backtest N`: the nightly job replayed over N consecutive nights ending at ``base.as_of``.
+
+Each night: the snapshot as of that day, `train_um`, `optimize` and `evaluate` on the next day,
+with the same code the pipeline runs (the LI forest is trained on lab runs, not on the night, so
+the pipeline's `data/models/li` serves every night). Beside the outcomes, the drift of the UM
+model's inputs: the next day's VMs against the night's training window (KS and PSI per feature).
+Runs go to the MLflow experiment ``pond-backtest`` so they do not crowd the nightly one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evaluation.compare import psi
+from evaluation.plots import pyplot, save_figure
+from features.build import snapshot
+from pipelines import evaluate, optimize, train_um
+from pipelines.features import COUNTERS, _counters_source
+from pipelines.params import feature_params
+from telemetry.contract import WORKLOADS, event_columns
+from telemetry.errors import ConfigError
+from telemetry.io import AtomicDir, read_tables
+
+DRIFT_FEATURES = ("vcpus", "memory_gb", "cust_n", "cust_p50", "cust_p80", "cust_p90", "cust_p95", "cust_p99")
+
+
+def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int) -> dict[str, Any]:
+    """KS and PSI of each UM input: the next day's VMs vs the VMs created in the training window."""
+    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
+    train = vmf[(vmf.created_at >= end - pd.Timedelta(days=train_days)) & (vmf.created_at < end)]
+    nxt = vmf[(vmf.created_at >= end) & (vmf.created_at < end + pd.Timedelta(days=1))]
+    out: dict[str, Any] = {}
+    for c in DRIFT_FEATURES:
+        a, b = train[c].to_numpy(float), nxt[c].to_numpy(float)
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        out[f"ks.{c}"] = float(stats.ks_2samp(a, b).statistic) if len(a) and len(b) else np.nan
+        out[f"psi.{c}"] = psi(a, b)
+    ks = {c: out[f"ks.{c}"] for c in DRIFT_FEATURES}
+    out["ks_max"], out["ks_max_feature"] = max(ks.values()), max(ks, key=lambda k: ks[k])
+    out["psi_max"] = max(out[f"psi.{c}"] for c in DRIFT_FEATURES)
+    return out
+
+
+def run(params: dict[str, Any], n_nights: int, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
+        plots_dir: Path) -> pd.DataFrame:
+    if n_nights < 1:
+        raise ConfigError("backtest N needs N >= 1 nights")
+    last = pd.Timestamp(params["base"]["as_of"])
+    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
+    tables = read_tables(raw_dir, ["workloads", "vms"])
+    events = event_columns(tables["workloads"], WORKLOADS)
+    counters = _counters_source(raw_dir)
+    os.environ.setdefault("POND_MLFLOW_EXPERIMENT", "pond-backtest")
+    rows = []
+    with AtomicDir(out_dir) as tmp:
+        for k in range(n_nights - 1, -1, -1):     # one night at a time, as the nightly job runs
+            as_of = (last - pd.Timedelta(days=k)).date().isoformat()
+            p = copy.deepcopy(params)
+            p["base"]["as_of"] = as_of
+            night = tmp / as_of
+            feats = night / "features"
+            (feats / "snapshot").mkdir(parents=True)
+            os.symlink((features_dir / "vm_features.parquet").resolve(), feats / "vm_features.parquet")
+            cust, hist = snapshot(tables["vms"], counters, events, feature_params(p))
+            cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
+            hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
+            um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots")
+            optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
+                         night / "plots" / "frontier.csv", night / "plots" / "frontier.png")
+            ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
+                              night / "evaluate.json", night / "plots")
+            policy = json.loads((night / "policy.json").read_text())
+            rows.append({
+                "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
+                "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
+                "expected_pool": policy["expected"]["pool_share"],
+                "expected_mispredictions": policy["expected"]["mispredictions"],
+                "realized_pool": ev["combined"]["pool_share"],
+                "realized_mispredictions": ev["combined"]["mispredictions_conservative"],
+                "realized_severe": ev["combined"]["mispredictions_severe"],
+                "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
+                **input_drift(vmf, pd.Timestamp(as_of), int(p["train_um"]["train_days"])),
+            })
+        nights = pd.DataFrame(rows)
+        nights.to_csv(tmp / "nights.csv", index=False)
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    _plot(nights, plots_dir / "backtest.png")
+    within = (nights.realized_mispredictions <= nights.budget).mean()
+    print(f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within:.0%}; "
+          f"pool share {nights.realized_pool.mean():.1%} on average -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
+    return nights
+
+
+def _plot(nights: pd.DataFrame, path: Path) -> None:
+    plt = pyplot()
+    x = pd.to_datetime(nights.evaluation_day)
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+    a.plot(x, 100 * nights.realized_mispredictions, marker="o", label="realized (FP + every OP)")
+    a.plot(x, 100 * nights.realized_severe, marker=".", label="realized, past the PDM")
+    a.plot(x, 100 * nights.expected_mispredictions, ls="--", label="expected by the solver")
+    a.plot(x, 100 * nights.budget, ls=":", color="k", label="budget (100 - TP)")
+    a.set(ylabel="% of next-day VMs", title="Mispredictions per night")
+    b.plot(x, 100 * nights.realized_pool, marker="o", label="realized")
+    b.plot(x, 100 * nights.expected_pool, ls="--", label="expected")
+    b.set(ylabel="memory on the pool (% of GB)", title="Pool share per night")
+    c.plot(x, nights.ks_max, marker="o", label="max KS over UM inputs")
+    c.plot(x, nights.psi_max, marker="s", label="max PSI over UM inputs")
+    c.set(title="Input drift: next day vs training window")
+    for ax in (a, b, c):
+        ax.legend(fontsize=8)
+        ax.tick_params(axis="x", rotation=45)
+    save_figure(fig, path)
