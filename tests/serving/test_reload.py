@@ -61,3 +61,39 @@ def test_swap_under_load(small_bundle, tmp_path, next_day_vms):
     assert failures == []
     assert all(n > 0 for n in seen.values()), seen
     assert 'pond_reloads_total{outcome="loaded"}' in reloads
+
+
+def test_service_follows_the_registry_alias(small_bundle, tmp_path, next_day_vms):
+    """`champion` moves in MLflow -> the polling service serves that version, verified and warmed."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from models.bundle import BundlePaths, assemble
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("t")
+    client = MlflowClient()
+    client.create_registered_model("pond-znuma")
+    paths = bundle_paths(small_bundle)
+    for threshold in (None, 0.0):
+        d = tmp_path / f"bundle-{threshold}"
+        src = paths
+        if threshold is not None:   # a second night: same models, another policy
+            policy = json.loads(paths.policy.read_text())
+            policy["li"]["threshold"] = threshold
+            (tmp_path / "p.json").write_text(json.dumps(policy))
+            src = BundlePaths(tmp_path / "p.json", paths.li_dir, paths.um_dir, paths.snapshot_dir)
+        assemble(d, src, {}, next_day_vms, {})
+        with mlflow.start_run() as run:
+            mlflow.log_artifacts(str(d), artifact_path="bundle")
+        client.create_model_version("pond-znuma", f"{run.info.artifact_uri}/bundle", run.info.run_id)
+    client.set_registered_model_alias("pond-znuma", "champion", 1)
+    settings = settings_for(tmp_path / "nothing", registry_model="pond-znuma", mlflow_tracking_uri=uri)
+    req = request_of(next(next_day_vms.itertuples()))
+    with TestClient(create_app(settings)) as client_:
+        assert client_.get("/readyz").json()["model_version"] == "pond-znuma/v1"
+        client.set_registered_model_alias("pond-znuma", "champion", 2)
+        assert client_.app.state.holder.refresh()            # what the poller does every interval
+        assert client_.post("/v1/allocations", json=req).json()["model_version"] == "pond-znuma/v2"
+        assert not client_.app.state.holder.refresh()        # unchanged alias: nothing reloaded

@@ -1,0 +1,81 @@
+"""register -> gate -> aliases -> compare, on two tiny nightly bundles in a throwaway MLflow store."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import small_params
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return tmp_path
+
+
+def _night(small_bundle, small_raw, store, name: str, li_threshold: float | None = None) -> list[str]:
+    """A metrics dir and policy for one night; optionally the same models under a stricter LI threshold."""
+    d = store / name
+    (d / "metrics").mkdir(parents=True)
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    if li_threshold is not None:
+        policy["li"]["threshold"] = li_threshold
+    (d / "policy.json").write_text(json.dumps(policy))
+    for src, dst in (("o.json", "optimize.json"), ("um.json", "train_um.json"), ("li.json", "train_li.json")):
+        shutil.copy2(small_bundle / src, d / "metrics" / dst)
+    common = ["--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
+              "--features", str(small_bundle / "features"), "--raw", str(small_raw)]
+    assert main(["evaluate", "--policy", str(d / "policy.json"), *common, "--out", str(d / "evaluation"),
+                 "--metrics", str(d / "metrics" / "evaluate.json"), "--plots", str(d / "plots")]) == 0
+    return ["register", "--policy", str(d / "policy.json"), *common, "--metrics-dir", str(d / "metrics"),
+            "--metrics", str(d / "register.json")]
+
+
+def _version(store, name: str):
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    return MlflowClient().get_model_version_by_alias("pond-znuma", name)
+
+
+def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_raw, store, tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    import yaml
+    params.write_text(yaml.safe_dump(small_params()))
+    first = _night(small_bundle, small_raw, store, "night1")
+    assert main(["--params", str(params), *first]) == 0
+    champion = _version(store, "champion")
+    assert str(champion.version) == "1" and champion.tags["gate.decision"] == "champion"
+    assert "no champion yet" in champion.tags["gate.reason"]
+
+    # same models, LI threshold above every probability: the pool share collapses -> challenger
+    second = _night(small_bundle, small_raw, store, "night2", li_threshold=1.01)
+    assert main(["--params", str(params), *second]) == 0
+    challenger = _version(store, "challenger")
+    assert str(challenger.version) == "2" and challenger.tags["gate.decision"] == "challenger"
+    assert "below the champion's" in challenger.tags["gate.reason"]
+    assert str(_version(store, "champion").version) == "1"
+    reg = json.loads((store / "night2" / "register.json").read_text())
+    assert reg["promoted"] is False
+    assert reg["champion_on_same_vms"]["pool_share"] - reg["candidate"]["pool_share"] > 0.02
+
+    capsys.readouterr()
+    out = tmp_path / "compare"
+    assert main(["--params", str(params), "compare", "champion", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pond-znuma/v1" in text and "pond-znuma/v2" in text and "per_vm_p99_us" in text
+    import pandas as pd
+    table = pd.read_csv(out / "compare.csv", index_col=0)
+    assert float(table.loc["li_threshold", "pond-znuma/v2"]) == 1.01
+    assert float(table.loc["realized_pool", "pond-znuma/v2"]) < float(table.loc["realized_pool", "pond-znuma/v1"])
+    assert (out / "curves.png").stat().st_size > 0
+    drift = pd.read_csv(out / "drift.csv")
+    assert (drift.psi == 0).all() and (drift.ks == 0).all()     # same snapshot in both versions
+    assert main(["--params", str(params), "compare", "champion", "7"]) == 2   # no version 7: a clear error
