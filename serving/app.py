@@ -151,7 +151,9 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    app = FastAPI(title="pond zNUMA sizing", version="1", lifespan=lifespan)
+    otel = settings.opentelemetry   # FastAPI's native OpenTelemetry: per-request cost, off unless asked for
+    app = FastAPI(title="pond zNUMA sizing", version="1", lifespan=lifespan,
+                  telemetry={"tracing": otel, "metrics": otel, "logs": otel})
     app.state.holder, app.state.metrics, app.state.settings = holder, metrics, settings
 
     def current() -> Engine:

@@ -34,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
     from serving.app import create_app
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, workers=1, log_level="info", access_log=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, workers=1, log_level="info", access_log=False,
+                proxy_headers=False)
     return 0

@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=10_000, ge=1)
     max_body_mb: float = Field(default=32.0, gt=0)
     qos_threshold: float = Field(default=0.5, gt=0, le=1)
+    opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 
     def bundle_paths(self) -> BundlePaths:
         return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir)
