@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
     _paths(sub.add_parser("register", help="log the night's bundle as a registered model version; promotion gate"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
-           raw="data/raw", metrics_dir="metrics", metrics="metrics/register.json")
+           raw="data/raw", metrics_dir="metrics", out="data/bundle", metrics="metrics/register.json")
     c = sub.add_parser("compare", help="two registered versions (number or alias) or bundle dirs side by side")
     c.add_argument("a")
     c.add_argument("b")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             from models.bundle import BundlePaths
             from pipelines import register
             register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot"),
-                         args.features, args.raw, args.metrics_dir, args.metrics)
+                         args.features, args.raw, args.metrics_dir, args.out, args.metrics)
         elif args.stage == "compare":
             from pipelines import compare
             compare.run(params, args.a, args.b, args.out, not args.no_latency)

@@ -1,4 +1,5 @@
-"""Stage `register`: the night's bundle becomes a new version of one MLflow registered model.
+"""Stage `register`: the night's bundle (``--out``, also a DVC output the service can load) becomes a
+new version of one MLflow registered model.
 
 The promotion gate (evaluation.gate) compares it with the current `champion` on the same VMs:
 the candidate's evaluation day, each bundle with its own models, policy and snapshot. Promoted:
@@ -9,7 +10,6 @@ The service follows `champion` (POND_REGISTRY_MODEL).
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from models.inference import Models, score
 from pipelines.params import typed
 from pipelines.tracking import start_run
 from telemetry.errors import ConfigError
-from telemetry.io import read_tables, write_json
+from telemetry.io import AtomicDir, read_tables, write_json
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "simulate")
@@ -49,7 +49,7 @@ def _champion(client: Any, name: str) -> Any | None:
 
 
 def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
-        out_metrics: Path) -> dict[str, Any]:
+        bundle_dir: Path, out_metrics: Path) -> dict[str, Any]:
     gp: GateParams = typed(GateParams, params.get("register", {}), "register")
     policy = json.loads(paths.policy.read_text())
     evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
@@ -65,8 +65,8 @@ def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir:
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
               "train_um_days": params.get("train_um", {}).get("train_days"),
               "history_days": params.get("features", {}).get("history_days")}
-    with tempfile.TemporaryDirectory() as tmp, start_run("register", {"model_name": gp.model_name,
-                                                                      "as_of": policy["as_of"]}) as run_:
+    with AtomicDir(bundle_dir) as dst, start_run("register", {"model_name": gp.model_name,
+                                                             "as_of": policy["as_of"]}) as run_:
         import mlflow
         from mlflow import MlflowClient
 
@@ -78,7 +78,6 @@ def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir:
             bundle.verify(champ_dir)
             champ = evaluate_bundle(champ_dir, ended, slowdowns)
         promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
-        dst = Path(tmp) / "bundle"
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         mlflow.log_artifacts(str(dst), artifact_path="bundle")
         mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],

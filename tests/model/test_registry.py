@@ -34,7 +34,7 @@ def _night(small_bundle, small_raw, store, name: str, li_threshold: float | None
     assert main(["evaluate", "--policy", str(d / "policy.json"), *common, "--out", str(d / "evaluation"),
                  "--metrics", str(d / "metrics" / "evaluate.json"), "--plots", str(d / "plots")]) == 0
     return ["register", "--policy", str(d / "policy.json"), *common, "--metrics-dir", str(d / "metrics"),
-            "--metrics", str(d / "register.json")]
+            "--out", str(d / "bundle"), "--metrics", str(d / "register.json")]
 
 
 def _version(store, name: str):
@@ -51,6 +51,8 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     params.write_text(yaml.safe_dump(small_params()))
     first = _night(small_bundle, small_raw, store, "night1")
     assert main(["--params", str(params), *first]) == 0
+    from models.bundle import verify
+    assert verify(store / "night1" / "bundle")["as_of"] == json.loads((small_bundle / "policy.json").read_text())["as_of"]
     champion = _version(store, "champion")
     assert str(champion.version) == "1" and champion.tags["gate.decision"] == "champion"
     assert "no champion yet" in champion.tags["gate.reason"]
