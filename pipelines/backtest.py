@@ -23,7 +23,7 @@ from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from features.build import snapshot
 from pipelines import evaluate, optimize, train_um
-from pipelines.features import COUNTERS, _counters_source
+from pipelines.features import COUNTERS, counters_source
 from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.errors import ConfigError
@@ -57,7 +57,7 @@ def run(params: dict[str, Any], n_nights: int, raw_dir: Path, features_dir: Path
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
-    counters = _counters_source(raw_dir)
+    counters = counters_source(raw_dir)
     os.environ.setdefault("POND_MLFLOW_EXPERIMENT", "pond-backtest")
     rows = []
     with AtomicDir(out_dir) as tmp:

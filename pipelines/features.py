@@ -18,7 +18,7 @@ from telemetry.io import AtomicDir, find_table, read_tables, write_json
 COUNTERS = "vm_counters"
 
 
-def _counters_source(raw_dir: Path) -> pd.DataFrame | Path:
+def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
     """Parquet is scanned in place by DuckDB (no copy in memory); CSV is read and validated."""
     path = find_table(raw_dir, COUNTERS)
     if path is not None and path.suffix == ".parquet":
@@ -32,7 +32,7 @@ def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path
     workloads, vms = tables["workloads"], tables["vms"]
     require_events(workloads, "workloads")
     events = event_columns(workloads, WORKLOADS)
-    counters = _counters_source(raw_dir)
+    counters = counters_source(raw_dir)
     columns = pq.read_schema(counters).names if isinstance(counters, Path) else list(counters.columns)
     require_events(pd.DataFrame(columns=columns), COUNTERS)
     vm_feats = vm_features(vms, counters, p)
