@@ -23,7 +23,7 @@ from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from features.build import snapshot
 from pipelines import evaluate, optimize, train_um
-from pipelines.features import COUNTERS, counters_source
+from pipelines.features import counters_source
 from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.errors import ConfigError

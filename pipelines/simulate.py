@@ -17,7 +17,7 @@ import pandas as pd
 
 from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import SimParams, dram_savings, place
-from models.decision import PolicyKnobs, decide, policy_knobs, pool_gb
+from models.decision import decide, policy_knobs, pool_gb
 from models.inference import Models, score
 from pipelines.params import typed
 from telemetry.errors import ConfigError

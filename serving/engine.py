@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
-from pathlib import Path
 from time import perf_counter
 from typing import Any
 
