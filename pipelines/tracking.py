@@ -18,12 +18,16 @@ def experiment() -> str:
     return os.environ.get("POND_MLFLOW_EXPERIMENT", "pond")
 
 
+def _local_uri() -> str:
+    return f"sqlite:///{(LOCAL_DIR / 'mlflow.db').resolve()}"
+
+
 def tracking_uri() -> str:
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
     LOCAL_DIR.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(LOCAL_DIR / 'mlflow.db').resolve()}"
+    return _local_uri()
 
 
 @contextmanager
@@ -32,12 +36,12 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
+    uri = tracking_uri()
+    embedded = uri == _local_uri()   # not the env variable: mlflow.set_tracking_uri sets it for the process
+    mlflow.set_tracking_uri(uri)
     name = experiment()
     if mlflow.get_experiment_by_name(name) is None:
-        artifacts = None
-        if not os.environ.get("MLFLOW_TRACKING_URI"):
-            artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri()
+        artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
         mlflow.create_experiment(name, artifact_location=artifacts)
     mlflow.set_experiment(name)
     with mlflow.start_run(run_name=stage, tags={"stage": stage, **(tags or {})}) as run:
