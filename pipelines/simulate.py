@@ -39,7 +39,7 @@ def _seconds(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return start, end_t.fillna(horizon).to_numpy().astype(np.int64)
 
 
-def _policies(params: dict[str, Any], sp: SimParams, vms: pd.DataFrame, policy_path: Path | None,
+def _policies(sp: SimParams, vms: pd.DataFrame, policy_path: Path | None,
               li_dir: Path, um_dir: Path, features_dir: Path) -> dict[str, np.ndarray]:
     mem = vms["memory_gb"].to_numpy(float)
     out: dict[str, np.ndarray] = {}
@@ -72,7 +72,7 @@ def run(params: dict[str, Any], raw_dir: Path, features_dir: Path, policy_path: 
     start, end = _seconds(vms)
     placement = place(vms, start, end, sp, pack_by)
     table = dram_savings(placement, start, end, vms["memory_gb"].to_numpy(float),
-                         _policies(params, sp, vms, policy_path, li_dir, um_dir, features_dir), sp.pool_sockets)
+                         _policies(sp, vms, policy_path, li_dir, um_dir, features_dir), sp.pool_sockets)
     head = table[table.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     metrics: dict[str, Any] = {
         "window": window, "vms": int(len(vms)), "hosts": int(len(np.unique(np.c_[placement.cluster, placement.host], axis=0))),

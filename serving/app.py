@@ -46,7 +46,7 @@ def allocation_rows(cols: dict[str, list], out: dict[str, np.ndarray], engine: E
     """Response objects, in request order (NaN P(insensitive) -> null)."""
     p = [None if x != x else x for x in out["p_insensitive"].tolist()]
     cols_out = [out[k].tolist() for k in ALLOCATION_FIELDS]
-    policy = engine.info["policy"]
+    policy = engine.policy_summary
     return [{"vm_id": vm, **dict(zip(ALLOCATION_FIELDS, vals)), "p_insensitive": pi, "untouched_fraction": u,
              "has_history": h, "customer_history": c, "model_version": engine.version, "policy": policy}
             for vm, *vals, pi, u, h, c in zip(cols["vm_id"], *cols_out, p, out["untouched_fraction"].tolist(),
@@ -223,7 +223,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
     @app.get("/v1/model", response_model=ModelInfo)
     def model(eng: Current) -> Response:
-        return _json({**{k: v for k, v in eng.info.items()}, "loaded_at": holder.loaded_at,
+        return _json({**eng.info, "loaded_at": holder.loaded_at,
                       "source": source.description, "policy": eng.policy})
 
     @app.get("/healthz")

@@ -4,7 +4,7 @@ No web framework here: the HTTP app, the ``predict`` CLI and the benchmarks call
 ``Engine.allocate`` on columns of requests (one request is a batch of one), and it ends in the
 decision ``evaluate`` uses (``models.decision.decide``).
 
-Two choices keep one VM under 100 us:
+Two choices keep the cost of one VM low (measured in benchmarks/serving.py):
 - P(insensitive) depends only on the workload history of (customer, VM type, region), which is
   fixed for a snapshot; the forest scores every history key once, when the engine is built, and
   a request looks its key up. The UM model runs per request (its inputs are the request's).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
 from time import perf_counter
@@ -46,6 +46,18 @@ def parse_vm_type(vm_type: str) -> tuple[str, float] | None:
     return (m["family"], float(m["generation"])) if m else None
 
 
+@lru_cache(maxsize=4096)
+def _family(vm_type: str) -> str | None:
+    parsed = parse_vm_type(vm_type)
+    return parsed[0] if parsed else None
+
+
+@lru_cache(maxsize=4096)
+def _generation(vm_type: str) -> float:
+    parsed = parse_vm_type(vm_type)
+    return parsed[1] if parsed else NAN
+
+
 def bundle_version(paths: BundlePaths) -> str:
     """Identity of what would be served: the policy (which pins both model hashes) and the snapshot."""
     h = hashlib.sha256(paths.policy.read_bytes())
@@ -67,8 +79,9 @@ class Engine:
     customer_index: dict[str, int]
     customer_features_nohist: np.ndarray        # cust_* per known customer, then the no-history row (float32)
     vocab: dict[str, dict[str, float]]          # category -> code, as the UM model was trained
-    qos_threshold: float = 0.5
-    info: dict[str, Any] = field(default_factory=dict)
+    qos_threshold: float
+    info: dict[str, Any]                        # what GET /v1/model reports
+    policy_summary: dict[str, Any]              # what each allocation echoes
 
     @classmethod
     def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> "Engine":
@@ -81,10 +94,11 @@ class Engine:
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
         keys = list(zip(*(history[k].astype(str) for k in KEY)))
+        snapshot = json.loads((paths.snapshot_dir / "manifest.json").read_text())
+        version = label or bundle_version(paths)
+        um = policy["um"]
         engine = cls(
-            version=label or bundle_version(paths), policy=policy, models=models,
-            knobs=policy_knobs(policy)["combined"],
-            snapshot=json.loads((paths.snapshot_dir / "manifest.json").read_text()),
+            version=version, policy=policy, models=models, knobs=policy_knobs(policy)["combined"], snapshot=snapshot,
             history_index={k: i for i, k in enumerate(keys)},
             history_p=models.p_insensitive(history) if len(history) else np.zeros(0),
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
@@ -92,18 +106,14 @@ class Engine:
                                                 [[0.0] + [NAN] * (len(CUSTOMER) - 1)]]).astype(np.float32),
             vocab={c: {v: float(i) for i, v in enumerate(vals)} for c, vals in models.um_vocabulary.items()},
             qos_threshold=qos_threshold,
+            info={"version": version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
+                  "um_sha256": um["sha256"], "history_keys": len(keys), "customers": len(customers),
+                  "snapshot_time": snapshot.get("snapshot_time")},
+            policy_summary={"li_threshold": policy["li"]["threshold"],
+                            "um_target_op": um["target_op"] if um["enabled"] else None,
+                            "um_offset": um["offset"] if um["enabled"] else None, "pdm": policy["pdm"],
+                            "tp": policy["tp"], "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of")},
         )
-        um = policy["um"]
-        engine.info["policy"] = {
-            "li_threshold": policy["li"]["threshold"], "um_target_op": um["target_op"] if um["enabled"] else None,
-            "um_offset": um["offset"] if um["enabled"] else None, "pdm": policy["pdm"], "tp": policy["tp"],
-            "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of"),
-        }
-        engine.info.update({
-            "version": engine.version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
-            "um_sha256": policy["um"]["sha256"], "history_keys": len(keys), "customers": len(customers),
-            "snapshot_time": engine.snapshot.get("snapshot_time"),
-        })
         engine.warm()
         return engine
 
@@ -119,13 +129,13 @@ class Engine:
     def um_inputs(self, cols: dict[str, list]) -> np.ndarray:
         """float32 UM matrix in models.um.FEATURES order (equal to um.encode(metadata_frame(...)))."""
         n = len(cols["vm_type"])
-        parsed = list(map(parse_vm_type, cols["vm_type"]))
         clusters = cols.get("cluster_id") or [None] * n
-        values = {"vm_type": cols["vm_type"], "family": [p[0] if p else None for p in parsed], "os": cols["os"],
+        # per VM type, parsed once and cached: map() over a C-level cache, no per-row Python code
+        values = {"vm_type": cols["vm_type"], "family": map(_family, cols["vm_type"]), "os": cols["os"],
                   "region": cols["region"], "cluster_id": clusters}
         vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
         mem = np.asarray(cols["memory_gb"], dtype=np.float64)
-        generation = np.fromiter((p[1] if p else NAN for p in parsed), dtype=np.float64, count=n)
+        generation = np.fromiter(map(_generation, cols["vm_type"]), dtype=np.float64, count=n)
         numeric = {"vcpus": vcpus, "memory_gb": mem, "gb_per_vcpu": mem / vcpus, "generation": generation}
         head = [np.fromiter(map(self.vocab[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
                 for c in CATEGORICAL] + [numeric[c] for c in NUMERIC]

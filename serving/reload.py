@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timezone
-from typing import Protocol
-
 from pathlib import Path
+from typing import Protocol
 
 from models import bundle
 from models.bundle import BundlePaths
