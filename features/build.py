@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ from features.tma import pmu_features
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.errors import ConfigError
 
+REQUEST_SHAPE = ["customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]
 VM_META = ["vm_id", "customer_id", "cluster_id", "region", "vm_type", "vcpus", "memory_gb", "os",
            "created_at", "deleted_at"]
 
@@ -26,13 +27,14 @@ class FeatureParams:
     history_days: int = 28
     counter_delay_s: int = 3600     # counters cover the first hour of a VM
     min_history_vms: int = 1
+    request_shapes: int = 50_000    # distinct recent requests the service predicts when it loads
 
     def __post_init__(self) -> None:
         try:
             pd.Timestamp(self.as_of)
         except ValueError:
             raise ConfigError(f"base.as_of={self.as_of!r} is not a date; write it as YYYY-MM-DD") from None
-        for name in ("window_days", "history_days", "min_history_vms"):
+        for name in ("window_days", "history_days", "min_history_vms", "request_shapes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"features.{name} must be >= 1, got {getattr(self, name)}")
         if not all(0 < q < 100 for q in self.percentiles):
@@ -75,6 +77,23 @@ def snapshot(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: lis
     return cust, hist
 
 
+def request_shapes(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
+    """The distinct requests (UM inputs) of VMs created in the ``window_days`` before the snapshot,
+    most frequent first, with their count.
+
+    VMs are deployed in groups and customers repeat their sizes; the service predicts these shapes
+    once when it loads so that a repeat costs a look-up (serving.engine). Only VMs created before
+    the snapshot time are used: the same information the service holds.
+    """
+    created = vms["created_at"].dt.tz_convert("UTC")
+    end = p.snapshot_time
+    recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), REQUEST_SHAPE]
+    counts = recent.groupby(REQUEST_SHAPE, dropna=False, sort=False).size().rename("vms").reset_index()
+    counts = counts.sort_values(["vms", *REQUEST_SHAPE], ascending=[False] + [True] * len(REQUEST_SHAPE),
+                                kind="stable", na_position="last")
+    return counts.head(p.request_shapes).reset_index(drop=True)
+
+
 def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame) -> dict[str, float]:
     ended = vm_feats["untouched_fraction"].notna()
     return {
@@ -87,4 +106,5 @@ def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame) -> d
     }
 
 
-__all__ = ["FeatureParams", "KEY", "lab_features", "vm_features", "snapshot", "summary"]
+__all__ = ["FeatureParams", "KEY", "REQUEST_SHAPE", "lab_features", "request_shapes", "snapshot", "summary",
+           "vm_features"]

@@ -5,7 +5,7 @@ Layout (a directory, or an MLflow model version's artifacts)::
     policy.json                      thresholds, offsets, both model sha256s
     li/<model>.onnx, li/manifest.json, li/heldout_curves.parquet
     um/um.onnx, um/manifest.json, um/heldout_curves.parquet
-    snapshot/{customer_percentiles,workload_history}.parquet, snapshot/manifest.json
+    snapshot/{customer_percentiles,workload_history,request_shapes}.parquet, snapshot/manifest.json
     metrics/<stage>.json             the night's metrics (what `compare` and the gate read)
     sample_requests.parquet          request columns of the evaluation day's VMs (no labels)
     bundle.json                      as-of day, data window, sha256 of every file above

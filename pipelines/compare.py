@@ -7,7 +7,6 @@ bundles' trade-off curves to ``--out``.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,16 @@ def resolve(ref: str, model_name: str) -> tuple[str, Path]:
 
 
 def latency_us(bundle_dir: Path, calls: int = 1000) -> dict[str, float]:
-    """The service's in-process decision time per VM, on the bundle's own sample requests."""
+    """The service's in-process time per VM (``allocate_one``, the UM model run every call, no cache),
+    on the bundle's own sample requests."""
     from serving.engine import Engine
-    from serving.offline import request_columns
+    from serving.offline import request_columns, time_one_by_one
 
     engine = Engine.load(BundlePaths.of(bundle_dir))
-    req = pd.read_parquet(bundle_dir / "sample_requests.parquet")
+    req = pd.read_parquet(bundle_dir / "sample_requests.parquet").head(calls)
     cols = request_columns(req[[*REQUEST_COLUMNS, "cluster_id"]])
-    one = [{k: (v[i:i + 1] if v is not None else None) for k, v in cols.items()} for i in range(min(calls, len(req)))]
-    times = []
-    for c in one[:100] + one:
-        t = time.perf_counter()
-        engine.allocate(c)
-        times.append(time.perf_counter() - t)
-    a = np.array(times[100:]) * 1e6
+    time_one_by_one(engine, request_columns(req.head(100)[[*REQUEST_COLUMNS, "cluster_id"]]), None)  # warm
+    a = np.array(time_one_by_one(engine, cols, None)[0]) * 1e6
     return {"per_vm_p50_us": round(float(np.percentile(a, 50)), 1), "per_vm_p99_us": round(float(np.percentile(a, 99)), 1)}
 
 

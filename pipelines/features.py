@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from features.build import lab_features, snapshot, summary, vm_features
+from features.build import lab_features, request_shapes, snapshot, summary, vm_features
 from features.tma import require_events
 from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
@@ -43,9 +43,11 @@ def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path
         (tmp / "snapshot").mkdir()
         cust.to_parquet(tmp / "snapshot" / "customer_percentiles.parquet", index=False)
         hist.to_parquet(tmp / "snapshot" / "workload_history.parquet", index=False)
+        request_shapes(vms, p).to_parquet(tmp / "snapshot" / "request_shapes.parquet", index=False)
         manifest = {"as_of": p.as_of, "snapshot_time": p.snapshot_time.isoformat(),
                     "window_days": p.window_days, "percentiles": list(p.percentiles),
                     "history_days": p.history_days, "counter_delay_s": p.counter_delay_s,
+                    "request_shapes": p.request_shapes,
                     "events": events}
         (tmp / "snapshot" / "manifest.json").write_text(json.dumps(manifest, indent=2))
     metrics = summary(vm_feats, cust, hist)

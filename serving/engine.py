@@ -1,15 +1,19 @@
 """The serving engine: one night's models, policy and feature snapshot, applied to VM requests.
 
-No web framework here: the HTTP app, the ``predict`` CLI and the benchmarks call the same
-``Engine.allocate`` on columns of requests (one request is a batch of one), and it ends in the
-decision ``evaluate`` uses (``models.decision.decide``).
+No web framework here: the HTTP app, the ``predict`` CLI and the benchmarks call this engine,
+and both of its paths end in the rule ``evaluate`` uses (``models.decision``):
+- ``allocate`` takes columns of requests (batches, files): one UM model run and one compiled
+  decision loop for all of them; encoding maps values through dicts (``map(dict.get, ...)``,
+  C speed), never through pandas, whose per-call overhead is tens of microseconds;
+- ``allocate_one`` takes one request (the scheduler's call): plain dict look-ups, one float32
+  row, one UM model run unless the prediction is cached, the scalar rule. On one VM, the
+  columnar path spends most of its time in a dozen small numpy calls; this one spends it in
+  ONNX Runtime, or in nothing much on a cache hit (benchmarks/serving.py).
+Tests check that both equal ``models.um.encode`` and each other, field for field.
 
-Two choices keep the cost of one VM low (measured in benchmarks/serving.py):
-- P(insensitive) depends only on the workload history of (customer, VM type, region), which is
-  fixed for a snapshot; the forest scores every history key once, when the engine is built, and
-  a request looks its key up. The UM model runs per request (its inputs are the request's).
-- Encoding maps values through dicts (``map(dict.get, ...)``, C speed), never through pandas,
-  whose per-call overhead is tens of microseconds. A test checks it equals ``models.um.encode``.
+P(insensitive) depends only on the workload history of (customer, VM type, region), which is
+fixed for a snapshot: the forest scores every history key once, when the engine is built, and a
+request looks its key up. The UM model runs per request (its inputs are the request's).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import repeat
 from time import perf_counter
@@ -26,10 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from features.build import REQUEST_SHAPE
 from features.history import KEY
 from features.tma import REQUIRED_EVENTS, pmu_features
 from models.bundle import REQUEST_COLUMNS, BundlePaths
-from models.decision import PolicyKnobs, decide, policy_knobs
+from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
 from models.inference import Models
 from models.um import CATEGORICAL, CUSTOMER, FEATURES, NUMERIC, VM_TYPE_RE
 from telemetry.errors import InputFormatError, ModelError
@@ -37,6 +42,11 @@ from telemetry.errors import InputFormatError, ModelError
 _VM_TYPE = re.compile(VM_TYPE_RE)
 assert FEATURES == CATEGORICAL + NUMERIC + CUSTOMER, "um_inputs builds X in this order"
 NAN = float("nan")
+# Distinct requests whose UM prediction allocate_one keeps; emptied when full. VMs are deployed in
+# groups and customers repeat their sizes: with the snapshot's recent shapes predicted at load,
+# 97.5% of the built-in fleet's requests on the served day are repeats, and a repeat costs a dict
+# look-up instead of an ONNX Runtime run (benchmarks/serving.py reports the share).
+UM_CACHE_ENTRIES = 65_536
 
 
 @lru_cache(maxsize=4096)
@@ -67,18 +77,21 @@ def bundle_version(paths: BundlePaths) -> str:
 
 @dataclass(frozen=True)
 class Engine:
-    """Immutable: a request reads the current engine once and uses nothing else (no mixed versions)."""
+    """Immutable (its UM cache only memoizes its own models): a request reads the current engine
+    once and uses nothing else, so a swap never mixes versions."""
 
     version: str
     policy: dict[str, Any]
     models: Models
     knobs: PolicyKnobs
+    knob_floats: tuple[float, float]            # knobs.floats(), as allocate_one passes them
     snapshot: dict[str, Any]
-    history_index: dict[tuple[str, str, str], int]
-    history_p: np.ndarray                       # P(insensitive) per history key
+    history_p: dict[tuple[str, str, str], float]  # P(insensitive) per history key (NaN: no usable features)
     customer_index: dict[str, int]
     customer_features_nohist: np.ndarray        # cust_* per known customer, then the no-history row (float32)
+    customer_rows: tuple[tuple[float, ...], ...]  # the same rows as Python floats, for allocate_one
     vocab: dict[str, dict[str, float]]          # category -> code, as the UM model was trained
+    um_cache: dict[tuple, float]                # request fields -> UM prediction (this engine's models only)
     qos_threshold: float
     info: dict[str, Any]                        # what GET /v1/model reports
     policy_summary: dict[str, Any]              # what each allocation echoes
@@ -94,16 +107,19 @@ class Engine:
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
         keys = list(zip(*(history[k].astype(str) for k in KEY)))
+        p_hist = models.p_insensitive(history).tolist() if len(history) else []
+        cust = np.vstack([customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
+                          [[0.0] + [NAN] * (len(CUSTOMER) - 1)]]).astype(np.float32)
         snapshot = json.loads((paths.snapshot_dir / "manifest.json").read_text())
         version = label or bundle_version(paths)
         um = policy["um"]
+        knobs = policy_knobs(policy)["combined"]
         engine = cls(
-            version=version, policy=policy, models=models, knobs=policy_knobs(policy)["combined"], snapshot=snapshot,
-            history_index={k: i for i, k in enumerate(keys)},
-            history_p=models.p_insensitive(history) if len(history) else np.zeros(0),
+            version=version, policy=policy, models=models, knobs=knobs, knob_floats=knobs.floats(),
+            snapshot=snapshot, um_cache={},
+            history_p=dict(zip(keys, p_hist)),
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
-            customer_features_nohist=np.vstack([customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
-                                                [[0.0] + [NAN] * (len(CUSTOMER) - 1)]]).astype(np.float32),
+            customer_features_nohist=cust, customer_rows=tuple(map(tuple, cust.tolist())),
             vocab={c: {v: float(i) for i, v in enumerate(vals)} for c, vals in models.um_vocabulary.items()},
             qos_threshold=qos_threshold,
             info={"version": version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
@@ -114,15 +130,37 @@ class Engine:
                             "um_offset": um["offset"] if um["enabled"] else None, "pdm": policy["pdm"],
                             "tp": policy["tp"], "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of")},
         )
+        shapes_path = paths.snapshot_dir / "request_shapes.parquet"
+        if shapes_path.exists():   # older snapshots have none: the cache starts empty
+            cache = engine.predict_shapes(pd.read_parquet(shapes_path).head(UM_CACHE_ENTRIES // 4))
+            engine = replace(engine, um_cache=cache, info={**engine.info, "prefilled_shapes": len(cache)})
         engine.warm()
         return engine
 
+    def predict_shapes(self, shapes: pd.DataFrame) -> dict[tuple, float]:
+        """UM predictions of request shapes (features.build.request_shapes) in one run, keyed as
+        allocate_one looks them up. Each shape is also predicted for a customer the snapshot does
+        not know (their UM inputs are all the same), so a new customer on a known shape is a hit."""
+        if not len(shapes):
+            return {}
+        anyone = shapes.assign(customer_id="").drop_duplicates(subset=REQUEST_SHAPE)  # "" is never a customer
+        shapes = pd.concat([shapes, anyone], ignore_index=True)
+        cols: dict[str, Any] = {c: shapes[c].astype(str).tolist() for c in ("customer_id", "vm_type", "os", "region")}
+        cols["vcpus"] = shapes["vcpus"].astype("float64").tolist()
+        cols["memory_gb"] = shapes["memory_gb"].astype("float64").tolist()
+        cols["cluster_id"] = shapes["cluster_id"].astype(object).where(shapes["cluster_id"].notna(), None).tolist()
+        raw = self.models.um.run(None, {"X": self.um_inputs(cols)})[0].ravel().astype(np.float64).tolist()
+        who = [c if c in self.customer_index else None for c in cols["customer_id"]]
+        keys = zip(who, cols["vm_type"], cols["vcpus"], cols["memory_gb"], cols["os"], cols["region"], cols["cluster_id"])
+        return dict(zip(keys, raw))
+
     def warm(self) -> None:
-        """First runs allocate ORT buffers; do them before the engine takes traffic."""
+        """First runs allocate ORT buffers (and compile the decision rule); do them before traffic."""
         probe = {"vm_id": ["warm"], "customer_id": ["?"], "vm_type": ["Standard_D2s_v3"], "vcpus": [2],
                  "memory_gb": [8.0], "os": ["linux"], "region": ["?"], "cluster_id": [None]}
         for _ in range(3):
             self.allocate(probe)
+            self.allocate_one(*(probe[c][0] for c in ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")))
 
     # -- requests -> model inputs -------------------------------------------------------------
 
@@ -145,6 +183,15 @@ class Engine:
         tail = self.customer_features_nohist[np.where(cust >= 0, cust, -1)]
         return np.concatenate([np.stack(head, axis=1).astype(np.float32), tail], axis=1)
 
+    def um_row(self, customer_id: str, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
+               cluster_id: str | None) -> list[float]:
+        """One request's UM inputs, in models.um.FEATURES order (equal to a row of ``um_inputs``)."""
+        vocab = self.vocab
+        return [vocab["vm_type"].get(vm_type, NAN), vocab["family"].get(_family(vm_type), NAN),
+                vocab["os"].get(os, NAN), vocab["region"].get(region, NAN), vocab["cluster_id"].get(cluster_id, NAN),
+                vcpus, memory_gb, memory_gb / vcpus, _generation(vm_type),
+                *self.customer_rows[self.customer_index.get(customer_id, -1)]]
+
     def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
         """Decisions for columns of requests (REQUEST_COLUMNS, optional cluster_id); validated upstream.
 
@@ -152,10 +199,9 @@ class Engine:
         """
         t0 = perf_counter()
         n = len(cols["vm_type"])
-        keys = zip(cols["customer_id"], cols["vm_type"], cols["region"])
-        row = np.fromiter(map(self.history_index.get, keys, repeat(-1)), dtype=np.int64, count=n)
-        has_history = row >= 0
-        p = np.where(has_history, self.history_p[np.maximum(row, 0)] if len(self.history_p) else NAN, NAN)
+        keys = list(zip(cols["customer_id"], cols["vm_type"], cols["region"]))
+        has_history = np.fromiter(map(self.history_p.__contains__, keys), dtype=bool, count=n)
+        p = np.fromiter(map(self.history_p.get, keys, repeat(NAN)), dtype=np.float64, count=n)
         known = np.fromiter(map(self.customer_index.__contains__, cols["customer_id"]), dtype=bool, count=n)
         X = self.um_inputs(cols)
         t1 = perf_counter()
@@ -167,6 +213,41 @@ class Engine:
         if timings is not None:
             timings.update(enrich=t1 - t0, infer=t2 - t1, decide=perf_counter() - t2)
         return out
+
+    def allocate_one(self, customer_id: str, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
+                     cluster_id: str | None = None, timings: dict[str, float] | None = None) -> dict[str, Any]:
+        """``allocate`` for one request, with the same fields as Python scalars (validated upstream).
+
+        ``timings`` (if given) receives seconds to enrich and decide, and to infer when the UM
+        model ran: its prediction is kept per distinct request (see ``um_cache``).
+        """
+        t0 = perf_counter()
+        vcpus, memory_gb = float(vcpus), float(memory_gb)
+        p = self.history_p.get((customer_id, vm_type, region))
+        known = customer_id in self.customer_index
+        # customers the snapshot does not know share their UM inputs (no history), so they share entries
+        key = (customer_id if known else None, vm_type, vcpus, memory_gb, os, region, cluster_id)
+        raw = self.um_cache.get(key)
+        if raw is None:
+            X = np.array([self.um_row(customer_id, vm_type, vcpus, memory_gb, os, region, cluster_id)], np.float32)
+            t1 = perf_counter()
+            raw = float(self.models.um.run(None, {"X": X})[0][0, 0])
+            t2 = perf_counter()
+            if len(self.um_cache) >= UM_CACHE_ENTRIES:
+                self.um_cache.clear()
+            self.um_cache[key] = raw
+            if timings is not None:
+                timings["infer"] = t2 - t1
+        else:
+            t1 = t2 = perf_counter()
+        has_history = p is not None
+        d = decide_one(memory_gb, has_history, p if has_history else NAN, raw, self.knob_floats)
+        if timings is not None:
+            timings.update(enrich=t1 - t0, decide=perf_counter() - t2)
+        return {"decision": d.decision, "memory_gb": memory_gb, "local_gb": d.local_gb, "pool_gb": d.pool_gb,
+                "znuma_gb": d.znuma_gb, "p_insensitive": p if has_history else NAN,
+                "untouched_fraction": d.untouched_fraction, "has_history": has_history,
+                "customer_history": known}
 
     # -- QoS ----------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-LATENCY_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
+LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class Metrics:
@@ -17,5 +17,7 @@ class Metrics:
         self.stage = Histogram("pond_stage_seconds", "time per stage of an allocation (enrich, infer, decide)",
                                ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.decisions = Counter("pond_decisions", "allocations by decision", ["decision"], registry=self.registry)
+        self.um_cache = Counter("pond_um_cache", "single allocations whose UM prediction was cached (hit) or run (miss)",
+                                ["outcome"], registry=self.registry)
         self.reloads = Counter("pond_reloads", "bundle reloads by outcome", ["outcome"], registry=self.registry)
         self.ready = Gauge("pond_ready", "1 when a warmed bundle is serving", registry=self.registry)

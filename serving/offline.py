@@ -7,6 +7,8 @@ optional; other columns ignored). Output: Parquet or CSV with the service's resp
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +75,24 @@ def predict_file(engine: Engine, in_path: Path, out_path: Path) -> pd.DataFrame:
     else:
         write_atomic(out_path, frame.to_parquet(index=False))
     return frame
+
+
+ONE_VM_FIELDS = ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id")
+
+
+def time_one_by_one(engine: Engine, cols: dict[str, list],
+                    um_cache: dict | None) -> tuple[list[float], list[bool]]:
+    """Seconds per ``allocate_one`` call over the requests in order, and whether each ran the UM
+    model. The engine starts from ``um_cache``; None empties the cache before every call (the cost
+    of the models themselves, as when comparing versions)."""
+    eng = replace(engine, um_cache=dict(um_cache) if um_cache is not None else {})
+    times, ran = [], []
+    for r in zip(*(cols[c] if cols[c] is not None else [None] * len(cols["vm_id"]) for c in ONE_VM_FIELDS)):
+        if um_cache is None:
+            eng.um_cache.clear()
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        eng.allocate_one(*r, timings=timings)
+        times.append(time.perf_counter() - t)
+        ran.append("infer" in timings)
+    return times, ran

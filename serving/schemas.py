@@ -89,6 +89,7 @@ class ModelInfo(BaseModel):
     um_sha256: str
     history_keys: int
     customers: int
+    prefilled_shapes: int = 0
     snapshot_time: str | None
     loaded_at: str
     source: str

@@ -47,8 +47,8 @@ def test_repro_twice_then_new_seed(repo):
     out = _run(["dvc", "repro"], repo)
     assert "Running stage 'features'" in out
     for path in ("data/raw/vms.parquet", "data/features/vm_features.parquet",
-                 "data/features/snapshot/workload_history.parquet", "metrics/features.json",
-                 "metrics/calibration.json", "plots/calibration/calibration.png",
+                 "data/features/snapshot/workload_history.parquet", "data/features/snapshot/request_shapes.parquet",
+                 "metrics/features.json", "metrics/calibration.json", "plots/calibration/calibration.png",
                  "data/models/li/manifest.json", "metrics/train_li.json",
                  "data/models/um/um.onnx", "metrics/train_um.json", "plots/optimize/frontier.csv"):
         assert (repo / path).exists(), path

@@ -103,13 +103,16 @@ def test_health_ready_model_metrics(client, requests_, engine):
     info = client.get("/v1/model").json()
     assert info["version"] == engine.version and info["li_sha256"] == engine.policy["li"]["sha256"]
     assert info["policy"]["li"]["threshold"] == engine.policy["li"]["threshold"]
-    client.post("/v1/allocations", json=requests_[0])
+    new = {**requests_[0], "memory_gb": 123.0}   # a size no VM had: a shape the snapshot cannot have prefilled
+    first, again = (client.post("/v1/allocations", json=new).json() for _ in range(2))
+    assert first == again
     client.post("/v1/allocations", json={**requests_[0], "memory_gb": -1})
     text = client.get("/metrics").text
-    assert 'pond_requests_total{endpoint="/v1/allocations",status="200"} 1.0' in text
+    assert 'pond_requests_total{endpoint="/v1/allocations",status="200"} 2.0' in text
     assert 'pond_requests_total{endpoint="/v1/allocations",status="422"} 1.0' in text
-    for stage in ("enrich", "infer", "decide"):
-        assert f'pond_stage_seconds_count{{stage="{stage}"}} 1.0' in text
+    assert 'pond_um_cache_total{outcome="miss"} 1.0' in text and 'pond_um_cache_total{outcome="hit"} 1.0' in text
+    for stage, n in (("enrich", 2), ("infer", 1), ("decide", 2)):   # the repeat did not run the UM model
+        assert f'pond_stage_seconds_count{{stage="{stage}"}} {n}.0' in text
     assert "pond_request_seconds_bucket" in text and "pond_ready 1.0" in text
     assert client.get("/openapi.json").json()["paths"]["/v1/allocations"]["post"]
 

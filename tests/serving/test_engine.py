@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
+from features.build import REQUEST_SHAPE
 from models.um import encode, metadata_frame
-from serving.engine import REQUEST_COLUMNS
+from serving.engine import REQUEST_COLUMNS, Engine
 from serving.offline import allocations_frame, request_columns
+from tests.serving.conftest import bundle_paths
 
 
 def _cols(vms: pd.DataFrame) -> dict[str, list]:
@@ -51,3 +56,70 @@ def test_batch_of_one_equals_batch(engine, next_day_vms):
         one = engine.allocate({k: (v[i:i + 1] if v is not None else None) for k, v in cols.items()})
         for k in ("decision", "pool_gb", "local_gb", "untouched_fraction"):
             assert one[k][0] == whole[k][i], k
+
+
+def _one(eng, cols: dict[str, list], i: int, timings: dict | None = None) -> dict:
+    return eng.allocate_one(*(cols[c][i] for c in ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region",
+                                                    "cluster_id")), timings=timings)
+
+
+def test_one_request_path_equals_the_batch_path(engine, next_day_vms):
+    """allocate_one (encoding, cache, scalar rule) gives allocate's answer, field for field, hit or miss."""
+    cols = _cols(next_day_vms)
+    whole = engine.allocate(cols)
+    cold = replace(engine, um_cache={})
+    for eng in (cold, cold, engine):            # every request a miss or a repeat, then all hits, then prefilled
+        ran = 0
+        for i in range(len(next_day_vms)):
+            timings: dict[str, float] = {}
+            one = _one(eng, cols, i, timings)
+            ran += "infer" in timings
+            for k, v in one.items():
+                w = whole[k][i]
+                assert v == w or (v != v and w != w), (i, k, v, w)
+            assert set(timings) >= {"enrich", "decide"}
+        if eng is cold:
+            assert ran == len(cold.um_cache) or ran == 0    # one UM run per distinct request, at most
+    assert 0 < len(cold.um_cache) < len(next_day_vms)
+
+
+def test_prefilled_shapes_are_the_snapshots_and_equal_fresh_predictions(engine, small_bundle):
+    shapes = pd.read_parquet(small_bundle / "features" / "snapshot" / "request_shapes.parquet")
+    keys = list(engine.um_cache)[:engine.info["prefilled_shapes"]]
+    assert len(shapes) < len(keys) <= 2 * len(shapes)    # each shape, and each shape for an unknown customer
+    expected = {(t, float(v), float(m), o, r, None if pd.isna(c) else c)
+                for t, v, m, o, r, c in shapes[REQUEST_SHAPE[1:]].itertuples(index=False)}
+    assert {k[1:] for k in keys} == expected
+    cold = replace(engine, um_cache={})
+    for key in keys[:100] + keys[-100:]:
+        customer, vm_type, vcpus, mem, os, region, cluster = key
+        X = np.array([cold.um_row(customer or "", vm_type, vcpus, mem, os, region, cluster)], np.float32)
+        assert float(cold.models.um.run(None, {"X": X})[0][0, 0]) == engine.um_cache[key]
+
+
+def test_a_new_customer_on_a_known_shape_is_a_hit(engine):
+    customer, vm_type, vcpus, mem, os, region, cluster = next(k for k in engine.um_cache if k[0] is None)
+    timings: dict[str, float] = {}
+    hit = engine.allocate_one("never-seen", vm_type, vcpus, mem, os, region, cluster, timings=timings)
+    assert "infer" not in timings and not hit["customer_history"]
+    assert hit == replace(engine, um_cache={}).allocate_one("never-seen", vm_type, vcpus, mem, os, region, cluster)
+
+
+def test_the_cache_is_bounded(engine, next_day_vms, monkeypatch):
+    monkeypatch.setattr("serving.engine.UM_CACHE_ENTRIES", 5)
+    cold, cols = replace(engine, um_cache={}), _cols(next_day_vms.head(100))
+    for i in range(100):
+        _one(cold, cols, i)
+        assert len(cold.um_cache) <= 5
+
+
+def test_a_snapshot_without_request_shapes_starts_with_an_empty_cache(small_bundle, tmp_path, next_day_vms):
+    """Bundles registered before the shapes existed still load and answer (the registry keeps old versions)."""
+    for d in ("li", "um", "features/snapshot"):
+        shutil.copytree(small_bundle / d, tmp_path / d)
+    shutil.copy(small_bundle / "policy.json", tmp_path / "policy.json")
+    (tmp_path / "features/snapshot/request_shapes.parquet").unlink()
+    old = Engine.load(bundle_paths(tmp_path))
+    assert "prefilled_shapes" not in old.info and len(old.um_cache) == 1     # the warm-up request only
+    cols = _cols(next_day_vms.head(20))
+    assert _one(old, cols, 3) == _one(replace(old, um_cache={}), cols, 3)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.combined import outcomes, slowdown_at, summarize
-from models.decision import PolicyKnobs, decide
+from models.decision import Decision, PolicyKnobs, decide, decide_one, pool_gb
 
 
 def test_decision_paths_and_gb_rounding():
@@ -43,3 +43,28 @@ def test_ground_truth_counts():
     s = summarize(out)
     assert s["pool_share"] == pytest.approx((10 + 5 + 10 + 5) / 40)
     assert s["mispredictions_conservative"] == 0.5 and s["mispredictions_severe"] == 0.25
+
+
+@pytest.mark.parametrize("knobs", [PolicyKnobs(0.8, 0.0), PolicyKnobs(0.8, 0.25), PolicyKnobs(None, 0.1),
+                                   PolicyKnobs(0.5, None), PolicyKnobs(None, None)])
+def test_one_vm_equals_the_vectorized_decision(knobs):
+    """The scheduler's path (decide_one) and evaluate's (decide) run the same rule, field for field."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    mem = rng.choice([1.0, 2.0, 4.0, 7.5, 16.0, 28.0, 448.0], n)
+    has_history = rng.random(n) < 0.7
+    p = np.where(rng.random(n) < 0.1, np.nan, rng.choice([0.5, 0.8, 0.79999, 0.95, 0.2], n))
+    raw = np.where(rng.random(n) < 0.02, np.nan, rng.uniform(-0.2, 1.4, n))
+    raw[:3] = [0.25 + 1 / 16, 0.5, 1.25]           # exact GB boundaries
+    whole = decide(mem, has_history, p, raw, knobs)
+    for i in range(n):
+        one = decide_one(float(mem[i]), bool(has_history[i]), float(p[i]), float(raw[i]), knobs.floats())
+        got = [one.decision, one.local_gb, one.pool_gb, one.znuma_gb, one.untouched_fraction]
+        assert got == [whole[k][i] for k in Decision._fields], i
+    assert np.isfinite(whole["pool_gb"]).all()       # a NaN prediction puts nothing on the pool
+    assert (whole["local_gb"] + whole["pool_gb"] == mem).all() and (whole["local_gb"] >= 0).all()
+
+
+def test_pool_gb_rounds_down_whole_gb_for_any_shape():
+    got = pool_gb(np.array([[0.5, 0.2], [0.1, 1.5], [-0.3, 0.25]]), np.array([16.0, 4.0]))
+    assert got.tolist() == [[8.0, 0.0], [1.0, 4.0], [0.0, 1.0]]   # 0.8 GB -> 0; 1.6 GB -> 1; clipped to [0, 1]
