@@ -150,7 +150,8 @@ class Engine:
         cols["memory_gb"] = shapes["memory_gb"].astype("float64").tolist()
         cols["cluster_id"] = shapes["cluster_id"].astype(object).where(shapes["cluster_id"].notna(), None).tolist()
         raw = self.models.um.run(None, {"X": self.um_inputs(cols)})[0].ravel().astype(np.float64).tolist()
-        who = [c if c in self.customer_index else None for c in cols["customer_id"]]
+        ids = shapes["customer_id"].astype(str)
+        who = ids.astype(object).where(ids.isin(list(self.customer_index)), None).tolist()
         keys = zip(who, cols["vm_type"], cols["vcpus"], cols["memory_gb"], cols["os"], cols["region"], cols["cluster_id"])
         return dict(zip(keys, raw))
 
