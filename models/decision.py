@@ -85,7 +85,7 @@ def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.nda
     n = len(memory_gb)
     has_history = np.ascontiguousarray(has_history, dtype=np.bool_)
     p = np.ascontiguousarray(p_insensitive, dtype=np.float64)
-    raw = np.ascontiguousarray(um_raw, dtype=np.float64) if knobs.um_offset is not None else np.zeros(n)
+    raw = np.ascontiguousarray(um_raw, dtype=np.float64)
     if not len(has_history) == len(p) == len(raw) == n:
         raise ValueError(f"decide: {n} memory sizes, {len(has_history)} history flags, {len(p)} P(insensitive), "
                          f"{len(raw)} UM predictions; pass one of each per VM")

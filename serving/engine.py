@@ -161,7 +161,7 @@ class Engine:
                  "memory_gb": [8.0], "os": ["linux"], "region": ["?"], "cluster_id": [None]}
         for _ in range(3):
             self.allocate(probe)
-            self.allocate_one(*(probe[c][0] for c in ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")))
+            self.allocate_one(*(probe[c][0] for c in REQUEST_SHAPE))
 
     # -- requests -> model inputs -------------------------------------------------------------
 
@@ -242,11 +242,12 @@ class Engine:
         else:
             t1 = t2 = perf_counter()
         has_history = p is not None
-        d = decide_one(memory_gb, has_history, p if has_history else NAN, raw, self.knob_floats)
+        p = p if has_history else NAN
+        d = decide_one(memory_gb, has_history, p, raw, self.knob_floats)
         if timings is not None:
             timings.update(enrich=t1 - t0, decide=perf_counter() - t2)
         return {"decision": d.decision, "memory_gb": memory_gb, "local_gb": d.local_gb, "pool_gb": d.pool_gb,
-                "znuma_gb": d.znuma_gb, "p_insensitive": p if has_history else NAN,
+                "znuma_gb": d.znuma_gb, "p_insensitive": p,
                 "untouched_fraction": d.untouched_fraction, "has_history": has_history,
                 "customer_history": known}
 

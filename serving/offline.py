@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features.build import REQUEST_SHAPE
 from serving.engine import REQUEST_COLUMNS, Engine, parse_vm_type
 from telemetry.errors import ContractError, InputFormatError
 from telemetry.io import read_raw, write_atomic
@@ -77,9 +78,6 @@ def predict_file(engine: Engine, in_path: Path, out_path: Path) -> pd.DataFrame:
     return frame
 
 
-ONE_VM_FIELDS = ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id")
-
-
 def time_one_by_one(engine: Engine, cols: dict[str, list],
                     um_cache: dict | None) -> tuple[list[float], list[bool]]:
     """Seconds per ``allocate_one`` call over the requests in order, and whether each ran the UM
@@ -87,7 +85,7 @@ def time_one_by_one(engine: Engine, cols: dict[str, list],
     of the models themselves, as when comparing versions)."""
     eng = replace(engine, um_cache=dict(um_cache) if um_cache is not None else {})
     times, ran = [], []
-    for r in zip(*(cols[c] if cols[c] is not None else [None] * len(cols["vm_id"]) for c in ONE_VM_FIELDS)):
+    for r in zip(*(cols[c] if cols[c] is not None else [None] * len(cols["vm_id"]) for c in REQUEST_SHAPE)):
         if um_cache is None:
             eng.um_cache.clear()
         timings: dict[str, float] = {}

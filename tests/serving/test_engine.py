@@ -59,8 +59,7 @@ def test_batch_of_one_equals_batch(engine, next_day_vms):
 
 
 def _one(eng, cols: dict[str, list], i: int, timings: dict | None = None) -> dict:
-    return eng.allocate_one(*(cols[c][i] for c in ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region",
-                                                    "cluster_id")), timings=timings)
+    return eng.allocate_one(*(cols[c][i] for c in REQUEST_SHAPE), timings=timings)
 
 
 def test_one_request_path_equals_the_batch_path(engine, next_day_vms):
@@ -68,7 +67,10 @@ def test_one_request_path_equals_the_batch_path(engine, next_day_vms):
     cols = _cols(next_day_vms)
     whole = engine.allocate(cols)
     cold = replace(engine, um_cache={})
-    for eng in (cold, cold, engine):            # every request a miss or a repeat, then all hits, then prefilled
+    distinct = len({(c if c in engine.customer_index else None, *rest)
+                    for c, *rest in zip(*(cols[k] for k in REQUEST_SHAPE))})
+    # cold: one UM run per distinct request; again: all hits; prefilled: runs only for unseen shapes
+    for eng, expected_runs in ((cold, distinct), (cold, 0), (engine, None)):
         ran = 0
         for i in range(len(next_day_vms)):
             timings: dict[str, float] = {}
@@ -78,9 +80,11 @@ def test_one_request_path_equals_the_batch_path(engine, next_day_vms):
                 w = whole[k][i]
                 assert v == w or (v != v and w != w), (i, k, v, w)
             assert set(timings) >= {"enrich", "decide"}
-        if eng is cold:
-            assert ran == len(cold.um_cache) or ran == 0    # one UM run per distinct request, at most
-    assert 0 < len(cold.um_cache) < len(next_day_vms)
+        if expected_runs is not None:
+            assert ran == expected_runs
+        else:
+            assert ran < distinct
+    assert len(cold.um_cache) == distinct < len(next_day_vms)
 
 
 def test_prefilled_shapes_are_the_snapshots_and_equal_fresh_predictions(engine, small_bundle):
