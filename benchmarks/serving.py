@@ -37,9 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from features.history import KEY  # noqa: E402
-from models.bundle import REQUEST_COLUMNS, BundlePaths  # noqa: E402
+from models.bundle import BundlePaths  # noqa: E402
 from serving.engine import Engine  # noqa: E402
 from serving.offline import request_columns, time_one_by_one  # noqa: E402
+from telemetry.request import FIELDS as REQUEST_FIELDS  # noqa: E402
 
 PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",
                     ROOT / "data/features/snapshot")
@@ -62,7 +63,7 @@ def _requests(day_offset: int = 1) -> pd.DataFrame:
     policy = json.loads(PATHS.policy.read_text())
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=day_offset)).date()
     vmf = vmf[vmf.day == day].sort_values("created_at", kind="stable")
-    return vmf[[*REQUEST_COLUMNS, "cluster_id"]].reset_index(drop=True)
+    return vmf[list(REQUEST_FIELDS)].reset_index(drop=True)
 
 
 def _busy(n: int) -> int:

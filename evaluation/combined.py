@@ -1,7 +1,10 @@
 """The combined policy on the next day's VMs, judged against ground truth (Pond §6.4.3).
 
 Ground truth per VM: its workload's lab slowdowns (full pool, and per spilled share) and its real
-untouched fraction. Two misprediction counts:
+untouched fraction. Slowdowns are known only where ``vms.workload_id`` names a lab workload (the
+built-in fleet); a provider's VMs have no lab identity, so for them only overpredictions can be
+realized, and ``lab_truth_share`` says how many VMs the false-positive count covers. Two
+misprediction counts:
 
 - conservative (Pond): a pool-only VM whose workload exceeds the PDM entirely on pool (FP), plus
   every zNUMA VM whose real untouched memory is smaller than its zNUMA (OP);
@@ -53,7 +56,7 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
     severe = fp | (op & (slowdown_at(table, vms["workload_id"], spill_pct) > pdm))
     return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "memory_gb": mem,
                          "pool_gb": decision["pool_gb"], "znuma_gb": decision["znuma_gb"],
-                         "false_positive": fp, "overpredicted": op, "severe": severe})
+                         "false_positive": fp, "overpredicted": op, "severe": severe, "lab_truth": ~np.isnan(full)})
 
 
 def summarize(out: pd.DataFrame) -> dict[str, float]:
@@ -67,6 +70,7 @@ def summarize(out: pd.DataFrame) -> dict[str, float]:
         "overpredictions": float(out["overpredicted"].mean()),
         "mispredictions_conservative": float((out["false_positive"] | out["overpredicted"]).mean()),
         "mispredictions_severe": float(out["severe"].mean()),
+        "lab_truth_share": float(out["lab_truth"].mean()) if len(out) else 0.0,
     }
 
 

@@ -6,14 +6,9 @@ models, policy and snapshot, so the comparison is the one the service would live
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class GateParams:
-    model_name: str = "pond-znuma"
-    max_pool_share_drop: float = 0.02    # absolute share of GB the candidate may give up vs the champion
+from core.params import GateParams
 
 
 def gate(candidate: dict[str, Any], champion: dict[str, Any] | None, budget: float,

@@ -15,6 +15,8 @@ import numpy as np
 from scipy import stats
 from sklearn.model_selection import train_test_split
 
+from models.li import insensitive_proba
+
 
 def cutoff_curve(score: np.ndarray, insensitive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(LI, FP) at every distinct cut-off, from predicting nothing to predicting everything.
@@ -75,8 +77,7 @@ def split_study(X: np.ndarray, y: np.ndarray, baselines: dict[str, np.ndarray],
         split_seed = int(rng.integers(2**31 - 1))
         train, test = train_test_split(idx, test_size=0.5, random_state=split_seed, stratify=stratify)
         model = make_model(split_seed).fit(X[train], y[train])
-        proba = model.predict_proba(X[test])
-        p = proba[:, list(model.classes_).index(1)] if 1 in model.classes_ else np.zeros(len(test))
+        p = insensitive_proba(model.predict_proba(X[test]), model.classes_)
         curves[method][i] = li_at_fp(*cutoff_curve(p, y[test]), fp_grid)
         li_t[i], fp_t[i] = threshold_table(p, y[test], thresholds)
         for name, counter in baselines.items():

@@ -14,18 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError
+from core.params import SimParams
 from evaluation.packing import ServerShape, assign_servers
-from telemetry.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class SimParams:
-    pool_sockets: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
-    socket_vcpus: float = 48.0
-    socket_memory_gb: float = 384.0
-    sockets_per_server: int = 2
-    static_fractions: tuple[float, ...] = (0.1, 0.3, 0.5)
-    dram_cost_share: float = 0.5         # DRAM ~50% of server cost (CALIBRATION.md)
 
 
 @dataclass

@@ -2,48 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from features.customer import attach_customer_features, customer_percentiles, percentile_columns
+from core.params import FeatureParams, percentile_columns
+from features.customer import attach_customer_features, customer_percentiles
 from features.history import KEY, history_counts, workload_history
 from features.tma import pmu_features
+from telemetry import request
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.errors import ConfigError
+from telemetry.vm_types import family_of, generation_of, parse_summary
 
-REQUEST_SHAPE = ["customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]
-VM_META = ["vm_id", "customer_id", "cluster_id", "region", "vm_type", "vcpus", "memory_gb", "os",
-           "created_at", "deleted_at"]
-
-
-@dataclass(frozen=True)
-class FeatureParams:
-    as_of: str                      # last day of data the snapshot may use (ISO date)
-    window_days: int = 7
-    percentiles: tuple[int, ...] = (50, 80, 90, 95, 99)
-    history_days: int = 28
-    counter_delay_s: int = 3600     # counters cover the first hour of a VM
-    min_history_vms: int = 1
-    request_shapes: int = 50_000    # distinct recent requests the service predicts when it loads
-
-    def __post_init__(self) -> None:
-        try:
-            pd.Timestamp(self.as_of)
-        except ValueError:
-            raise ConfigError(f"base.as_of={self.as_of!r} is not a date; write it as YYYY-MM-DD") from None
-        for name in ("window_days", "history_days", "min_history_vms", "request_shapes"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"features.{name} must be >= 1, got {getattr(self, name)}")
-        if not all(0 < q < 100 for q in self.percentiles):
-            raise ConfigError(f"features.percentiles must lie in (0, 100), got {list(self.percentiles)}")
-
-    @property
-    def snapshot_time(self) -> pd.Timestamp:
-        """Midnight after the as-of day: what the service holds while serving the next day."""
-        return pd.Timestamp(self.as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+REQUEST_SHAPE = list(request.SHAPE)          # the request fields the models see
+VM_META = [*request.FIELDS, "created_at", "deleted_at"]
 
 
 def lab_features(workloads: pd.DataFrame) -> pd.DataFrame:
@@ -94,9 +67,34 @@ def request_shapes(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
     return counts.head(p.request_shapes).reset_index(drop=True)
 
 
-def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame) -> dict[str, float]:
+def empty_inputs(vm_feats: pd.DataFrame, customer_columns: list[str]) -> dict[str, str]:
+    """Model inputs that carry nothing for a whole table, each with the likely reason. They are
+    warnings: the models treat missing values as such, but a night that learns nothing from an
+    input should say so rather than train quietly without it."""
+    if vm_feats.empty:
+        return {}
+    types = pd.Series(vm_feats["vm_type"].unique())
+    out = {}
+    if types.map(family_of).isna().all():
+        out["family"] = out["generation"] = "no vm_type is in a known naming scheme (telemetry.vm_types)"
+    elif types.map(generation_of).isna().all():
+        out["generation"] = "no vm_type names a generation"
+    if vm_feats["cluster_id"].isna().all():
+        out["cluster_id"] = "no VM has a cluster_id"
+    for c in customer_columns[1:]:
+        if vm_feats[c].isna().all():
+            out[c] = "no customer had VMs that ended within features.window_days"
+    if not vm_feats["has_history"].any():
+        out["workload history"] = "no VM had earlier VMs with counters under its (customer, vm_type, region)"
+    return out
+
+
+def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame,
+            customer_columns: list[str]) -> dict[str, float]:
     ended = vm_feats["untouched_fraction"].notna()
     return {
+        **parse_summary(vm_feats["vm_type"]),
+        "empty_inputs": len(empty_inputs(vm_feats, customer_columns)),
         "vms": int(len(vm_feats)),
         "vms_with_history_share": float(vm_feats["has_history"].mean()),
         "vms_with_customer_percentiles_share": float((vm_feats["cust_n"] > 0).mean()),
@@ -106,5 +104,5 @@ def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame) -> d
     }
 
 
-__all__ = ["FeatureParams", "KEY", "REQUEST_SHAPE", "lab_features", "request_shapes", "snapshot", "summary",
-           "vm_features"]
+__all__ = ["FeatureParams", "KEY", "REQUEST_SHAPE", "empty_inputs", "lab_features", "request_shapes", "snapshot",
+           "summary", "vm_features"]

@@ -12,19 +12,12 @@ import pandas as pd
 
 from features.db import connect
 
-DEFAULT_PERCENTILES: tuple[int, ...] = (50, 80, 90, 95, 99)
-
-
-def percentile_columns(percentiles: tuple[int, ...] | list[int]) -> list[str]:
-    return ["cust_n"] + [f"cust_p{p}" for p in percentiles]
-
 
 def _quantiles_sql(percentiles: tuple[int, ...] | list[int]) -> str:
     return ", ".join(f"quantile_cont(u, {p / 100.0}) AS cust_p{p}" for p in percentiles)
 
 
-def customer_percentiles(vms: pd.DataFrame, window_days: int,
-                         percentiles: tuple[int, ...] | list[int] = DEFAULT_PERCENTILES,
+def customer_percentiles(vms: pd.DataFrame, window_days: int, percentiles: tuple[int, ...] | list[int],
                          days: pd.DataFrame | None = None) -> pd.DataFrame:
     """Percentiles per (customer_id, day) as of 00:00 UTC of ``day``.
 
@@ -62,7 +55,7 @@ def creation_day(created_at: pd.Series) -> pd.Series:
 
 
 def attach_customer_features(vms: pd.DataFrame, window_days: int,
-                             percentiles: tuple[int, ...] | list[int] = DEFAULT_PERCENTILES) -> pd.DataFrame:
+                             percentiles: tuple[int, ...] | list[int]) -> pd.DataFrame:
     """``vms`` plus ``day`` and the customer percentiles each VM would have been served with."""
     out = vms.copy()
     out["day"] = creation_day(out["created_at"])

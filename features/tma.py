@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from telemetry.errors import ContractError
+from core.errors import ContractError
 
 CLKS = "CPU_CLK_UNHALTED.THREAD"
 REQUIRED_EVENTS: tuple[str, ...] = (

@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.errors import ModelError
+from core.errors import ModelError
+from telemetry import request
 
-REQUEST_COLUMNS = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
 SAMPLE_REQUESTS = 2000
 
 
@@ -61,7 +61,7 @@ def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: 
     for stage, path in metrics.items():
         if path.exists():
             shutil.copy2(path, dst / "metrics" / f"{stage}.json")
-    requests[[*REQUEST_COLUMNS, "cluster_id"]].head(SAMPLE_REQUESTS).to_parquet(dst / "sample_requests.parquet",
+    requests[list(request.FIELDS)].head(SAMPLE_REQUESTS).to_parquet(dst / "sample_requests.parquet",
                                                                                index=False)
     files = sorted(p for p in dst.rglob("*") if p.is_file())
     info = {"as_of": policy["as_of"], "window": window, "li_sha256": policy["li"]["sha256"],

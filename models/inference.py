@@ -10,10 +10,10 @@ import numpy as np
 import onnxruntime as ort
 import pandas as pd
 
+from core.errors import ModelError
 from features.history import KEY
-from models.onnx_export import session, sha256
-from models.um import encode, metadata_frame
-from telemetry.errors import ModelError
+from models.onnx_export import onnx_p_insensitive, session, sha256
+from models.um import HEAD, UmEncoder
 
 
 def load_verified(path: Path, expected_sha256: str) -> ort.InferenceSession:
@@ -31,26 +31,31 @@ class Models:
     li_features: list[str]
     li_classes: list[int]
     um: ort.InferenceSession | None
-    um_vocabulary: dict[str, list[str]]
+    um_encoder: UmEncoder
 
     @classmethod
     def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "Models":
         um_manifest = json.loads((um_dir / "manifest.json").read_text())
+        features = um_manifest["features"]
+        if features[:len(HEAD)] != HEAD:
+            raise ModelError(f"{um_dir / 'manifest.json'}: UM features {features[:len(HEAD)]} are not {HEAD}: "
+                             "the model was trained by another version of the code; rerun `dvc repro`")
         li = load_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"])
         um = load_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"])
-        return cls(li, policy["li"]["features"], policy["li"]["classes"], um, um_manifest["vocabulary"])
+        return cls(li, policy["li"]["features"], policy["li"]["classes"], um,
+                   UmEncoder(um_manifest["vocabulary"], features[len(HEAD):]))
 
     def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:
         """P(insensitive) from workload-history features (rows with NaN everywhere -> NaN)."""
         X = history_features.reindex(columns=self.li_features).to_numpy(np.float32)
         if len(X) == 0:
             return np.zeros(0)
-        proba = self.li.run(["probabilities"], {"X": X})[0]
-        out = proba[:, self.li_classes.index(1)] if 1 in self.li_classes else np.zeros(len(X))
+        out = onnx_p_insensitive(self.li, X, self.li_classes)
         return np.where(np.isnan(X).all(axis=1), np.nan, out)
 
     def um_raw(self, vms: pd.DataFrame) -> np.ndarray:
-        X = encode(metadata_frame(vms), self.um_vocabulary)
+        """Raw UM predictions for VMs with their request fields and customer columns (vm_features)."""
+        X = self.um_encoder.encode(vms)
         if len(X) == 0:
             return np.zeros(0)
         return self.um.run(None, {"X": X})[0].ravel().astype(float)

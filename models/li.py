@@ -14,8 +14,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 
+from core.errors import ContractError
 from features.tma import TMA_COLUMNS
-from telemetry.errors import ContractError
 
 FULL_POOL_PCT = 100.0
 
@@ -61,11 +61,11 @@ def make_li_model(seed: int) -> Pipeline:
     ])
 
 
-def p_insensitive(model: Pipeline, X: np.ndarray) -> np.ndarray:
-    """Probability of class 1 (insensitive), robust to a training set with one class only."""
-    proba = model.predict_proba(X)
-    classes = list(model.classes_)
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
+def insensitive_proba(proba: np.ndarray, classes: list[int] | np.ndarray) -> np.ndarray:
+    """P(class 1 = insensitive) from a classifier's class probabilities; zero when the training
+    set held sensitive workloads only (a forest fit on one class has one column)."""
+    classes = [int(c) for c in classes]
+    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(proba))
 
 
 BASELINES = {"dram_bound": "tma_dram_bound", "memory_bound": "tma_memory_bound",

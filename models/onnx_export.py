@@ -12,8 +12,9 @@ from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
 from sklearn.pipeline import Pipeline
 
+from core.errors import ModelError
 from models import lgbm_onnx
-from telemetry.errors import ModelError
+from models.li import insensitive_proba
 
 ONNX_OPSET = 17
 ONNX_OPSET_LIGHTGBM = 15  # the highest onnxmltools' LightGBM converter supports
@@ -35,7 +36,7 @@ def session(onnx_bytes: bytes) -> ort.InferenceSession:
 
 def onnx_p_insensitive(sess: ort.InferenceSession, X: np.ndarray, classes: list[int]) -> np.ndarray:
     proba = sess.run(["probabilities"], {sess.get_inputs()[0].name: np.asarray(X, dtype=np.float32)})[0]
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
+    return insensitive_proba(proba, classes)
 
 
 def forest_splits(model: Pipeline, n_trees: int = 10) -> list[tuple[int, float]]:
@@ -69,7 +70,7 @@ def boundary_rows(splits: list[tuple[int, float]], X: np.ndarray, n: int = 200, 
 def check_parity(model: Pipeline, onnx_bytes: bytes, X: np.ndarray, atol: float = 1e-5) -> float:
     """Max |p_sklearn - p_onnx| over ``X``; raises ModelError when above ``atol``."""
     classes = [int(c) for c in model.classes_]
-    ref = model.predict_proba(X)[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
+    ref = insensitive_proba(model.predict_proba(X), classes)
     got = onnx_p_insensitive(session(onnx_bytes), X, classes)
     diff = float(np.max(np.abs(ref - got))) if len(X) else 0.0
     if diff > atol:

@@ -11,51 +11,85 @@ compares) and ONNX Runtime (float32 thresholds) take the same branch for every f
 from __future__ import annotations
 
 import re
+from itertools import repeat
+from typing import Any, Sequence
 
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from telemetry.errors import ModelError
+from core.errors import ConfigError, ModelError
+from telemetry import request
+from telemetry.vm_types import family_of, generation_of
 
-VM_TYPE_RE = r"^Standard_(?P<family>[A-Z]+)(?P<size>\d+)[a-z]*_v(?P<generation>\d+)$"
 CATEGORICAL = ["vm_type", "family", "os", "region", "cluster_id"]
 NUMERIC = ["vcpus", "memory_gb", "gb_per_vcpu", "generation"]
-CUSTOMER = ["cust_n", "cust_p50", "cust_p80", "cust_p90", "cust_p95", "cust_p99"]
-FEATURES = CATEGORICAL + NUMERIC + CUSTOMER
+HEAD = CATEGORICAL + NUMERIC        # from the request itself; the customer columns follow
+CUSTOMER_PREFIX = "cust_"           # cust_n, then one cust_p<q> per features.percentiles
+NAN = float("nan")
 
 
-def metadata_frame(vms: pd.DataFrame) -> pd.DataFrame:
-    """Model inputs derivable from a VM request plus its customer's percentiles (vectorized)."""
-    parts = vms["vm_type"].astype("string").str.extract(VM_TYPE_RE)
-    out = pd.DataFrame({
-        "vm_type": vms["vm_type"].astype("string"), "family": parts["family"],
-        "os": vms["os"].astype("string"), "region": vms["region"].astype("string"),
-        "cluster_id": vms["cluster_id"].astype("string") if "cluster_id" in vms else pd.NA,
-        "vcpus": vms["vcpus"].astype(float), "memory_gb": vms["memory_gb"].astype(float),
-        "generation": pd.to_numeric(parts["generation"], errors="coerce").astype("float64"),
-    }, index=vms.index)
-    out["gb_per_vcpu"] = out["memory_gb"] / out["vcpus"]
-    for c in CUSTOMER:
-        out[c] = vms[c].astype(float) if c in vms else np.nan
-    return out[FEATURES]
+def customer_columns_of(frame: pd.DataFrame) -> list[str]:
+    """The customer-history columns the features stage wrote (features.customer.percentile_columns)."""
+    return [c for c in frame.columns if c.startswith(CUSTOMER_PREFIX)]
 
 
-def fit_vocabulary(meta: pd.DataFrame) -> dict[str, list[str]]:
-    return {c: sorted(meta[c].dropna().unique().tolist()) for c in CATEGORICAL}
+def _categories(cols: dict[str, Any]) -> dict[str, Any]:
+    n = len(cols["vm_type"])
+    return {"vm_type": cols["vm_type"], "family": map(family_of, cols["vm_type"]), "os": cols["os"],
+            "region": cols["region"], "cluster_id": cols["cluster_id"] or repeat(None, n)}
 
 
-def encode(meta: pd.DataFrame, vocab: dict[str, list[str]]) -> np.ndarray:
-    """float32 matrix in FEATURES order; a category outside the vocabulary becomes NaN."""
-    cols = []
-    for c in FEATURES:
-        if c in vocab:
-            codes = pd.Index(vocab[c]).get_indexer(meta[c].astype(object)).astype(np.float32)
-            codes[codes < 0] = np.nan  # unseen or missing
-            cols.append(codes)
-        else:
-            cols.append(meta[c].to_numpy(np.float32))
-    return np.column_stack(cols).astype(np.float32)
+def fit_vocabulary(vms: pd.DataFrame) -> dict[str, list[str]]:
+    values = _categories(request.columns_of(vms))
+    return {c: sorted({v for v in values[c] if v is not None}) for c in CATEGORICAL}
+
+
+class UmEncoder:
+    """Request fields -> UM model inputs: the one encoding training, evaluate and the service use.
+
+    Categories become their index in the vocabulary learned at fit time (anything else, an
+    unparsed VM type's family included, is NaN: LightGBM's missing branch); ``vm_type`` gives
+    family and generation through ``telemetry.vm_types``. Values map through dicts
+    (``map(dict.get, ...)``, C speed): one VM costs microseconds, a fleet no per-row Python.
+    """
+
+    def __init__(self, vocabulary: dict[str, list[str]], customer_columns: Sequence[str]) -> None:
+        if not customer_columns or customer_columns[0] != f"{CUSTOMER_PREFIX}n":
+            raise ModelError(f"UM customer columns {list(customer_columns)} must start with cust_n")
+        self.vocabulary = vocabulary
+        self.customer_columns = list(customer_columns)
+        self.features = HEAD + self.customer_columns
+        self.codes = {c: {v: float(i) for i, v in enumerate(vals)} for c, vals in vocabulary.items()}
+
+    def head(self, cols: dict[str, Any]) -> np.ndarray:
+        """float32 [n, len(HEAD)] from request columns (``telemetry.request.columns_of``)."""
+        n = len(cols["vm_type"])
+        values = _categories(cols)
+        vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
+        mem = np.asarray(cols["memory_gb"], dtype=np.float64)
+        numeric = {"vcpus": vcpus, "memory_gb": mem, "gb_per_vcpu": mem / vcpus,
+                   "generation": np.fromiter(map(generation_of, cols["vm_type"]), dtype=np.float64, count=n)}
+        parts = [np.fromiter(map(self.codes[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
+                 for c in CATEGORICAL] + [numeric[c] for c in NUMERIC]
+        return np.stack(parts, axis=1).astype(np.float32) if n else np.zeros((0, len(HEAD)), np.float32)
+
+    def head_row(self, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
+                 cluster_id: str | None) -> list[float]:
+        """One request's ``head`` row as Python floats (the scheduler's single-VM path)."""
+        codes = self.codes
+        return [codes["vm_type"].get(vm_type, NAN), codes["family"].get(family_of(vm_type), NAN),
+                codes["os"].get(os, NAN), codes["region"].get(region, NAN), codes["cluster_id"].get(cluster_id, NAN),
+                vcpus, memory_gb, memory_gb / vcpus, generation_of(vm_type)]
+
+    def encode(self, vms: pd.DataFrame) -> np.ndarray:
+        """float32 matrix in ``features`` order for VMs with their customer columns (training, evaluate)."""
+        missing = [c for c in self.customer_columns if c not in vms.columns]
+        if missing:
+            raise ConfigError(f"the UM model needs customer columns {missing}, which the VM features lack: "
+                              "features.percentiles changed since the features stage ran; rerun `dvc repro`")
+        tail = vms[self.customer_columns].to_numpy(np.float32)
+        return np.concatenate([self.head(request.columns_of(vms)), tail], axis=1)
 
 
 _THRESHOLD_LINE = re.compile(r"^threshold=(.*)$", re.MULTILINE)
@@ -83,20 +117,25 @@ def float32_thresholds(booster: lgb.Booster) -> lgb.Booster:
 
 
 class UntouchedModel:
-    """Quantile regressor of the untouched fraction; ``alpha`` is the nominal target quantile."""
+    """Quantile regressor of the untouched fraction; ``alpha`` is the nominal target quantile.
+
+    The customer inputs are the ``cust_*`` columns of the VMs it is fit on, i.e. whatever
+    ``features.percentiles`` made them; ``features_`` records them for export and serving.
+    """
 
     def __init__(self, alpha: float = 0.04, seed: int = 0) -> None:
         self.alpha = alpha
         self.seed = seed
 
     def fit(self, vms: pd.DataFrame, untouched: np.ndarray) -> "UntouchedModel":
-        meta = metadata_frame(vms)
-        self.vocabulary_ = fit_vocabulary(meta)
-        X = encode(meta, self.vocabulary_)
-        cat = [FEATURES.index(c) for c in CATEGORICAL]
+        self.vocabulary_ = fit_vocabulary(vms)
+        self.encoder_ = UmEncoder(self.vocabulary_, customer_columns_of(vms))
+        self.features_ = self.encoder_.features
+        X = self.encoder_.encode(vms)
+        cat = [self.features_.index(c) for c in CATEGORICAL]
         reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed,
                                 n_jobs=2, verbose=-1)
-        reg.fit(X, np.asarray(untouched, dtype=np.float64), feature_name=FEATURES, categorical_feature=cat)
+        reg.fit(X, np.asarray(untouched, dtype=np.float64), feature_name=self.features_, categorical_feature=cat)
         self.booster_ = float32_thresholds(reg.booster_)
         self.n_features_in_ = X.shape[1]
         return self
@@ -104,7 +143,7 @@ class UntouchedModel:
     def transform_input(self, vms: pd.DataFrame) -> np.ndarray:
         if not hasattr(self, "booster_"):
             raise ModelError("UntouchedModel is not fitted: call fit() or load a trained model")
-        return encode(metadata_frame(vms), self.vocabulary_)
+        return self.encoder_.encode(vms)
 
     def predict(self, vms: pd.DataFrame) -> np.ndarray:
         """Raw quantile prediction of the untouched fraction, clipped to [0, 1]."""
@@ -126,7 +165,7 @@ class ConformalOffset:
         scores = np.sort(np.asarray(predicted, float) - np.asarray(untouched, float))
         n = len(scores)
         if n == 0:
-            raise ModelError("no calibration VMs: widen um.calib_days or check that VMs end in the window")
+            raise ModelError("no calibration VMs: widen train_um.calib_days or check that VMs end in the window")
         k = int(np.ceil((n + 1) * (1.0 - self.target)))
         self.offset_ = float(scores[min(k, n) - 1])  # k > n (tiny target, few VMs): the largest score
         self.n_ = n

@@ -16,27 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError
+from core.params import UmParams
 from models.um import ConformalOffset, UntouchedModel
-from telemetry.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class UmParams:
-    target_op: float = 0.04
-    train_days: int = 21
-    calib_days: int = 3
-    calib_lag_days: int = 4
-    backtest_nights: int = 14
-    alphas: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5)
-    target_grid: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3)
-
-    def __post_init__(self) -> None:
-        if not 0 < self.target_op < 1:
-            raise ConfigError(f"train_um.target_op must lie in (0, 1), got {self.target_op}")
-        if self.train_days < 1 or self.calib_days < 1 or self.backtest_nights < 1 or self.calib_lag_days < 0:
-            raise ConfigError("train_um.train_days, calib_days and backtest_nights must be >= 1, calib_lag_days >= 0")
-        if self.calib_days + self.calib_lag_days >= self.train_days:
-            raise ConfigError("train_um: calib_days + calib_lag_days must be < train_days (the window holds both)")
 
 
 @dataclass

@@ -9,7 +9,6 @@ Runs go to the MLflow experiment ``pond-backtest`` so they do not crowd the nigh
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
@@ -19,41 +18,42 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from core.errors import ConfigError
+from core.params import Params
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from features.build import snapshot
 from pipelines import evaluate, optimize, train_um
 from pipelines.features import counters_source
-from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.errors import ConfigError
 from telemetry.io import AtomicDir, read_tables
 
-DRIFT_FEATURES = ("vcpus", "memory_gb", "cust_n", "cust_p50", "cust_p80", "cust_p90", "cust_p95", "cust_p99")
 
-
-def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int) -> dict[str, Any]:
-    """KS and PSI of each UM input: the next day's VMs vs the VMs created in the training window."""
+def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
+                customer_columns: list[str]) -> dict[str, Any]:
+    """KS and PSI of each numeric UM input (sizes and the customer columns): the next day's VMs
+    vs the VMs created in the training window."""
+    features = ["vcpus", "memory_gb", *customer_columns]
     end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
     train = vmf[(vmf.created_at >= end - pd.Timedelta(days=train_days)) & (vmf.created_at < end)]
     nxt = vmf[(vmf.created_at >= end) & (vmf.created_at < end + pd.Timedelta(days=1))]
     out: dict[str, Any] = {}
-    for c in DRIFT_FEATURES:
+    for c in features:
         a, b = train[c].to_numpy(float), nxt[c].to_numpy(float)
         a, b = a[np.isfinite(a)], b[np.isfinite(b)]
         out[f"ks.{c}"] = float(stats.ks_2samp(a, b).statistic) if len(a) and len(b) else np.nan
         out[f"psi.{c}"] = psi(a, b)
-    ks = {c: out[f"ks.{c}"] for c in DRIFT_FEATURES}
+    ks = {c: out[f"ks.{c}"] for c in features}
     out["ks_max"], out["ks_max_feature"] = max(ks.values()), max(ks, key=lambda k: ks[k])
-    out["psi_max"] = max(out[f"psi.{c}"] for c in DRIFT_FEATURES)
+    out["psi_max"] = max(out[f"psi.{c}"] for c in features)
     return out
 
 
-def run(params: dict[str, Any], n_nights: int, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
+def run(params: Params, n_nights: int, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
         plots_dir: Path) -> pd.DataFrame:
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
-    last = pd.Timestamp(params["base"]["as_of"])
+    last = pd.Timestamp(params.base.as_of)
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
@@ -63,13 +63,12 @@ def run(params: dict[str, Any], n_nights: int, raw_dir: Path, features_dir: Path
     with AtomicDir(out_dir) as tmp:
         for k in range(n_nights - 1, -1, -1):     # one night at a time, as the nightly job runs
             as_of = (last - pd.Timedelta(days=k)).date().isoformat()
-            p = copy.deepcopy(params)
-            p["base"]["as_of"] = as_of
+            p = params.with_as_of(as_of)
             night = tmp / as_of
             feats = night / "features"
             (feats / "snapshot").mkdir(parents=True)
             os.symlink((features_dir / "vm_features.parquet").resolve(), feats / "vm_features.parquet")
-            cust, hist = snapshot(tables["vms"], counters, events, feature_params(p))
+            cust, hist = snapshot(tables["vms"], counters, events, p.features)
             cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
             um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots")
@@ -87,7 +86,7 @@ def run(params: dict[str, Any], n_nights: int, raw_dir: Path, features_dir: Path
                 "realized_mispredictions": ev["combined"]["mispredictions_conservative"],
                 "realized_severe": ev["combined"]["mispredictions_severe"],
                 "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
-                **input_drift(vmf, pd.Timestamp(as_of), int(p["train_um"]["train_days"])),
+                **input_drift(vmf, pd.Timestamp(as_of), p.train_um.train_days, p.features.customer_columns),
             })
         nights = pd.DataFrame(rows)
         nights.to_csv(tmp / "nights.csv", index=False)

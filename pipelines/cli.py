@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from telemetry.errors import PondError
+from core.errors import PondError
 
 
 def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
@@ -61,17 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     bt.add_argument("nights", type=int)
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
            plots="plots/backtest")
+    from serving.cli import SETTING_OPTIONS, add_setting_options
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
-                       ("serve", "start the HTTP service (settings also from POND_* environment variables)")):
-        sp = sub.add_parser(name, help=text)
-        _paths(sp, policy="data/policy/policy.json", li="data/models/li", um="data/models/um",
-               snapshot="data/features/snapshot")
+                       ("serve", "start the HTTP service")):
+        sp = sub.add_parser(name, help=text, description=f"{text}. Each option overrides its POND_* environment "
+                                                          "variable, which overrides the default.")
+        add_setting_options(sp, SETTING_OPTIONS if name == "serve" else SETTING_OPTIONS[:4])
         if name == "predict":
             sp.add_argument("requests", type=Path, help="CSV or Parquet with the vms request columns")
             sp.add_argument("--out", type=Path, required=True, help="allocations file (.parquet or .csv)")
-        else:
-            sp.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-            sp.add_argument("--port", type=int, default=None, help="port (default 8000)")
     return ap
 
 
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             from pipelines import calibrate
             calibrate.run(args.raw, args.features, args.metrics, args.plots)
             return 0
-        from pipelines.params import load
+        from core.params import load
         params = load(args.params)
         if args.stage == "generate":
             from pipelines import generate

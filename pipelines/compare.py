@@ -8,17 +8,18 @@ bundles' trade-off curves to ``--out``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError, RegistryError
+from core.params import Params
 from evaluation import compare
 from evaluation.plots import pyplot, save_figure
-from models.bundle import REQUEST_COLUMNS, BundlePaths
-from pipelines.tracking import tracking_uri
-from telemetry.errors import ConfigError
+from models.bundle import BundlePaths
+from pipelines.tracking import not_found, tracking_uri
 from telemetry.io import AtomicDir
+from telemetry.request import FIELDS as REQUEST_FIELDS
 
 
 def resolve(ref: str, model_name: str) -> tuple[str, Path]:
@@ -33,8 +34,11 @@ def resolve(ref: str, model_name: str) -> tuple[str, Path]:
     try:
         mv = client.get_model_version(model_name, ref) if ref.isdigit() else client.get_model_version_by_alias(model_name, ref)
     except Exception as exc:
-        raise ConfigError(f"no version or alias {ref!r} of registered model {model_name!r} at {tracking_uri()} "
-                          f"({type(exc).__name__}); list them in `mlflow ui` or pass a bundle directory") from None
+        if not not_found(exc):
+            raise RegistryError(f"looking up {model_name}/{ref} at {tracking_uri()} failed ({type(exc).__name__}: "
+                                f"{str(exc)[:300]}); check the registry") from exc
+        raise ConfigError(f"no version or alias {ref!r} of registered model {model_name!r} at {tracking_uri()}; "
+                          "list them in `mlflow ui` or pass a bundle directory") from None
     return f"{model_name}/v{mv.version}", Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
 
 
@@ -46,14 +50,14 @@ def latency_us(bundle_dir: Path, calls: int = 1000) -> dict[str, float]:
 
     engine = Engine.load(BundlePaths.of(bundle_dir))
     req = pd.read_parquet(bundle_dir / "sample_requests.parquet").head(calls)
-    cols = request_columns(req[[*REQUEST_COLUMNS, "cluster_id"]])
-    time_one_by_one(engine, request_columns(req.head(100)[[*REQUEST_COLUMNS, "cluster_id"]]), None)  # warm
+    cols = request_columns(req[list(REQUEST_FIELDS)])
+    time_one_by_one(engine, request_columns(req.head(100)[list(REQUEST_FIELDS)]), None)  # warm
     a = np.array(time_one_by_one(engine, cols, None)[0]) * 1e6
     return {"per_vm_p50_us": round(float(np.percentile(a, 50)), 1), "per_vm_p99_us": round(float(np.percentile(a, 99)), 1)}
 
 
-def run(params: dict[str, Any], a_ref: str, b_ref: str, out_dir: Path, measure_latency: bool = True) -> pd.DataFrame:
-    name = params.get("register", {}).get("model_name", "pond-znuma")
+def run(params: Params, a_ref: str, b_ref: str, out_dir: Path, measure_latency: bool = True) -> pd.DataFrame:
+    name = params.register.model_name
     (a_label, a_dir), (b_label, b_dir) = resolve(a_ref, name), resolve(b_ref, name)
     a, b = compare.summary(a_dir), compare.summary(b_dir)
     if measure_latency:

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError
 from evaluation.combined import outcomes, spill_table, summarize
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.inference import Models, score
-from telemetry.errors import ConfigError
 from telemetry.io import AtomicDir, read_tables, write_json
 
 STATIC_FRACTIONS = (0.10, 0.15)
@@ -47,6 +47,11 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
                 out.assign(p_insensitive=p, has_history=has_history, untouched_pred=d["untouched_fraction"]) \
                    .to_parquet(tmp / "decisions.parquet", index=False)
     metrics["combined"]["within_budget"] = metrics["combined"]["mispredictions_conservative"] <= metrics["budget"]
+    no_truth = 1.0 - metrics["combined"]["lab_truth_share"]
+    if no_truth > 0:
+        print(f"evaluate: warning: {no_truth:.1%} of the {len(vms)} VMs have no lab workload (vms.workload_id "
+              "missing, or a workload the lab never measured): their false positives cannot be realized, so "
+              "the misprediction figures count only their overpredictions")
     write_json(metrics_path, metrics)
     rows = pd.DataFrame([{"policy": k, **v} for k, v in metrics.items() if isinstance(v, dict)])
     plots_dir.mkdir(parents=True, exist_ok=True)

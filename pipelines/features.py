@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from features.build import lab_features, request_shapes, snapshot, summary, vm_features
+from core.params import Params
+from features.build import empty_inputs, lab_features, request_shapes, snapshot, summary, vm_features
 from features.tma import require_events
-from pipelines.params import feature_params
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import AtomicDir, find_table, read_tables, write_json
 
@@ -26,8 +26,8 @@ def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
     return read_tables(raw_dir, [COUNTERS])[COUNTERS]
 
 
-def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
-    p = feature_params(params)
+def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
+    p = params.features
     tables = read_tables(raw_dir, ["workloads", "vms"])
     workloads, vms = tables["workloads"], tables["vms"]
     require_events(workloads, "workloads")
@@ -50,7 +50,11 @@ def run(params: dict[str, Any], raw_dir: Path, out_dir: Path, metrics_path: Path
                     "request_shapes": p.request_shapes,
                     "events": events}
         (tmp / "snapshot" / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    metrics = summary(vm_feats, cust, hist)
+    metrics = summary(vm_feats, cust, hist, p.customer_columns)
     write_json(metrics_path, metrics)
     print(f"features: {metrics}")
+    print(f"features: {metrics['vm_type_parsed_share']:.1%} of VMs have a vm_type in a known naming scheme "
+          "(azure, aws, gcp); the others get missing family and generation")
+    for name, why in empty_inputs(vm_feats, p.customer_columns).items():
+        print(f"features: warning: input '{name}' is empty for every VM: {why}. The models treat it as missing.")
     return metrics

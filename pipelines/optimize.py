@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError, ModelError
+from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from optimize.solver import clopper_pearson_upper, mispredicted, solve
-from telemetry.errors import ConfigError, ModelError
 from telemetry.io import write_json
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
@@ -39,14 +40,11 @@ def _um_candidates(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([none, curves[["target_op", "um", "op", "vms", "overpredicted"]]], ignore_index=True)
 
 
-def run(params: dict[str, Any], li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
+def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
         metrics_path: Path, frontier_path: Path, plot_path: Path) -> dict[str, Any]:
-    o = params.get("optimize", {})
-    pdm, tp, ratio = float(o.get("pdm", 5)), float(o.get("tp", 98)), float(o.get("latency_ratio", 1.82))
-    level = o.get("confidence", 0.9)
-    if not 0 < tp <= 100 or (level is not None and not 0 < float(level) < 1):
-        raise ConfigError("optimize.tp must lie in (0, 100] and optimize.confidence in (0, 1) or null")
-    as_of = str(params["base"]["as_of"])
+    o = params.optimize
+    pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
+    as_of = params.base.as_of
     li_manifest = json.loads((li_dir / "manifest.json").read_text())
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
     name = f"r{ratio:g}_pdm{pdm:g}"
@@ -60,9 +58,9 @@ def run(params: dict[str, Any], li_dir: Path, um_dir: Path, features_dir: Path, 
     n_workloads = int(li_manifest["models"][name]["workloads"])
     fp_used, op_used = li.fp.to_numpy(), um.op.to_numpy()
     if level is not None:
-        fp_used = clopper_pearson_upper(np.round(li.fp.to_numpy() * n_workloads), n_workloads, float(level))
+        fp_used = clopper_pearson_upper(np.round(li.fp.to_numpy() * n_workloads), n_workloads, level)
         fp_used[0] = 0.0  # not using LI has no false positives
-        op_used = clopper_pearson_upper(um.overpredicted.to_numpy(), um.vms.to_numpy(), float(level))
+        op_used = clopper_pearson_upper(um.overpredicted.to_numpy(), um.vms.to_numpy(), level)
         op_used[0] = 0.0
     budget = (100.0 - tp) / 100.0
     choice = solve(li.li.to_numpy(), fp_used, um.um.to_numpy(), op_used, h, budget)

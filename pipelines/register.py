@@ -15,15 +15,15 @@ from typing import Any
 
 import pandas as pd
 
+from core.errors import ConfigError, RegistryError
+from core.params import Params
 from evaluation.combined import realized, spill_table
-from evaluation.gate import GateParams, gate
+from evaluation.gate import gate
 from models import bundle
 from models.bundle import BundlePaths
 from models.decision import decide, policy_knobs
 from models.inference import Models, score
-from pipelines.params import typed
-from pipelines.tracking import start_run
-from telemetry.errors import ConfigError
+from pipelines.tracking import not_found, start_run
 from telemetry.io import AtomicDir, read_tables, write_json
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -41,16 +41,21 @@ def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, slowdowns: pd.DataFrame
     return realized(vms, d, spill_table(slowdowns, policy["latency_ratio"]), policy["pdm"])
 
 
-def _champion(client: Any, name: str) -> Any | None:
+def _registry(what: str, call: Any, *args: Any) -> Any | None:
+    """``call(*args)``; None when the registry says the thing does not exist (the first night).
+    Any other failure stops `register` before anything is promoted: the gate fails closed."""
     try:
-        return client.get_model_version_by_alias(name, CHAMPION)
-    except Exception:   # no registered model yet, or no champion alias: the first night
-        return None
+        return call(*args)
+    except Exception as exc:
+        if not_found(exc):
+            return None
+        raise RegistryError(f"{what} failed ({type(exc).__name__}: {str(exc)[:300]}); nothing was registered or "
+                            "promoted. Fix: check MLFLOW_TRACKING_URI and the registry, then rerun `dvc repro`") from exc
 
 
-def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
+def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
         bundle_dir: Path, out_metrics: Path) -> dict[str, Any]:
-    gp: GateParams = typed(GateParams, params.get("register", {}), "register")
+    gp = params.register
     policy = json.loads(paths.policy.read_text())
     evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
     if evaluation.get("day") != str((pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()):
@@ -63,15 +68,15 @@ def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir:
     slowdowns = read_tables(raw_dir, ["slowdowns"])["slowdowns"]
     candidate = evaluation["combined"]
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
-              "train_um_days": params.get("train_um", {}).get("train_days"),
-              "history_days": params.get("features", {}).get("history_days")}
+              "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}
     with AtomicDir(bundle_dir) as dst, start_run("register", {"model_name": gp.model_name,
                                                              "as_of": policy["as_of"]}) as run_:
         import mlflow
         from mlflow import MlflowClient
 
         client = MlflowClient()
-        champ_version = _champion(client, gp.model_name)
+        champ_version = _registry(f"looking up {gp.model_name}@{CHAMPION}", client.get_model_version_by_alias,
+                                  gp.model_name, CHAMPION)
         champ = None
         if champ_version is not None:
             champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
@@ -82,9 +87,7 @@ def run(params: dict[str, Any], paths: BundlePaths, features_dir: Path, raw_dir:
         mlflow.log_artifacts(str(dst), artifact_path="bundle")
         mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],
                             "realized.pool_share": candidate["pool_share"], "promoted": float(promote)})
-        try:
-            client.get_registered_model(gp.model_name)
-        except Exception:
+        if _registry(f"looking up {gp.model_name}", client.get_registered_model, gp.model_name) is None:
             client.create_registered_model(gp.model_name, description="Pond zNUMA sizing bundle (policy, LI + UM "
                                                                       "ONNX models, feature snapshot)")
         tags = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],

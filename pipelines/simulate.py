@@ -15,19 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.errors import ConfigError
+from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import SimParams, dram_savings, place
 from models.decision import decide, policy_knobs, pool_gb
 from models.inference import Models, score
-from pipelines.params import typed
-from telemetry.errors import ConfigError
 from telemetry.io import read_tables, write_json
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
-
-
-def sim_params(params: dict[str, Any]) -> SimParams:
-    return typed(SimParams, params.get("simulate", {}), "simulate")
 
 
 def _seconds(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -54,9 +50,9 @@ def _policies(sp: SimParams, vms: pd.DataFrame, policy_path: Path | None,
     return out
 
 
-def run(params: dict[str, Any], raw_dir: Path, features_dir: Path, policy_path: Path | None, li_dir: Path,
+def run(params: Params, raw_dir: Path, features_dir: Path, policy_path: Path | None, li_dir: Path,
         um_dir: Path, metrics_path: Path, plots_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
-    sp = sim_params(params)
+    sp = params.simulate
     if policy_path is None:
         vms = read_tables(raw_dir, ["vms"])["vms"]
         window = "whole trace"

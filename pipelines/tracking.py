@@ -49,6 +49,18 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
         yield run
 
 
+def not_found(exc: BaseException) -> bool:
+    """True when MLflow says the registered model, version or alias does not exist (yet): the one
+    answer that means "nothing there". Any other failure (the store unreachable, locked, corrupt)
+    is not an absence and must not be read as one."""
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    code = exc.error_code
+    return code == "RESOURCE_DOES_NOT_EXIST" or (code == "INVALID_PARAMETER_VALUE" and "not found" in str(exc))
+
+
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():

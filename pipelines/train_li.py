@@ -21,12 +21,12 @@ import numpy as np
 import onnx
 import pandas as pd
 
+from core.params import Params
 from evaluation.li_curves import mean_band, split_study
+from evaluation.plots import pyplot, save_figure
 from models.li import BASELINES, make_li_model, training_set
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, sha256
 from pipelines.tracking import start_run
-from telemetry.errors import ConfigError
-from evaluation.plots import pyplot, save_figure
 from telemetry.io import AtomicDir, read_tables, write_json
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
@@ -39,22 +39,15 @@ def model_name(ratio: float, pdm: float) -> str:
     return f"r{ratio:g}_pdm{pdm:g}"
 
 
-def run(params: dict[str, Any], features_dir: Path, raw_dir: Path, out_dir: Path,
+def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
         metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    p = params.get("train_li", {})
-    seed = int(params["base"]["seed"])
-    ratios = [float(r) for r in p.get("latency_ratios", [1.82, 2.22])]
-    pdms = [float(x) for x in p.get("pdms", [5])]
-    n_splits = int(p.get("n_splits", 100))
-    targets = [float(x) for x in p.get("fp_targets_pct", [1, 2, 5])]
-    level = float(p.get("band_level", 0.99))
-    if n_splits < 2 or not 0 < level < 1:
-        raise ConfigError("train_li.n_splits must be >= 2 and train_li.band_level in (0, 1)")
+    p, seed = params.train_li, params.base.seed
+    ratios, pdms, n_splits, targets, level = p.latency_ratios, p.pdms, p.n_splits, p.fp_targets_pct, p.band_level
     features = pd.read_parquet(features_dir / "workload_features.parquet")
     slowdowns = read_tables(raw_dir, ["slowdowns"])["slowdowns"]
     metrics: dict[str, Any] = {}
     curve_rows, plot_rows, manifest = [], [], {"models": {}}
-    with start_run("train_li", {"seed": seed, **p}) as _, AtomicDir(out_dir) as tmp:
+    with start_run("train_li", {"seed": seed, **p.model_dump()}) as _, AtomicDir(out_dir) as tmp:
         import mlflow
         for ratio in ratios:
             for pdm in pdms:

@@ -21,22 +21,27 @@ import numpy as np
 import onnx
 import pandas as pd
 
+from core.errors import ConfigError
+from core.params import Params
+from evaluation.plots import pyplot, save_figure
 from evaluation.um_backtest import backtest, solver_curve, tradeoff
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits, sha256
-from models.um import FEATURES, ConformalOffset
-from models.um_protocol import UmParams, fit_night, night
-from pipelines.params import typed
+from models.um import ConformalOffset, customer_columns_of
+from models.um_protocol import fit_night, night
 from pipelines.tracking import start_run
-from evaluation.plots import pyplot, save_figure
 from telemetry.io import AtomicDir, write_json
 
 
-def run(params: dict[str, Any], features_dir: Path, out_dir: Path, metrics_path: Path,
+def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         plots_dir: Path) -> dict[str, Any]:
-    p: UmParams = typed(UmParams, params.get("train_um", {}), "train_um")
-    seed, as_of = int(params["base"]["seed"]), str(params["base"]["as_of"])
+    p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     vf = pd.read_parquet(features_dir / "vm_features.parquet")
-    with start_run("train_um", {"seed": seed, "as_of": as_of, **params.get("train_um", {})}) as _, \
+    have, want = customer_columns_of(vf), params.features.customer_columns
+    if have != want:
+        raise ConfigError(f"{features_dir / 'vm_features.parquet'} has customer columns {have}, but "
+                          f"features.percentiles gives {want}: the features stage ran with other params; "
+                          "rerun it (`dvc repro`)")
+    with start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}) as _, \
             AtomicDir(out_dir) as tmp:
         import mlflow
         nights, sweep = backtest(vf, as_of, p, seed)
@@ -64,7 +69,7 @@ def run(params: dict[str, Any], features_dir: Path, out_dir: Path, metrics_path:
         (tmp / "um.onnx").write_bytes(onnx_bytes)
         (tmp / "um_lightgbm.txt").write_text(model.booster_.model_to_string())
         solver_curve(sweep).to_parquet(tmp / "heldout_curves.parquet", index=False)
-        manifest = {"file": "um.onnx", "sha256": sha256(onnx_bytes), "features": FEATURES,
+        manifest = {"file": "um.onnx", "sha256": sha256(onnx_bytes), "features": model.features_,
                     "vocabulary": model.vocabulary_, "alpha": p.target_op, "target_op": p.target_op,
                     "offset": cal.offset_, "offsets": offsets, "as_of": as_of,
                     "train_vms": len(n.train), "calib_vms": len(n.calib), "onnx_parity_max_abs_diff": parity}

@@ -25,13 +25,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.routing import Route
 
-from serving.engine import REQUEST_COLUMNS, Engine
+from core.errors import ConfigError, InputFormatError, PondError
+from serving.engine import Engine
 from serving.observability import Metrics
 from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
-from serving.schemas import (Allocation, AllocationRequest, BatchRequest, BatchResponse, ModelInfo, QosRequest,
-                             QosResponse)
+from serving.schemas import (
+    Allocation,
+    AllocationRequest,
+    BatchRequest,
+    BatchResponse,
+    ModelInfo,
+    QosRequest,
+    QosResponse,
+)
 from serving.settings import Settings
-from telemetry.errors import ConfigError, InputFormatError
+from telemetry.request import FIELDS as REQUEST_FIELDS
 
 log = logging.getLogger("pond.serving")
 ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
@@ -70,7 +78,8 @@ def parse_body(model: type[BaseModel], body: bytes) -> Any:
 
 
 def columns(requests: list[AllocationRequest]) -> dict[str, list]:
-    return {c: [getattr(r, c) for r in requests] for c in (*REQUEST_COLUMNS, "cluster_id")}
+    """Validated requests as the engine's request columns (``telemetry.request.FIELDS``)."""
+    return {c: [getattr(r, c) for r in requests] for c in REQUEST_FIELDS}
 
 
 class Edge:
@@ -126,8 +135,8 @@ class Edge:
         self._latency[endpoint].observe(perf_counter() - start)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(PondError):
+    """The body outgrew the limit while it streamed in (no Content-Length to refuse it up front)."""
 
 
 async def _send_json(send: Any, status: int, body: dict, extra: list[tuple[bytes, bytes]] = ()) -> None:

@@ -1,30 +1,51 @@
-"""`pond predict` and `pond serve`: the engine from files, offline or behind HTTP."""
+"""`pond predict` and `pond serve`: the engine from files, offline or behind HTTP.
+
+Settings come from ``serving.settings.Settings``: a command-line option wins over its ``POND_*``
+environment variable, which wins over the default. Options are built from the settings' own
+fields, so their help shows the same names and defaults the service uses.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
+from typing import Any
 
-from models.bundle import BundlePaths
-from serving.engine import Engine
-from serving.offline import predict_file
+from pydantic import ValidationError
+
+from core.errors import ConfigError
+from core.params import explain
 from serving.settings import Settings
 
+# (option, settings field, type): the path options first (predict takes those four)
+SETTING_OPTIONS = (("policy", "policy", Path), ("li", "li_dir", Path), ("um", "um_dir", Path),
+                   ("snapshot", "snapshot_dir", Path), ("host", "host", str), ("port", "port", int))
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """Environment (POND_*) first, then whatever the command line sets explicitly."""
-    overrides = {"policy": args.policy, "li_dir": args.li, "um_dir": args.um, "snapshot_dir": args.snapshot}
-    for key in ("host", "port"):
-        if getattr(args, key, None) is not None:
-            overrides[key] = getattr(args, key)
-    return Settings(**overrides)
+
+def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTING_OPTIONS) -> None:
+    for option, field, kind in options:
+        default = Settings.model_fields[field].default
+        parser.add_argument(f"--{option}", type=kind, default=None, dest=field,
+                            help=f"(env POND_{field.upper()}; default {default})")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Options given on the command line, over the environment, over the defaults."""
+    given: dict[str, Any] = {f: getattr(args, f) for _, f, _ in SETTING_OPTIONS if getattr(args, f, None) is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise ConfigError(explain(exc, "", "setting", "correct the option or its POND_* variable")) from None
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_from(args)
     if args.stage == "predict":
-        engine = Engine.load(BundlePaths(settings.policy, settings.li_dir, settings.um_dir, settings.snapshot_dir),
-                             settings.qos_threshold)
+        from serving.engine import Engine
+        from serving.offline import predict_file
+
+        engine = Engine.load(settings.bundle_paths(), settings.qos_threshold)
         frame = predict_file(engine, args.requests, args.out)
         counts = frame.decision.value_counts().to_dict()
         print(f"predict: {len(frame)} allocations -> {args.out} (model {engine.version}; {counts})")

@@ -1,28 +1,29 @@
 """The serving engine: one night's models, policy and feature snapshot, applied to VM requests.
 
 No web framework here: the HTTP app, the ``predict`` CLI and the benchmarks call this engine,
-and both of its paths end in the rule ``evaluate`` uses (``models.decision``):
+and both of its paths end in the rule ``evaluate`` uses (``models.decision``) and encode the
+UM inputs with the encoder training used (``models.um.UmEncoder``):
 - ``allocate`` takes columns of requests (batches, files): one UM model run and one compiled
-  decision loop for all of them; encoding maps values through dicts (``map(dict.get, ...)``,
-  C speed), never through pandas, whose per-call overhead is tens of microseconds;
+  decision loop for all of them;
 - ``allocate_one`` takes one request (the scheduler's call): plain dict look-ups, one float32
-  row, one UM model run unless the prediction is cached, the scalar rule. On one VM, the
-  columnar path spends most of its time in a dozen small numpy calls; this one spends it in
-  ONNX Runtime, or in nothing much on a cache hit (benchmarks/serving.py).
-Tests check that both equal ``models.um.encode`` and each other, field for field.
+  row, the scalar rule. On one VM, the columnar path spends most of its time in a dozen small
+  numpy calls; this one spends it in ONNX Runtime, or in nothing much on a cache hit.
+Tests check that both equal training's encoding and each other, field for field.
 
 P(insensitive) depends only on the workload history of (customer, VM type, region), which is
 fixed for a snapshot: the forest scores every history key once, when the engine is built, and a
-request looks its key up. The UM model runs per request (its inputs are the request's).
+request looks its key up. The UM prediction depends only on the request's fields and the
+snapshot: ``allocate_one`` keeps it per distinct request (``um_cache``), prefilled at load with
+the snapshot's recent request shapes; ``allocate`` runs the model on the whole batch.
+A value the models never saw (customer, VM type, region, OS, cluster) is a missing input, never
+an error: an unknown customer gets the no-history inputs, exactly as in training.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from itertools import repeat
 from time import perf_counter
 from typing import Any
@@ -30,42 +31,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from features.build import REQUEST_SHAPE
+from core.errors import InputFormatError, ModelError
 from features.history import KEY
 from features.tma import REQUIRED_EVENTS, pmu_features
-from models.bundle import REQUEST_COLUMNS, BundlePaths
+from models.bundle import BundlePaths
 from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
 from models.inference import Models
-from models.um import CATEGORICAL, CUSTOMER, FEATURES, NUMERIC, VM_TYPE_RE
-from telemetry.errors import InputFormatError, ModelError
+from telemetry import request
 
-_VM_TYPE = re.compile(VM_TYPE_RE)
-assert FEATURES == CATEGORICAL + NUMERIC + CUSTOMER, "um_inputs builds X in this order"
 NAN = float("nan")
 # Distinct requests whose UM prediction allocate_one keeps; emptied when full. VMs are deployed in
 # groups and customers repeat their sizes: with the snapshot's recent shapes predicted at load,
 # 97.5% of the built-in fleet's requests on the served day are repeats, and a repeat costs a dict
 # look-up instead of an ONNX Runtime run (benchmarks/serving.py reports the share).
 UM_CACHE_ENTRIES = 65_536
-
-
-@lru_cache(maxsize=4096)
-def parse_vm_type(vm_type: str) -> tuple[str, float] | None:
-    """(family, generation) of an Azure size name such as Standard_D4s_v3; None if it is not one."""
-    m = _VM_TYPE.match(vm_type)
-    return (m["family"], float(m["generation"])) if m else None
-
-
-@lru_cache(maxsize=4096)
-def _family(vm_type: str) -> str | None:
-    parsed = parse_vm_type(vm_type)
-    return parsed[0] if parsed else None
-
-
-@lru_cache(maxsize=4096)
-def _generation(vm_type: str) -> float:
-    parsed = parse_vm_type(vm_type)
-    return parsed[1] if parsed else NAN
 
 
 def bundle_version(paths: BundlePaths) -> str:
@@ -90,7 +69,6 @@ class Engine:
     customer_index: dict[str, int]
     customer_features_nohist: np.ndarray        # cust_* per known customer, then the no-history row (float32)
     customer_rows: tuple[tuple[float, ...], ...]  # the same rows as Python floats, for allocate_one
-    vocab: dict[str, dict[str, float]]          # category -> code, as the UM model was trained
     um_cache: dict[tuple, float]                # request fields -> UM prediction (this engine's models only)
     qos_threshold: float
     info: dict[str, Any]                        # what GET /v1/model reports
@@ -106,10 +84,18 @@ class Engine:
         models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
+        cust_cols = models.um_encoder.customer_columns
+        missing = [c for c in ["customer_id", *cust_cols] if c not in customers.columns]
+        if missing:
+            raise ModelError(f"{paths.snapshot_dir / 'customer_percentiles.parquet'} lacks columns {missing} the UM "
+                             "model was trained on: the snapshot and the model come from different features."
+                             "percentiles; rerun `dvc repro`")
         keys = list(zip(*(history[k].astype(str) for k in KEY)))
         p_hist = models.p_insensitive(history).tolist() if len(history) else []
-        cust = np.vstack([customers.reindex(columns=CUSTOMER).to_numpy(np.float32),
-                          [[0.0] + [NAN] * (len(CUSTOMER) - 1)]]).astype(np.float32)
+        # the last row: a customer with no ended VMs in the window (cust_n = 0, percentiles missing),
+        # which is how features/customer.py presents it to the model in training
+        cust = np.vstack([customers[cust_cols].to_numpy(np.float32),
+                          [[0.0] + [NAN] * (len(cust_cols) - 1)]]).astype(np.float32)
         snapshot = json.loads((paths.snapshot_dir / "manifest.json").read_text())
         version = label or bundle_version(paths)
         um = policy["um"]
@@ -120,7 +106,6 @@ class Engine:
             history_p=dict(zip(keys, p_hist)),
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
             customer_features_nohist=cust, customer_rows=tuple(map(tuple, cust.tolist())),
-            vocab={c: {v: float(i) for i, v in enumerate(vals)} for c, vals in models.um_vocabulary.items()},
             qos_threshold=qos_threshold,
             info={"version": version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
                   "um_sha256": um["sha256"], "history_keys": len(keys), "customers": len(customers),
@@ -143,12 +128,10 @@ class Engine:
         not know (their UM inputs are all the same), so a new customer on a known shape is a hit."""
         if not len(shapes):
             return {}
-        anyone = shapes.assign(customer_id="").drop_duplicates(subset=REQUEST_SHAPE)  # "" is never a customer
+        anyone = shapes.assign(customer_id="").drop_duplicates(subset=list(request.SHAPE))  # "" is never a customer
         shapes = pd.concat([shapes, anyone], ignore_index=True)
-        cols: dict[str, Any] = {c: shapes[c].astype(str).tolist() for c in ("customer_id", "vm_type", "os", "region")}
-        cols["vcpus"] = shapes["vcpus"].astype("float64").tolist()
-        cols["memory_gb"] = shapes["memory_gb"].astype("float64").tolist()
-        cols["cluster_id"] = shapes["cluster_id"].astype(object).where(shapes["cluster_id"].notna(), None).tolist()
+        cols = request.columns_of(shapes)
+        cols["vcpus"], cols["memory_gb"] = cols["vcpus"].tolist(), cols["memory_gb"].tolist()
         raw = self.models.um.run(None, {"X": self.um_inputs(cols)})[0].ravel().astype(np.float64).tolist()
         ids = shapes["customer_id"].astype(str)
         who = ids.astype(object).where(ids.isin(list(self.customer_index)), None).tolist()
@@ -161,40 +144,25 @@ class Engine:
                  "memory_gb": [8.0], "os": ["linux"], "region": ["?"], "cluster_id": [None]}
         for _ in range(3):
             self.allocate(probe)
-            self.allocate_one(*(probe[c][0] for c in REQUEST_SHAPE))
+            self.allocate_one(*(probe[c][0] for c in request.SHAPE))
 
     # -- requests -> model inputs -------------------------------------------------------------
 
-    def um_inputs(self, cols: dict[str, list]) -> np.ndarray:
-        """float32 UM matrix in models.um.FEATURES order (equal to um.encode(metadata_frame(...)))."""
+    def um_inputs(self, cols: dict[str, Any]) -> np.ndarray:
+        """float32 UM matrix in the model's feature order (equal to training's ``UmEncoder.encode``)."""
         n = len(cols["vm_type"])
-        clusters = cols.get("cluster_id") or [None] * n
-        # per VM type, parsed once and cached: map() over a C-level cache, no per-row Python code
-        values = {"vm_type": cols["vm_type"], "family": map(_family, cols["vm_type"]), "os": cols["os"],
-                  "region": cols["region"], "cluster_id": clusters}
-        vcpus = np.asarray(cols["vcpus"], dtype=np.float64)
-        mem = np.asarray(cols["memory_gb"], dtype=np.float64)
-        generation = np.fromiter(map(_generation, cols["vm_type"]), dtype=np.float64, count=n)
-        numeric = {"vcpus": vcpus, "memory_gb": mem, "gb_per_vcpu": mem / vcpus, "generation": generation}
-        head = [np.fromiter(map(self.vocab[c].get, values[c], repeat(NAN)), dtype=np.float64, count=n)
-                for c in CATEGORICAL] + [numeric[c] for c in NUMERIC]
         cust = np.fromiter(map(self.customer_index.get, cols["customer_id"], repeat(-1)), dtype=np.int64, count=n)
-        # an unknown customer is one with no ended VMs in the window: cust_n = 0, percentiles missing,
-        # which is how features/customer.py presents it to the model in training
         tail = self.customer_features_nohist[np.where(cust >= 0, cust, -1)]
-        return np.concatenate([np.stack(head, axis=1).astype(np.float32), tail], axis=1)
+        return np.concatenate([self.models.um_encoder.head(cols), tail], axis=1)
 
     def um_row(self, customer_id: str, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
                cluster_id: str | None) -> list[float]:
-        """One request's UM inputs, in models.um.FEATURES order (equal to a row of ``um_inputs``)."""
-        vocab = self.vocab
-        return [vocab["vm_type"].get(vm_type, NAN), vocab["family"].get(_family(vm_type), NAN),
-                vocab["os"].get(os, NAN), vocab["region"].get(region, NAN), vocab["cluster_id"].get(cluster_id, NAN),
-                vcpus, memory_gb, memory_gb / vcpus, _generation(vm_type),
+        """One request's UM inputs (equal to a row of ``um_inputs``)."""
+        return [*self.models.um_encoder.head_row(vm_type, vcpus, memory_gb, os, region, cluster_id),
                 *self.customer_rows[self.customer_index.get(customer_id, -1)]]
 
     def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
-        """Decisions for columns of requests (REQUEST_COLUMNS, optional cluster_id); validated upstream.
+        """Decisions for request columns (``telemetry.request.columns_of``), validated upstream.
 
         ``timings`` (if given) receives seconds spent to enrich, infer and decide.
         """

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from core.errors import PondError
 from models import bundle
 from models.bundle import BundlePaths
 from serving.engine import Engine, bundle_version
@@ -74,8 +75,8 @@ class RegistrySource:
         return Engine.load(BundlePaths.of(local), self.qos_threshold, label=f"{self.model_name}/v{mv.version}")
 
 
-class NotReady(Exception):
-    pass
+class NotReady(PondError):
+    """No bundle is loaded yet (or none could be): the service answers 503."""
 
 
 class EngineHolder:

@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (DESIGN.md); field names are the contract."""
+"""Request and response bodies of the HTTP API (DESIGN.md); field names are the contract.
+
+The request's fields and their rules are ``telemetry.request.VmRequest``, the same rules import
+and ``pond predict`` apply; this module adds only what is HTTP's own.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from serving.engine import parse_vm_type
+from telemetry.request import ID_MAX_LEN, VmRequest
 
-Id = Field(min_length=1, max_length=256)
+Id = Field(min_length=1, max_length=ID_MAX_LEN)
 
 
-class AllocationRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    vm_id: str = Id
-    customer_id: str = Id
-    vm_type: str = Field(min_length=1, max_length=128, description="Azure size name, e.g. Standard_D4s_v3")
-    vcpus: int = Field(gt=0, le=1024)
-    memory_gb: float = Field(gt=0, le=65536, allow_inf_nan=False)
-    os: str = Field(min_length=1, max_length=64)
-    region: str = Field(min_length=1, max_length=64)
-    cluster_id: str | None = Field(default=None, max_length=256)
+class AllocationRequest(VmRequest):
     counters: dict[str, float] | None = Field(default=None, description="accepted for the QoS path; not used to size")
-
-    @field_validator("vm_type")
-    @classmethod
-    def _known_format(cls, v: str) -> str:
-        if parse_vm_type(v) is None:
-            raise ValueError("vm_type must look like Standard_<FAMILY><SIZE>[suffix]_v<GEN>, e.g. Standard_D4s_v3")
-        return v
 
 
 class Allocation(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.bundle import BundlePaths
@@ -30,7 +30,8 @@ class Settings(BaseSettings):
     registry_model: str | None = Field(default=None, description="follow models:/<name>@<alias> in MLflow instead of files")
     registry_alias: str = "champion"
     mlflow_tracking_uri: str = Field(default="sqlite:///data/mlflow/mlflow.db",
-                                     validation_alias="MLFLOW_TRACKING_URI", description="where the registry lives")
+                                     validation_alias=AliasChoices("POND_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI"),
+                                     description="where the registry lives")
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

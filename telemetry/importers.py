@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.errors import ContractError, InputFormatError
 from telemetry.contract import TABLES, validate_tables
-from telemetry.errors import ContractError, InputFormatError
 from telemetry.io import find_table, read_raw
 
 PERF_NOT_COUNTED = ("<not counted>", "<not supported>")

@@ -11,8 +11,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
-from telemetry.errors import ContractError
 
 
 def find_table(directory: Path, table: str) -> Path | None:

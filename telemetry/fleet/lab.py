@@ -13,7 +13,7 @@ are both *computed* from it, so they agree the way real ones do:
 
 All-pool slowdown at latency ratio r (relative, then in percent)::
 
-    S(r) = d (r-1) + h max(0, r-c) + w q (r-1) + 0.9 u^2 (r-1)^2
+    S(r) = d (r-1) + h max(0, r-c) + w q (r-1) + 1.3 u^2 (r-1)^2      (1.3 = BW_QUEUEING)
 
 so DRAM bound explains the first term only: workloads with a small DRAM bound can still slow
 down a lot through prefetch lateness, page walks or bandwidth (Pond Finding 4). A spilled share
@@ -23,11 +23,12 @@ p of the footprint receives a share ``clip((p - cold) / (1 - cold), 0, 1) ** g``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import resources
 
 import numpy as np
 import pandas as pd
-from importlib import resources
 
+from core.params import LabParams
 from telemetry.events import lab_events
 
 LLC_MB = 27.5            # Cascade Lake 2S lab part, per socket
@@ -72,17 +73,6 @@ def catalogue() -> pd.DataFrame:
         rows.append(pd.DataFrame({"workload_id": [f"{cls}/{n}" for n in names],
                                   "workload_class": cls, "peak_rss_mb": np.nan}))
     return pd.concat(rows, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class LabParams:
-    seed: int = 0
-    latency_ratios: tuple[float, ...] = (1.82, 2.22)
-    spill_levels: tuple[float, ...] = (0, 10, 25, 50, 75, 100)
-    repetitions: int = 3
-    noise_pp: float = 0.3     # run-to-run noise, absolute percentage points
-    noise_rel: float = 0.04   # and relative to the slowdown
-    counter_noise: float = 0.15   # lab runs multiplex ~200 events over 33 groups
 
 
 @dataclass

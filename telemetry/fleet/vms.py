@@ -15,12 +15,12 @@ Mechanisms rather than marginals:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
+from core.params import FleetParams
 from telemetry.fleet.lab import Lab
 
 FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
@@ -33,25 +33,6 @@ def _ids(prefix: str, n: int, width: int) -> pd.Series:
 
 
 REGIONS = ("eastus", "westeurope", "southeastasia", "westus2", "northeurope", "japaneast")
-
-
-@dataclass(frozen=True)
-class FleetParams:
-    seed: int = 0
-    start: str = "2026-01-01"
-    n_days: int = 35
-    vms_per_day: float = 4000.0
-    n_customers: int = 1500          # established at the start
-    new_customers_per_day: float = 6.0
-    n_regions: int = 4
-    clusters_per_region: int = 3
-    deployments_per_customer: float = 4.0
-    deployment_days: float = 3.0     # mean active span of a deployment
-    windows_share: float = 0.3
-    untouched_logit_sd: float = 1.1  # spread of customers' latent untouched level
-    drift_per_day: float = 0.02      # sd of customers' linear drift (logit per day)
-    counter_coverage: float = 0.97   # share of VMs whose early counters were collected
-    counter_noise: float = 0.10
 
 
 def _customers(p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:

@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
+from core.errors import InputFormatError
 from pipelines.cli import main
-from telemetry.errors import InputFormatError
 from telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
 from telemetry.io import read_tables
 from tests.conftest import FIXTURES

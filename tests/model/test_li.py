@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.errors import ContractError, ModelError
 from evaluation.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
 from features.build import lab_features
 from models.li import BASELINES, li_labels, make_li_model, training_set
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, onnx_p_insensitive, session
-from telemetry.errors import ContractError, ModelError
 
 
 def _slowdowns(rows):
@@ -97,13 +97,14 @@ def test_parity_check_fails_loudly(li_data):
 
 @pytest.mark.slow
 def test_train_li_stage(small_raw, tmp_path, monkeypatch):
+    from core.params import Params
     from pipelines import features as features_stage
     from pipelines import train_li
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    params = {"base": {"seed": 1, "as_of": "2026-01-08"},
-              "train_li": {"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3}}
+    params = Params(base={"seed": 1, "as_of": "2026-01-08"},
+                    train_li={"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3})
     features_stage.run(params, small_raw, tmp_path / "features", tmp_path / "m" / "features.json")
     out = tmp_path / "li"
     metrics = train_li.run(params, tmp_path / "features", small_raw, out, tmp_path / "m" / "li.json", tmp_path / "plots")

@@ -81,3 +81,47 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     drift = pd.read_csv(out / "drift.csv")
     assert (drift.psi == 0).all() and (drift.ks == 0).all()     # same snapshot in both versions
     assert main(["--params", str(params), "compare", "champion", "7"]) == 2   # no version 7: a clear error
+
+
+def _locked(*args, **kwargs):
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import INTERNAL_ERROR
+    raise MlflowException("(sqlite3.OperationalError) database is locked", error_code=INTERNAL_ERROR)
+
+
+def _unreachable(*args, **kwargs):
+    raise ConnectionError("Connection refused")
+
+
+@pytest.mark.parametrize("failure", [_locked, _unreachable])
+@pytest.mark.parametrize("call", ["get_model_version_by_alias", "get_registered_model"])
+def test_gate_fails_closed_on_a_registry_error(small_bundle, small_raw, store, tmp_path, monkeypatch, capsys,
+                                               failure, call):
+    """A registry that cannot answer is not a registry without a champion: nothing is promoted."""
+    import yaml
+    from mlflow import MlflowClient
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(small_params()))
+    argv = _night(small_bundle, small_raw, store, "night")
+    monkeypatch.setattr(MlflowClient, call, failure)
+    assert main(["--params", str(params), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "pond register: error:" in err and "nothing was registered or promoted" in err
+    assert not (store / "night" / "bundle").exists() and not (store / "night" / "register.json").exists()
+    monkeypatch.undo()
+    import mlflow
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    assert MlflowClient().search_model_versions("name='pond-znuma'") == []
+
+
+def test_not_found_is_the_only_absence():
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
+
+    from pipelines.tracking import not_found
+    assert not_found(MlflowException("Registered Model with name=x not found", error_code=RESOURCE_DOES_NOT_EXIST))
+    assert not_found(MlflowException("Registered model alias champion not found.", error_code=INVALID_PARAMETER_VALUE))
+    assert not not_found(MlflowException("bad alias name", error_code=INVALID_PARAMETER_VALUE))
+    assert not not_found(MlflowException("database is locked", error_code=INTERNAL_ERROR))
+    assert not not_found(ConnectionError("refused"))

@@ -8,11 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.errors import ConfigError
+from core.params import Params
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from features.build import FeatureParams, vm_features
-from models.onnx_export import (boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools,
-                                lightgbm_splits, session)
-from models.um import ConformalOffset, UntouchedModel, float32_thresholds, metadata_frame
+from models.onnx_export import (
+    boundary_rows,
+    check_regressor_parity,
+    export_um,
+    export_um_onnxmltools,
+    lightgbm_splits,
+    session,
+)
+from models.um import ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
 from models.um_protocol import UmParams, fit_night, night
 
 
@@ -52,12 +60,20 @@ def test_conformal_offset_moves_predictions_the_right_way():
     assert mixed.offset_ == pytest.approx(0.8)         # ceil(10 * 0.9) = 9th smallest
 
 
-def test_vm_type_parsing():
-    meta = metadata_frame(pd.DataFrame({"vm_type": ["Standard_E16s_v5", "azure_Interactive_2c_4g"],
-                                        "os": ["linux", "unknown"], "region": ["eastus", "x"],
-                                        "cluster_id": ["c", "d"], "vcpus": [16, 2], "memory_gb": [128.0, 4.0]}))
-    assert meta.family.iloc[0] == "E" and meta.generation.iloc[0] == 5 and meta.gb_per_vcpu.iloc[0] == 8
-    assert pd.isna(meta.family.iloc[1]) and np.isnan(meta.generation.iloc[1])
+def test_encoder_parses_vm_types_and_leaves_the_rest_missing():
+    vms = pd.DataFrame({"vm_id": ["a", "b"], "customer_id": ["c1", "c2"],
+                        "vm_type": ["Standard_E16s_v5", "azure_Interactive_2c_4g"], "os": ["linux", "unknown"],
+                        "region": ["eastus", "x"], "cluster_id": ["c", "d"], "vcpus": [16, 2],
+                        "memory_gb": [128.0, 4.0], "cust_n": [3, 0], "cust_p50": [0.5, np.nan]})
+    vocab = fit_vocabulary(vms)
+    assert vocab["family"] == ["azure/E"] and vocab["vm_type"] == ["Standard_E16s_v5", "azure_Interactive_2c_4g"]
+    enc = UmEncoder(vocab, ["cust_n", "cust_p50"])
+    rows = [dict(zip(enc.features, r)) for r in enc.encode(vms).tolist()]
+    assert rows[0]["family"] == 0 and rows[0]["generation"] == 5 and rows[0]["gb_per_vcpu"] == 8
+    assert np.isnan(rows[1]["family"]) and np.isnan(rows[1]["generation"]) and rows[1]["vm_type"] == 1
+    assert rows[0]["cust_p50"] == 0.5 and rows[1]["cust_n"] == 0
+    with pytest.raises(ConfigError, match="cust_p75"):
+        UmEncoder(vocab, ["cust_n", "cust_p75"]).encode(vms)
 
 
 def test_no_leakage_from_the_future(vmf):
@@ -129,9 +145,9 @@ def test_train_um_stage(vmf, tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "features").mkdir()
     vmf.to_parquet(tmp_path / "features" / "vm_features.parquet")
-    params = {"base": {"seed": 2, "as_of": "2026-01-09"},
-              "train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 3,
-                           "alphas": [0.01, 0.05, 0.2], "target_grid": [0.02, 0.04, 0.1]}}
+    params = Params(base={"seed": 2, "as_of": "2026-01-09"},
+                    train_um={"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 3,
+                              "alphas": [0.01, 0.05, 0.2], "target_grid": [0.02, 0.04, 0.1]})
     m = train_um.run(params, tmp_path / "features", tmp_path / "um", tmp_path / "m.json", tmp_path / "plots")
     assert m["backtest_nights"] == 3 and 0 <= m["calibrated.nights_within_target"] <= 1
     assert m["onnx_parity_max_abs_diff"] < 1e-4
@@ -143,3 +159,25 @@ def test_train_um_stage(vmf, tmp_path, monkeypatch):
     assert (curve.overpredicted <= curve.vms).all()
     assert (np.diff(curve.um) >= -1e-12).all()  # a looser target never places less memory
     assert (tmp_path / "plots" / "um_tradeoff.png").exists()
+
+
+@pytest.mark.slow
+def test_a_changed_percentile_list_reaches_the_model_or_fails_loudly(small_raw, tmp_path, monkeypatch):
+    from pipelines import features as features_stage
+    from pipelines import train_um
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    small = {"train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 2,
+                          "alphas": [0.05], "target_grid": [0.04]}}
+    params = Params(base={"seed": 2, "as_of": "2026-01-09"}, features={"percentiles": [50, 75]}, **small)
+    features_stage.run(params, small_raw, tmp_path / "features", tmp_path / "f.json")
+    train_um.run(params, tmp_path / "features", tmp_path / "um", tmp_path / "m.json", tmp_path / "plots")
+    manifest = json.loads((tmp_path / "um" / "manifest.json").read_text())
+    assert manifest["features"][-3:] == ["cust_n", "cust_p50", "cust_p75"]
+    assert "cust_p75" in (tmp_path / "um" / "um_lightgbm.txt").read_text()
+    snapshot = pd.read_parquet(tmp_path / "features" / "snapshot" / "customer_percentiles.parquet")
+    assert snapshot["cust_p75"].notna().any() and "cust_p80" not in snapshot
+    stale = Params(base={"seed": 2, "as_of": "2026-01-09"}, features={"percentiles": [50, 80]}, **small)
+    with pytest.raises(ConfigError, match=r"features.percentiles gives \['cust_n', 'cust_p50', 'cust_p80'\]"):
+        train_um.run(stale, tmp_path / "features", tmp_path / "um2", tmp_path / "m2.json", tmp_path / "plots")
+    assert not (tmp_path / "um2").exists()

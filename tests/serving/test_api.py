@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from core.errors import ConfigError
 from features.tma import pmu_features
 from pipelines.cli import main
 from serving.app import create_app
-from telemetry.errors import ConfigError
 from tests.serving.conftest import request_of, settings_for
 
 
@@ -47,7 +47,8 @@ def test_unknown_customer_answer_says_so(client, requests_):
 
 @pytest.mark.parametrize("change, field", [
     ({"memory_gb": 0}, "memory_gb"), ({"memory_gb": -4}, "memory_gb"), ({"vcpus": "four"}, "vcpus"),
-    ({"vm_type": "m5.large"}, "vm_type"), ({"region": None}, "region"), ({"surprise": 1}, "surprise"),
+    ({"vm_type": ""}, "vm_type"), ({"vm_type": "x" * 129}, "vm_type"), ({"region": None}, "region"),
+    ({"surprise": 1}, "surprise"),
 ])
 def test_bad_requests_name_the_field(client, requests_, change, field):
     r = client.post("/v1/allocations", json={**requests_[0], **change})

@@ -7,21 +7,23 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from core.errors import ModelError
 from features.build import REQUEST_SHAPE
-from models.um import encode, metadata_frame
-from serving.engine import REQUEST_COLUMNS, Engine
+from serving.engine import Engine
 from serving.offline import allocations_frame, request_columns
+from telemetry.request import FIELDS as REQUEST_FIELDS
 from tests.serving.conftest import bundle_paths
 
 
 def _cols(vms: pd.DataFrame) -> dict[str, list]:
-    return request_columns(vms[[*REQUEST_COLUMNS, "cluster_id"]])
+    return request_columns(vms[list(REQUEST_FIELDS)])
 
 
 def test_um_inputs_equal_training_encoding(engine, next_day_vms):
     X = engine.um_inputs(_cols(next_day_vms))
-    expected = encode(metadata_frame(next_day_vms), engine.models.um_vocabulary)
+    expected = engine.models.um_encoder.encode(next_day_vms)
     np.testing.assert_array_equal(X, expected)   # NaN == NaN here; identical float32 bits otherwise
 
 
@@ -127,3 +129,13 @@ def test_a_snapshot_without_request_shapes_starts_with_an_empty_cache(small_bund
     assert "prefilled_shapes" not in old.info and len(old.um_cache) == 1     # the warm-up request only
     cols = _cols(next_day_vms.head(20))
     assert _one(old, cols, 3) == _one(replace(old, um_cache={}), cols, 3)
+
+
+def test_snapshot_without_the_models_customer_columns_is_refused(small_bundle, tmp_path):
+    snap = tmp_path / "snapshot"
+    shutil.copytree(small_bundle / "features" / "snapshot", snap)
+    cust = pd.read_parquet(snap / "customer_percentiles.parquet")
+    cust.drop(columns=["cust_p99"]).to_parquet(snap / "customer_percentiles.parquet")
+    p = bundle_paths(small_bundle)
+    with pytest.raises(ModelError, match=r"lacks columns \['cust_p99'\]"):
+        Engine.load(replace(p, snapshot_dir=snap))

@@ -58,7 +58,7 @@ def test_percentiles_are_interpolated_quantiles():
                                       ({"as_of": "2026-01-01", "window_days": 0}, "window_days"),
                                       ({"as_of": "2026-01-01", "percentiles": (50, 100)}, "percentiles")])
 def test_bad_feature_params_are_named(kw, match):
+    from core.errors import ConfigError
     from features.build import FeatureParams
-    from telemetry.errors import ConfigError
     with pytest.raises(ConfigError, match=match):
         FeatureParams(**kw)

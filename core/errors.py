@@ -35,3 +35,7 @@ class InputFormatError(PondError):
 
 class ModelError(PondError):
     """A model artifact is missing, corrupt, or does not match what the policy expects."""
+
+
+class RegistryError(PondError):
+    """The model registry (MLflow) failed or answered something unexpected: nothing was promoted."""

@@ -1,0 +1,281 @@
+"""params.yaml as code: one validated section per stage, and the whole file.
+
+Each stage reads its own section (``FeatureParams`` for `features`, ``UmParams`` for `train_um`,
+...), and the fields below hold the only defaults in the code; the committed params.yaml states
+the same values (a test keeps them equal), so DVC tracks every value a stage uses. ``load``
+validates the whole file before a stage runs: an unknown key, a value out of range or two
+sections that disagree stop the night with a ``ConfigError`` that names the key, instead of
+running with a default or a silently empty feature. ``base.seed`` and ``base.as_of`` are written
+once and handed to the sections that use them; the file may not set them there.
+
+This module sits under every package (it imports none of them), so any stage may take its section.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+import pandas as pd
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from core.errors import ConfigError
+
+
+def _iso_day(value: str | date) -> str:
+    try:
+        return date.fromisoformat(str(value)).isoformat()
+    except ValueError:
+        raise ValueError("not a date; write it as YYYY-MM-DD") from None
+
+
+Day = Annotated[str | date, AfterValidator(_iso_day)]   # an ISO date, kept as its YYYY-MM-DD text
+
+
+def explain(exc: ValidationError, where: str, source: str = "params.yaml",
+            fix: str = "correct these keys in params.yaml") -> str:
+    """The problems (at most five), each naming its key."""
+    parts = []
+    for e in exc.errors()[:5]:
+        key = ".".join(str(x) for x in (where, *e["loc"]) if str(x))
+        msg = e["msg"].removeprefix("Value error, ")
+        shown = e["type"] != "missing" and not isinstance(e["input"], dict)
+        parts.append((f"{key}: " if key else "") + msg + (f" (got {repr(e['input'])[:80]})" if shown else ""))
+    more = f"; and {len(exc.errors()) - 5} more" if len(exc.errors()) > 5 else ""
+    return f"{source} " + "; ".join(parts) + more + f". Fix: {fix}"
+
+
+class Section(BaseModel):
+    """A params.yaml section: frozen, unknown keys refused, errors raised as ConfigError."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    section: ClassVar[str] = ""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(explain(exc, self.section)) from None
+
+
+def percentile_columns(percentiles: tuple[int, ...] | list[int]) -> list[str]:
+    """The customer-history columns: ``cust_n`` (ended VMs in the window), then one per percentile."""
+    return ["cust_n"] + [f"cust_p{p}" for p in percentiles]
+
+
+class LabParams(Section):
+    """params.yaml ``generate.lab`` (``seed`` comes from ``base.seed``)."""
+
+    section = "generate.lab"
+    seed: int = 0
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)
+    spill_levels: tuple[float, ...] = Field((0, 10, 25, 50, 75, 100), min_length=2)
+    repetitions: int = Field(3, ge=1)
+    noise_pp: float = Field(0.3, ge=0)        # run-to-run noise, absolute percentage points
+    noise_rel: float = Field(0.04, ge=0)      # and relative to the slowdown
+    counter_noise: float = Field(0.15, ge=0)  # lab runs multiplex ~200 events over 33 groups
+
+
+class FleetParams(Section):
+    """params.yaml ``generate.fleet`` (``seed`` comes from ``base.seed``)."""
+
+    section = "generate.fleet"
+    seed: int = 0
+    start: Day = "2026-01-01"
+    n_days: int = Field(35, ge=1)
+    vms_per_day: float = Field(4000.0, gt=0)
+    n_customers: int = Field(1500, ge=1)             # established at the start
+    new_customers_per_day: float = Field(6.0, ge=0)
+    n_regions: int = Field(4, ge=1)
+    clusters_per_region: int = Field(3, ge=1)
+    deployments_per_customer: float = Field(4.0, gt=0)
+    deployment_days: float = Field(3.0, gt=0)       # mean active span of a deployment
+    windows_share: float = Field(0.3, ge=0, le=1)
+    untouched_logit_sd: float = Field(1.1, ge=0)    # spread of customers' latent untouched level
+    drift_per_day: float = Field(0.02, ge=0)        # sd of customers' linear drift (logit per day)
+    counter_coverage: float = Field(0.97, ge=0, le=1)  # share of VMs whose early counters were collected
+    counter_noise: float = Field(0.10, ge=0)
+
+
+class FeatureParams(Section):
+    """params.yaml ``features`` (``as_of`` comes from ``base.as_of``)."""
+
+    section = "features"
+    as_of: Day                      # last day of data the snapshot may use
+    window_days: int = Field(7, ge=1)
+    percentiles: tuple[int, ...] = (50, 80, 90, 95, 99)   # -> cust_p<q>, the UM model's customer inputs
+    history_days: int = Field(28, ge=1)
+    counter_delay_s: int = Field(3600, ge=0)   # counters cover the first hour of a VM
+    min_history_vms: int = Field(1, ge=1)
+    request_shapes: int = Field(50_000, ge=1)  # distinct recent requests the service predicts when it loads
+
+    @field_validator("percentiles")
+    @classmethod
+    def _percentiles(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or not all(0 < q < 100 for q in v) or list(v) != sorted(set(v)):
+            raise ValueError("must be distinct whole percentiles in (0, 100), in increasing order")
+        return v
+
+    @property
+    def customer_columns(self) -> list[str]:
+        """The customer-history columns these percentiles give (the UM model's customer inputs)."""
+        return percentile_columns(self.percentiles)
+
+    @property
+    def snapshot_time(self) -> pd.Timestamp:
+        """Midnight after the as-of day: what the service holds while serving the next day."""
+        return pd.Timestamp(self.as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+
+
+class LiParams(Section):
+    """params.yaml ``train_li``: one forest per (latency ratio, PDM), curves from random halves."""
+
+    section = "train_li"
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)
+    pdms: tuple[float, ...] = Field((5.0,), min_length=1)
+    n_splits: int = Field(100, ge=2)
+    fp_targets_pct: tuple[float, ...] = (1.0, 2.0, 5.0)
+    band_level: float = Field(0.99, gt=0, lt=1)
+
+
+class UmParams(Section):
+    """params.yaml ``train_um``."""
+
+    section = "train_um"
+    target_op: float = Field(0.04, gt=0, lt=1)   # Pond's production target: 4% of VMs overpredicted
+    train_days: int = Field(21, ge=1)
+    calib_days: int = Field(3, ge=1)
+    calib_lag_days: int = Field(4, ge=0)
+    backtest_nights: int = Field(14, ge=1)
+    alphas: tuple[float, ...] = Field((0.002, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3), min_length=1)
+    target_grid: tuple[float, ...] = Field((0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3),
+                                           min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "UmParams":
+        if self.calib_days + self.calib_lag_days >= self.train_days:
+            raise ValueError("calib_days + calib_lag_days must be < train_days (the window holds both)")
+        if not all(0 < x < 1 for x in (*self.alphas, *self.target_grid)):
+            raise ValueError("alphas and target_grid are shares of VMs: each must lie in (0, 1)")
+        return self
+
+
+class OptimizeParams(Section):
+    """params.yaml ``optimize``: the policy's targets (Pond Eq. 1) and how sure the solver must be."""
+
+    section = "optimize"
+    pdm: float = Field(5.0, gt=0)              # performance degradation margin, % slowdown
+    tp: float = Field(98.0, gt=0, le=100)      # at least tp % of VMs within the PDM
+    latency_ratio: float = Field(1.82, ge=1)   # pool/local latency the policy is for
+    confidence: float | None = Field(0.9, gt=0, lt=1)   # one-sided Clopper-Pearson bounds; null = the means
+
+
+class SimParams(Section):
+    """params.yaml ``simulate``."""
+
+    section = "simulate"
+    pool_sockets: tuple[int, ...] = Field((2, 4, 8, 16, 32, 64), min_length=1)
+    socket_vcpus: float = Field(48.0, gt=0)      # first-fit servers when the trace names none: Pond's Intel
+    socket_memory_gb: float = Field(384.0, gt=0)  # socket, 24 cores x 2 threads and 384 GB of DDR4
+    sockets_per_server: int = Field(2, ge=1)
+    static_fractions: tuple[float, ...] = (0.1, 0.3, 0.5)
+    dram_cost_share: float = Field(0.5, gt=0, le=1)   # DRAM ~50% of server cost (CALIBRATION.md)
+
+
+class GateParams(Section):
+    """params.yaml ``register``."""
+
+    section = "register"
+    model_name: str = Field("pond-znuma", min_length=1)
+    max_pool_share_drop: float = Field(0.02, ge=0, le=1)  # share of GB the candidate may give up vs the champion
+
+
+INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("features",): "as_of"}
+
+
+class BaseParams(Section):
+    section = "base"
+    seed: int = 42
+    as_of: Day = "2026-01-28"   # the nightly job's day: train on data up to it, serve the next day
+
+
+class GenerateParams(Section):
+    section = "generate"
+    lab: LabParams = Field(default_factory=LabParams)
+    fleet: FleetParams = Field(default_factory=FleetParams)
+
+
+# The section is called `register` (DVC stage name); pydantic warns that the name shadows ABCMeta's
+# classmethod `register`, which instances never reach: the field is what `params.register` returns.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message='Field name "register"', category=UserWarning)
+
+    class Params(Section):
+        """The whole of params.yaml."""
+
+        base: BaseParams = Field(default_factory=BaseParams)
+        generate: GenerateParams = Field(default_factory=GenerateParams)
+        features: FeatureParams   # always given: _share_base adds as_of
+        train_li: LiParams = Field(default_factory=LiParams)
+        train_um: UmParams = Field(default_factory=UmParams)
+        optimize: OptimizeParams = Field(default_factory=OptimizeParams)
+        simulate: SimParams = Field(default_factory=SimParams)
+        register: GateParams = Field(default_factory=GateParams)
+
+        @model_validator(mode="before")
+        @classmethod
+        def _share_base(cls, data: Any) -> Any:
+            """Hand base.seed and base.as_of to the sections that use them (never set there)."""
+            if not isinstance(data, dict):
+                return data
+            data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+            base = BaseParams(**(data.get("base") or {}))
+            data["base"] = base
+            for path, key in INJECTED.items():
+                parent = data
+                for name in path[:-1]:
+                    parent = parent.setdefault(name, {})
+                    if not isinstance(parent, dict):
+                        return data            # a section of the wrong type: pydantic says so
+                section = dict(parent.get(path[-1]) or {})
+                if key in section:
+                    raise ValueError(f"{'.'.join(path)}.{key} is set by base.{key}; remove it there")
+                section[key] = base.seed if key == "seed" else base.as_of
+                parent[path[-1]] = section
+            return data
+
+        @model_validator(mode="after")
+        def _consistent(self) -> "Params":
+            li = self.train_li
+            if self.optimize.latency_ratio not in li.latency_ratios or self.optimize.pdm not in li.pdms:
+                raise ValueError(f"optimize asks for latency_ratio {self.optimize.latency_ratio:g} and pdm "
+                                 f"{self.optimize.pdm:g}, but train_li trains ratios {list(li.latency_ratios)} "
+                                 f"and pdms {list(li.pdms)}: add them to train_li")
+            return self
+
+        def with_as_of(self, as_of: str) -> "Params":
+            """The same parameters for another night (``pond backtest``)."""
+            data = self.model_dump()
+            for path, key in INJECTED.items():
+                section = data
+                for name in path:
+                    section = section[name]
+                del section[key]
+            data["base"]["as_of"] = as_of
+            return Params(**data)
+
+
+def load(path: Path | str = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path} not found: run from the repository root or pass --params")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML ({exc}); fix the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold one mapping of sections (base, generate, features, ...)")
+    return Params(**data)

@@ -1,0 +1,108 @@
+"""The VM request: the fields a scheduler sends per VM, and the one set of rules for them.
+
+Every path that reads request fields uses this module: import validation of the ``vms`` table
+(``telemetry.contract``), feature building (``features.build``), scoring in evaluate
+(``models.inference``), ``pond predict`` (``serving.offline``) and both HTTP routes
+(``serving.schemas``). A rule written here holds everywhere; no other module adds one, so a
+request that import accepts is served, and the other way round.
+
+The rules bound what can be trusted, not what names look like: ``vm_type`` is any non-empty name
+(``telemetry.vm_types`` parses the schemes it knows); an unknown customer, region or OS is a
+value the models have not seen, never an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import ContractError
+
+ID_MAX_LEN = 256        # vm_id, customer_id, cluster_id
+VM_TYPE_MAX_LEN = 128
+NAME_MAX_LEN = 64       # os, region
+VCPUS_MAX = 1024        # the largest VMs of the clouds today have 448-896 vCPUs
+MEMORY_GB_MAX = 65536.0  # and 24-32 TB of memory
+
+REQUIRED = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
+OPTIONAL = ("cluster_id",)
+FIELDS = REQUIRED + OPTIONAL
+SHAPE = ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id")  # what the models see
+TEXT_LIMITS = {"vm_id": ID_MAX_LEN, "customer_id": ID_MAX_LEN, "vm_type": VM_TYPE_MAX_LEN, "os": NAME_MAX_LEN,
+               "region": NAME_MAX_LEN, "cluster_id": ID_MAX_LEN}
+RULES = (f"vm_id, customer_id, vm_type, os, region: non-empty text (ids and cluster_id up to {ID_MAX_LEN} "
+         f"characters, vm_type up to {VM_TYPE_MAX_LEN}, os and region up to {NAME_MAX_LEN}); vcpus: a whole "
+         f"number in [1, {VCPUS_MAX}]; memory_gb: a finite number in (0, {MEMORY_GB_MAX:g}]; cluster_id optional")
+
+
+def _text(limit: int, description: str) -> Any:
+    return Field(min_length=1, max_length=limit, pattern=r"\S", description=description)
+
+
+class VmRequest(BaseModel):
+    """One VM request as the HTTP API takes it (DESIGN.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vm_id: str = _text(ID_MAX_LEN, "the scheduler's id of the VM, echoed in the answer")
+    customer_id: str = _text(ID_MAX_LEN, "any customer; one the snapshot does not know gets the no-history path")
+    vm_type: str = _text(VM_TYPE_MAX_LEN, "any size name (Standard_D4s_v3, m5.xlarge, n2-standard-8, ...)")
+    vcpus: int = Field(ge=1, le=VCPUS_MAX)
+    memory_gb: float = Field(gt=0, le=MEMORY_GB_MAX, allow_inf_nan=False)
+    os: str = _text(NAME_MAX_LEN, "guest OS, any value")
+    region: str = _text(NAME_MAX_LEN, "any region")
+    cluster_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
+
+
+def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
+    return ids[np.asarray(mask, dtype=bool)].astype(str).head(6).tolist()
+
+
+def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
+    """Raise ContractError for the first request field that breaks a rule (vectorized).
+
+    ``df`` holds the request columns (``cluster_id`` optional), already typed or raw.
+    """
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise ContractError(table, f"missing columns {missing}", column=missing[0],
+                            fix=f"provide {list(REQUIRED)} ({', '.join(OPTIONAL)} optional)")
+    ids = df[key].astype("string") if key in df.columns else pd.Series(range(len(df))).astype(str)
+    for col, limit in TEXT_LIMITS.items():
+        if col not in df.columns:
+            continue
+        s = df[col].astype("string")
+        present = s.notna()
+        blank = (s.str.strip().str.len() == 0).fillna(False) | (~present if col in REQUIRED else False)
+        if blank.any():
+            raise ContractError(table, f"{col} must be non-empty text", column=col, rows=_rows(ids, blank),
+                                fix=f"fill {col} in these rows")
+        long = (s.str.len() > limit).fillna(False)
+        if long.any():
+            raise ContractError(table, f"{col} is longer than {limit} characters", column=col,
+                                rows=_rows(ids, long), fix=f"shorten {col} to at most {limit} characters")
+    vcpus = pd.to_numeric(df["vcpus"], errors="coerce").astype("float64")
+    bad = ~((vcpus >= 1) & (vcpus <= VCPUS_MAX) & (vcpus == np.floor(vcpus)))
+    if bad.any():
+        raise ContractError(table, f"vcpus must be a whole number in [1, {VCPUS_MAX}]", column="vcpus",
+                            rows=_rows(ids, bad), fix="fix vcpus in these rows")
+    mem = pd.to_numeric(df["memory_gb"], errors="coerce").astype("float64")
+    bad = ~((mem > 0) & (mem <= MEMORY_GB_MAX))   # also NaN and inf
+    if bad.any():
+        raise ContractError(table, f"memory_gb must be a finite number in (0, {MEMORY_GB_MAX:g}]",
+                            column="memory_gb", rows=_rows(ids, bad), fix="fix memory_gb in these rows")
+
+
+def columns_of(df: pd.DataFrame) -> dict[str, Any]:
+    """Request columns as the engine takes them: text as lists of str, sizes as float64 arrays,
+    cluster_id as a list (None where missing, or None for the whole column when absent)."""
+    cols: dict[str, Any] = {c: df[c].astype(str).tolist() for c in ("vm_id", "customer_id", "vm_type", "os", "region")
+                            if c in df.columns}
+    cols["vcpus"] = pd.to_numeric(df["vcpus"]).to_numpy(np.float64)
+    cols["memory_gb"] = pd.to_numeric(df["memory_gb"]).to_numpy(np.float64)
+    cols["cluster_id"] = (df["cluster_id"].astype(object).where(df["cluster_id"].notna(), None).tolist()
+                          if "cluster_id" in df.columns else None)
+    return cols

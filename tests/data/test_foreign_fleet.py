@@ -1,0 +1,109 @@
+"""A fleet we did not make: other clouds' size names, no workload_id column, workloads the lab never
+measured. It goes through `pond import`, every stage of `dvc repro`, `pond predict` and both HTTP
+routes, and every request gets a decision."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from pipelines.cli import main
+from serving.app import create_app
+from telemetry.io import read_tables
+from tests.conftest import small_params
+from tests.serving.conftest import settings_for
+
+pytestmark = pytest.mark.slow
+
+FOREIGN_NAMES = ["Standard_B2s", "Standard_A1", "Standard_E64-32s_v3", "Standard_NC24ads_A100_v4", "Standard_DC2s",
+                 "m5.xlarge", "n2-standard-8", "c6gn.16xlarge", "e2-medium", "bx2-4x16", "VM.Standard.E4.Flex",
+                 "custom size #7"]
+
+
+@pytest.fixture(scope="module")
+def foreign(small_tables, tmp_path_factory):
+    """The small fleet exported as a provider would: CSV, other names, no lab link, a third of the lab unmeasured."""
+    src = tmp_path_factory.mktemp("export")
+    vms = small_tables["vms"].drop(columns=["workload_id"])
+    types = sorted(vms.vm_type.unique())
+    vms["vm_type"] = vms.vm_type.map({t: FOREIGN_NAMES[i % len(FOREIGN_NAMES)] for i, t in enumerate(types)})
+    workloads = small_tables["workloads"]
+    kept = workloads.workload_id.iloc[::3].tolist() + workloads.workload_id.iloc[1::3].tolist()
+    workloads = workloads[workloads.workload_id.isin(kept)]
+    slowdowns = small_tables["slowdowns"][small_tables["slowdowns"].workload_id.isin(kept)]
+    for name, df in (("vms", vms), ("workloads", workloads), ("slowdowns", slowdowns),
+                     ("vm_counters", small_tables["vm_counters"])):
+        df.to_csv(src / f"{name}.csv", index=False)
+    return src
+
+
+def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    raw, wd = tmp_path / "raw", tmp_path
+    assert main(["import", str(foreign), "--out", str(raw)]) == 0
+    imported = read_tables(raw)["vms"]
+    assert imported.workload_id.isna().all() and set(imported.vm_type) <= set(FOREIGN_NAMES)
+
+    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    p = ["--params", str(wd / "params.yaml")]
+    common = ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features")]
+    stages = [  # the stages of dvc.yaml after generate, in its order, on the imported tables
+        ["features", "--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "m/features.json")],
+        ["calibrate", "--raw", str(raw), "--features", str(wd / "features"), "--metrics", str(wd / "m/cal.json"),
+         "--plots", str(wd / "plots/cal")],
+        ["train_li", "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
+         "--metrics", str(wd / "m/train_li.json"), "--plots", str(wd / "plots")],
+        ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(wd / "m/train_um.json"),
+         "--plots", str(wd / "plots")],
+        ["optimize", *common, "--out", str(wd / "policy.json"), "--metrics", str(wd / "m/optimize.json"),
+         "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+        ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
+         "--metrics", str(wd / "m/evaluate.json"), "--plots", str(wd / "plots")],
+        ["simulate", "--raw", str(raw), "--features", str(wd / "features"), "--policy", str(wd / "policy.json"),
+         "--li", str(wd / "li"), "--um", str(wd / "um"), "--metrics", str(wd / "m/simulate.json"),
+         "--plots", str(wd / "plots/sim")],
+        ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(wd / "m"),
+         "--out", str(wd / "bundle"), "--metrics", str(wd / "m/register.json")],
+    ]
+    for argv in stages:
+        assert main(p + argv) == 0, argv[0]
+    out = capsys.readouterr().out
+
+    features = json.loads((wd / "m/features.json").read_text())
+    named = sum(1 for t in imported.vm_type if t not in ("bx2-4x16", "VM.Standard.E4.Flex", "custom size #7"))
+    assert features["vm_type_parsed_share"] == pytest.approx(named / len(imported))
+    assert "have a vm_type in a known naming scheme" in out
+    vocab = json.loads((wd / "um" / "manifest.json").read_text())["vocabulary"]
+    assert {"azure/B", "azure/NC", "aws/m", "gcp/n"} <= set(vocab["family"])   # the UM model learned from them
+    evaluation = json.loads((wd / "m/evaluate.json").read_text())
+    assert evaluation["combined"]["lab_truth_share"] == 0.0 and "have no lab workload" in out
+
+    day = (pd.Timestamp(small_params()["base"]["as_of"]) + pd.Timedelta(days=1)).date()
+    nxt = imported[imported.created_at.dt.date == day]
+    requests = nxt[["vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]]
+    requests = pd.concat([requests, requests.head(3).assign(vm_id=lambda d: d.vm_id + "-new", customer_id="never-seen",
+                                                            vm_type="t9g.huge", region="moon-1", os="plan9")])
+    requests.to_csv(tmp_path / "requests.csv", index=False)
+    assert main(["predict", str(tmp_path / "requests.csv"), "--out", str(tmp_path / "alloc.parquet"),
+                 "--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
+                 "--snapshot", str(wd / "features" / "snapshot")]) == 0
+    offline = pd.read_parquet(tmp_path / "alloc.parquet")
+    assert len(offline) == len(requests) > 50 and offline.decision.notna().all()
+    assert (offline.local_gb + offline.pool_gb == offline.memory_gb).all()
+
+    body = [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in json.loads(requests.to_json(orient="records"))]
+    with TestClient(create_app(settings_for(wd))) as client:
+        singles = [client.post("/v1/allocations", json=r) for r in body]
+        batch = client.post("/v1/allocations/batch", json={"requests": body})
+    assert [r.status_code for r in singles] == [200] * len(body) and batch.status_code == 200
+    assert [r.json() for r in singles] == batch.json()["allocations"]
+    assert [a["decision"] for a in batch.json()["allocations"]] == offline.decision.tolist()
+    unknown = batch.json()["allocations"][-1]
+    assert unknown["customer_history"] is False and unknown["has_history"] is False
+    assert os.path.exists(wd / "bundle" / "bundle.json")

@@ -1,0 +1,68 @@
+"""Service settings: a command-line option beats its POND_* variable, which beats the default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from pipelines.cli import _parser
+from serving.cli import settings_from
+from serving.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ("POND_POLICY", "POND_SNAPSHOT_DIR", "POND_PORT", "POND_HOST", "POND_MLFLOW_TRACKING_URI",
+                "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _serve(*argv: str):
+    return settings_from(_parser().parse_args(["serve", *argv]))
+
+
+def _predict(*argv: str):
+    return settings_from(_parser().parse_args(["predict", "req.csv", "--out", "out.parquet", *argv]))
+
+
+@pytest.mark.parametrize("make", [_serve, _predict])
+def test_flag_over_environment_over_default(make, monkeypatch):
+    assert make().policy == Path("data/policy/policy.json")
+    monkeypatch.setenv("POND_POLICY", "/env/policy.json")
+    monkeypatch.setenv("POND_SNAPSHOT_DIR", "/env/snapshot")
+    s = make()
+    assert s.policy == Path("/env/policy.json") and s.snapshot_dir == Path("/env/snapshot")
+    s = make("--policy", "/flag/policy.json")
+    assert s.policy == Path("/flag/policy.json") and s.snapshot_dir == Path("/env/snapshot")
+
+
+def test_host_and_port(monkeypatch):
+    assert (_serve().host, _serve().port) == ("127.0.0.1", 8000)
+    monkeypatch.setenv("POND_PORT", "9001")
+    monkeypatch.setenv("POND_HOST", "127.0.0.2")
+    assert (_serve().host, _serve().port) == ("127.0.0.2", 9001)
+    assert (_serve("--host", "::1", "--port", "9002").host, _serve("--port", "9002").port) == ("::1", 9002)
+
+
+def test_bad_setting_names_it(monkeypatch):
+    monkeypatch.setenv("POND_PORT", "eighty")
+    with pytest.raises(ConfigError, match="setting port"):
+        _serve()
+
+
+def test_tracking_uri_from_either_variable(monkeypatch):
+    assert Settings().mlflow_tracking_uri == "sqlite:///data/mlflow/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    assert Settings().mlflow_tracking_uri == "http://mlflow:5000"
+    monkeypatch.setenv("POND_MLFLOW_TRACKING_URI", "http://pond-mlflow:5000")
+    assert Settings().mlflow_tracking_uri == "http://pond-mlflow:5000"
+
+
+def test_help_names_the_variables(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve", "--help"])
+    out = capsys.readouterr().out
+    for var in ("POND_POLICY", "POND_LI_DIR", "POND_UM_DIR", "POND_SNAPSHOT_DIR", "POND_HOST", "POND_PORT"):
+        assert var in out
