@@ -7,7 +7,6 @@ distributions. (The `compare` command adds the service's measured per-VM latency
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from scipy import stats
 
 from models import bundle
 from models.bundle import BundlePaths
+from models.policy import read_policy
 
 DRIFT_COLUMNS_HISTORY = ("tma_dram_bound", "tma_memory_bound", "l3_miss_latency", "mlp", "tma_backend_bound")
 
@@ -56,7 +56,7 @@ def drift(a_dir: Path, b_dir: Path) -> pd.DataFrame:
 
 def summary(bundle_dir: Path) -> dict[str, Any]:
     info = bundle.verify(bundle_dir)
-    policy = json.loads((Path(bundle_dir) / "policy.json").read_text())
+    policy = read_policy(Path(bundle_dir) / "policy.json")
     ev = bundle.metrics(bundle_dir, "evaluate").get("combined", {})
     size = {k: (Path(bundle_dir) / k / policy[k]["model"]).stat().st_size for k in ("li", "um")}
     return {
@@ -79,7 +79,7 @@ def table(a: dict[str, Any], b: dict[str, Any]) -> pd.DataFrame:
 def curves(bundle_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The bundle's LI/FP curve (its policy's ratio and PDM) and UM/OP curve."""
     p = BundlePaths.of(bundle_dir)
-    policy = json.loads(p.policy.read_text())
+    policy = read_policy(p.policy)
     li = pd.read_parquet(p.li_dir / "heldout_curves.parquet")
     li = li[np.isclose(li.latency_ratio, policy["latency_ratio"]) & np.isclose(li.pdm, policy["pdm"])]
     return li.sort_values("fp"), pd.read_parquet(p.um_dir / "heldout_curves.parquet").sort_values("op")

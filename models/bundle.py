@@ -13,7 +13,6 @@ Layout (a directory, or an MLflow model version's artifacts)::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import pandas as pd
 
 from core.errors import ModelError
 from telemetry import request
+from telemetry.io import sha256_file
 
 SAMPLE_REQUESTS = 2000
 
@@ -39,10 +39,6 @@ class BundlePaths:
     def of(cls, bundle_dir: Path) -> "BundlePaths":
         d = Path(bundle_dir)
         return cls(d / "policy.json", d / "li", d / "um", d / "snapshot")
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: pd.DataFrame,
@@ -67,7 +63,7 @@ def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: 
     info = {"as_of": policy["as_of"], "window": window, "li_sha256": policy["li"]["sha256"],
             "um_sha256": policy["um"]["sha256"], "features": {"li": policy["li"]["features"],
                                                              "um": json.loads((paths.um_dir / "manifest.json").read_text())["features"]},
-            "files": {str(p.relative_to(dst)): _sha(p) for p in files}}
+            "files": {str(p.relative_to(dst)): sha256_file(p) for p in files}}
     (dst / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True))
     return info
 
@@ -79,7 +75,7 @@ def verify(bundle_dir: Path) -> dict[str, Any]:
         raise ModelError(f"{bundle_dir} is not a bundle (no bundle.json); register one with `pond register`")
     info = json.loads(info_path.read_text())
     bad = [name for name, digest in info["files"].items()
-           if not (Path(bundle_dir) / name).exists() or _sha(Path(bundle_dir) / name) != digest]
+           if not (Path(bundle_dir) / name).exists() or sha256_file(Path(bundle_dir) / name) != digest]
     if bad:
         raise ModelError(f"bundle {bundle_dir}: files missing or altered: {bad[:5]}; re-download or re-register it")
     return info

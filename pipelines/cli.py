@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "file, workload_id, workload_class, footprint_gb; --azure-vmtable: Azure V2 vmtable CSV")
     i.add_argument("contract_dir", type=Path, nargs="?", help="directory of contract tables (CSV or Parquet)")
     _paths(i, perf_dir=None, perf_meta=None, azure_vmtable=None, out="data/raw")
+    i.add_argument("--partial", action="store_true",
+                   help="replace only the tables given in the set already at --out; the whole set is validated again")
     _paths(sub.add_parser("features", help="TMA features, customer percentiles, workload history, snapshot"),
            raw="data/raw", out="data/features", metrics="metrics/features.json")
     _paths(sub.add_parser("calibrate", help="compare the fleet with the published figures"),
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.stage == "import":
             from pipelines import ingest
-            ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable)
+            ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial)
             return 0
         if args.stage in ("predict", "serve"):
             from serving import cli as serving_cli

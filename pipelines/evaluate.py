@@ -3,7 +3,6 @@ day after the as-of day; compared with LI-only, UM-only and static 10%/15% pools
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from evaluation.combined import outcomes, spill_table, summarize
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.inference import Models, score
+from models.policy import read_policy
 from telemetry.io import AtomicDir, read_tables, write_json
 
 STATIC_FRACTIONS = (0.10, 0.15)
@@ -22,7 +22,7 @@ STATIC_FRACTIONS = (0.10, 0.15)
 
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Path, out_dir: Path,
         metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    policy = json.loads(policy_path.read_text())
+    policy = read_policy(policy_path)
     models = Models.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")

@@ -13,7 +13,7 @@ from core.params import Params
 from features.build import empty_inputs, lab_features, request_shapes, snapshot, summary, vm_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, find_table, read_tables, write_json
+from telemetry.io import AtomicDir, find_table, read_tables, sha256_file, write_json
 
 COUNTERS = "vm_counters"
 
@@ -48,7 +48,9 @@ def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dic
                     "window_days": p.window_days, "percentiles": list(p.percentiles),
                     "history_days": p.history_days, "counter_delay_s": p.counter_delay_s,
                     "request_shapes": p.request_shapes,
-                    "events": events}
+                    "events": events,
+                    # what the service checks before it serves the snapshot (file mode has no bundle.json)
+                    "files": {f.name: sha256_file(f) for f in sorted((tmp / "snapshot").glob("*.parquet"))}}
         (tmp / "snapshot" / "manifest.json").write_text(json.dumps(manifest, indent=2))
     metrics = summary(vm_feats, cust, hist, p.customer_columns)
     write_json(metrics_path, metrics)

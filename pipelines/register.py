@@ -23,6 +23,7 @@ from models import bundle
 from models.bundle import BundlePaths
 from models.decision import decide, policy_knobs
 from models.inference import Models, score
+from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
 from telemetry.io import AtomicDir, read_tables, write_json
 
@@ -33,7 +34,7 @@ NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "si
 def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, slowdowns: pd.DataFrame) -> dict[str, float]:
     """A registered bundle's combined policy, realized on ``vms``."""
     paths = BundlePaths.of(bundle_dir)
-    policy = json.loads(paths.policy.read_text())
+    policy = read_policy(paths.policy)
     models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
     s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
@@ -56,7 +57,7 @@ def _registry(what: str, call: Any, *args: Any) -> Any | None:
 def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
         bundle_dir: Path, out_metrics: Path) -> dict[str, Any]:
     gp = params.register
-    policy = json.loads(paths.policy.read_text())
+    policy = read_policy(paths.policy)
     evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
     if evaluation.get("day") != str((pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()):
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "

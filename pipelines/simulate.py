@@ -8,7 +8,6 @@ since the trace carries neither counters nor untouched memory for the models.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import SimParams, dram_savings, place
 from models.decision import decide, policy_knobs, pool_gb
 from models.inference import Models, score
+from models.policy import read_policy
 from telemetry.io import read_tables, write_json
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
@@ -40,7 +40,7 @@ def _policies(sp: SimParams, vms: pd.DataFrame, policy_path: Path | None,
     mem = vms["memory_gb"].to_numpy(float)
     out: dict[str, np.ndarray] = {}
     if policy_path is not None:
-        policy = json.loads(policy_path.read_text())
+        policy = read_policy(policy_path)
         s = score(Models.from_policy(policy, li_dir, um_dir), vms,
                   pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))
         for name, knobs in policy_knobs(policy).items():
@@ -57,7 +57,7 @@ def run(params: Params, raw_dir: Path, features_dir: Path, policy_path: Path | N
         vms = read_tables(raw_dir, ["vms"])["vms"]
         window = "whole trace"
     else:
-        as_of = pd.Timestamp(json.loads(policy_path.read_text())["as_of"])
+        as_of = pd.Timestamp(read_policy(policy_path)["as_of"])
         vmf = pd.read_parquet(features_dir / "vm_features.parquet")
         vms = vmf[vmf["created_at"] >= (as_of + pd.Timedelta(days=1)).tz_localize(vmf["created_at"].dt.tz)]
         vms = vms.merge(read_tables(raw_dir, ["vms"])["vms"][["vm_id", "server_id"]], on="vm_id", how="left")

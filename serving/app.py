@@ -1,9 +1,12 @@
 """The HTTP service (DESIGN.md API): FastAPI at the edge, the engine in ``serving.engine``.
 
 The engine is built in ``lifespan`` (off the event loop) and injected; HTTP errors are raised
-only here. Batch, QoS and model endpoints are plain ``def`` (FastAPI's thread pool; ONNX Runtime
-releases the GIL). The single allocation is ``async``, on the event loop: ``Engine.allocate_one``
-takes microseconds (tens when the UM model runs), less than a thread hop.
+only here. QoS and model endpoints are plain ``def`` (FastAPI's thread pool; ONNX Runtime
+releases the GIL); the batch parses, validates and decides in a worker thread too. The single
+allocation is ``async``, on the event loop: ``Engine.allocate_one`` takes microseconds (tens when
+the UM model runs), less than a thread hop, and its body is capped (``max_request_kb``) so that
+parsing it stays that cheap. Work per request is bounded before validation: body sizes per route,
+the batch's length, the counters map, and at most ``MAX_ERRORS`` problems in a 422.
 """
 
 
@@ -22,14 +25,15 @@ from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.routing import Route
 
-from core.errors import ConfigError, InputFormatError, PondError
+from core.errors import InputFormatError, PondError
 from serving.engine import Engine
 from serving.observability import Metrics
 from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
 from serving.schemas import (
+    MAX_COUNTERS,
     Allocation,
     AllocationRequest,
     BatchRequest,
@@ -43,6 +47,8 @@ from telemetry.request import FIELDS as REQUEST_FIELDS
 
 log = logging.getLogger("pond.serving")
 ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
+MAX_ERRORS = 20     # a 422 lists at most this many problems
+_REQUESTS = TypeAdapter(list[AllocationRequest])
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -69,6 +75,49 @@ def allocation_row(vm_id: str, out: dict[str, Any], engine: Engine) -> dict[str,
             "policy": engine.policy_summary}
 
 
+VALUES_PER_REQUEST = 9 + MAX_COUNTERS     # a request's fields, and its counters map at most
+VALIDATE_CHUNK = 256                      # requests per validation call: the GIL is free between calls
+
+
+def _too_large(msg: str) -> HTTPException:
+    return HTTPException(413, [{"loc": ["body", "requests"], "type": "too_large", "msg": msg}])
+
+
+def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
+    """A batch body's requests, with bounded work whatever the body holds.
+
+    Parsing JSON and validating are single C calls that hold the GIL, so their size is bounded
+    before they start: a byte count bounds the objects (a request and its counters are at most
+    two) and the values (commas) a body of ``max_batch`` requests can hold, then the requests
+    are validated in chunks, and the first chunk with an error ends the work.
+    """
+    objects, values = body.count(b"{"), body.count(b",") + 1
+    if objects > 2 * max_batch + 1:
+        raise _too_large(f"more than {max_batch} requests; at most {max_batch} per batch")
+    if values > VALUES_PER_REQUEST * objects + 16:
+        raise _too_large("the body holds more values than its requests can; send {\"requests\": [objects]}")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestValidationError([{"loc": ("body",), "msg": f"invalid JSON ({exc})", "type": "json_invalid"}]) from None
+    items = data.get("requests") if isinstance(data, dict) else None
+    if not isinstance(items, list):     # one error at the top (the counts above bound what is inside)
+        try:
+            BatchRequest.model_validate(data)
+        except ValidationError as exc:
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()[:MAX_ERRORS]]) from None
+    if len(items) > max_batch:
+        raise _too_large(f"{len(items)} requests; at most {max_batch} per batch")
+    out: list[AllocationRequest] = []
+    for start in range(0, len(items), VALIDATE_CHUNK):
+        try:
+            out.extend(_REQUESTS.validate_python(items[start:start + VALIDATE_CHUNK]))
+        except ValidationError as exc:
+            raise RequestValidationError([{**e, "loc": ("body", "requests", start + e["loc"][0], *e["loc"][1:])}
+                                          for e in exc.errors()[:MAX_ERRORS]]) from None
+    return out
+
+
 def parse_body(model: type[BaseModel], body: bytes) -> Any:
     """Validate raw JSON bytes in one pass (pydantic-core), errors located under ``body`` as FastAPI does."""
     try:
@@ -83,10 +132,13 @@ def columns(requests: list[AllocationRequest]) -> dict[str, list]:
 
 
 class Edge:
-    """ASGI middleware: bearer token on /v1/ (401), body-size limit (413), counts and latency per endpoint."""
+    """ASGI middleware: bearer token on /v1/ and /metrics (401; the probes /healthz and /readyz stay open),
+    body-size limit (413), counts and latency per endpoint."""
 
-    def __init__(self, app: Any, metrics: Metrics, max_body_bytes: int, paths: set[str], token: bytes | None):
+    def __init__(self, app: Any, metrics: Metrics, max_body_bytes: int, paths: set[str], token: bytes | None,
+                 body_limits: dict[str, int] | None = None):
         self.app, self.metrics, self.max_body, self.paths = app, metrics, max_body_bytes, paths
+        self.body_limits = body_limits or {}   # per path, below max_body: one VM's request is a few hundred bytes
         self.expected = b"Bearer " + token if token is not None else None
         self._children: dict[tuple[str, int], Any] = {}
         self._latency = {p: metrics.latency.labels(p) for p in (*paths, "other")}
@@ -98,22 +150,27 @@ class Edge:
         start, status = perf_counter(), [500]
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        if (self.expected is not None and scope["path"].startswith("/v1/")
+        limit = self.body_limits.get(scope["path"], self.max_body)
+        if (self.expected is not None and (scope["path"].startswith("/v1/") or scope["path"] == "/metrics")
                 and not secrets.compare_digest(headers.get(b"authorization", b""), self.expected)):
             status[0] = 401
             await _send_json(send, 401, {"detail": "missing or wrong bearer token"},
                              [(b"www-authenticate", b"Bearer")])
-        elif length is not None and (not length.isdigit() or int(length) > self.max_body):
+        elif length is not None and (not length.isdigit() or int(length) > limit):
             status[0] = 413
             await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": f"request body larger than "
-                                                     f"{self.max_body} bytes; split the batch", "type": "too_large"}]})
+                                                     f"{limit} bytes; split the batch", "type": "too_large"}]})
+        elif scope["method"] == "POST" and not _is_json(headers.get(b"content-type", b"")):
+            status[0] = 415
+            await _send_json(send, 415, {"detail": [{"loc": ["header", "content-type"], "type": "unsupported_media_type",
+                                                     "msg": "send the body as JSON with content-type application/json"}]})
         else:
             seen = [0]
 
             async def limited_receive() -> dict:
                 msg = await receive()
                 seen[0] += len(msg.get("body", b""))
-                if seen[0] > self.max_body:
+                if seen[0] > limit:
                     raise _TooLarge()
                 return msg
 
@@ -135,6 +192,10 @@ class Edge:
         self._latency[endpoint].observe(perf_counter() - start)
 
 
+def _is_json(content_type: bytes) -> bool:
+    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
 class _TooLarge(PondError):
     """The body outgrew the limit while it streamed in (no Content-Length to refuse it up front)."""
 
@@ -149,9 +210,7 @@ async def _send_json(send: Any, status: int, body: dict, extra: list[tuple[bytes
 
 def create_app(settings: Settings | None = None, source: BundleSource | None = None) -> FastAPI:
     settings = settings or Settings()
-    if settings.auth_required() and settings.api_token is None:
-        raise ConfigError(f"serving on {settings.host} requires a bearer token: set POND_API_TOKEN "
-                          "(or POND_REQUIRE_AUTH=false on a trusted network)")
+    token = settings.bearer_token()     # refuses to start off loopback without a real token
     metrics = Metrics()
     if source is None and settings.registry_model:
         source = RegistrySource(settings.registry_model, settings.registry_alias, settings.mlflow_tracking_uri,
@@ -195,7 +254,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()[:20]]
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()[:MAX_ERRORS]]
         return JSONResponse({"detail": errors}, 422)
 
     stages = {k: metrics.stage.labels(k) for k in ("enrich", "infer", "decide")}
@@ -229,12 +288,20 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         decisions[out["decision"]].inc()
         return _json(allocation_row(req.vm_id, out, eng))
 
-    @app.post("/v1/allocations/batch", response_model=BatchResponse)
-    def allocate_batch(req: BatchRequest, eng: Current) -> Response:
-        if len(req.requests) > settings.max_batch:
-            raise HTTPException(413, [{"loc": ["body", "requests"], "type": "too_large",
-                                       "msg": f"{len(req.requests)} requests; at most {settings.max_batch} per batch"}])
-        return _json({"allocations": _allocate(eng, columns(req.requests)) if req.requests else []})
+    def batch(eng: Engine, body: bytes) -> Response:
+        requests = parse_batch(body, settings.max_batch)
+        return _json({"allocations": _allocate(eng, columns(requests)) if requests else []})
+
+    batch_body = {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": BatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+
+    @app.post("/v1/allocations/batch", response_model=BatchResponse, openapi_extra=batch_body)
+    async def allocate_batch(request: Request) -> Response:
+        """Up to ``max_batch`` VMs. Parsing, validation and the models run in a worker thread, and the
+        request count is checked before any element is validated: one large or malformed batch costs
+        bounded work and leaves the event loop to the other clients."""
+        eng = current()
+        return await asyncio.to_thread(batch, eng, await request.body())
 
     @app.post("/v1/qos", response_model=QosResponse)
     def qos(req: QosRequest, eng: Current) -> Response:
@@ -269,7 +336,8 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     # pure overhead there. Exceptions still reach the app's handlers.
     app.router.routes.insert(0, Route("/v1/allocations", allocate, methods=["POST"]))
     paths = {r.path for r in app.routes if hasattr(r, "path")}
-    token = settings.api_token.get_secret_value().encode() if settings.auth_required() and settings.api_token else None
+    small = int(settings.max_request_kb * 2 ** 10)
     app.add_middleware(Edge, metrics=metrics, max_body_bytes=int(settings.max_body_mb * 2 ** 20), paths=paths,
+                       body_limits={"/v1/allocations": small, "/v1/qos": small},
                        token=token)
     return app

@@ -25,6 +25,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from itertools import repeat
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
@@ -37,7 +38,9 @@ from features.tma import REQUIRED_EVENTS, pmu_features
 from models.bundle import BundlePaths
 from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
 from models.inference import Models
+from models.policy import read_policy
 from telemetry import request
+from telemetry.io import sha256_file
 
 NAN = float("nan")
 # Distinct requests whose UM prediction allocate_one keeps; emptied when full. VMs are deployed in
@@ -45,6 +48,27 @@ NAN = float("nan")
 # 97.5% of the built-in fleet's requests on the served day are repeats, and a repeat costs a dict
 # look-up instead of an ONNX Runtime run (benchmarks/serving.py reports the share).
 UM_CACHE_ENTRIES = 65_536
+
+
+def verify_snapshot(snapshot_dir: Path) -> dict[str, Any]:
+    """The snapshot's manifest, every file it lists checked against its sha256 (a snapshot written
+    before the manifest listed files is taken as it is)."""
+    manifest_path = snapshot_dir / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_bytes())
+    except FileNotFoundError:
+        raise ModelError(f"{manifest_path} not found: run `dvc repro` (or point the service at a bundle)") from None
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{manifest_path} is not readable JSON ({type(exc).__name__}); rerun `dvc repro`") from None
+    files = manifest.get("files", {}) if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise ModelError(f"{manifest_path}: field files must map file names to sha256; rerun `dvc repro`")
+    for name, digest in files.items():
+        path = snapshot_dir / Path(str(name)).name
+        if not path.is_file() or sha256_file(path) != digest:
+            raise ModelError(f"{path}: missing, or its sha256 differs from {manifest_path}'s field files.{name}: "
+                             "the snapshot was altered or half-written; rerun `dvc repro`")
+    return manifest
 
 
 def bundle_version(paths: BundlePaths) -> str:
@@ -77,10 +101,8 @@ class Engine:
     @classmethod
     def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> "Engine":
         """Load and verify (sha256) both models, score the history table, warm both sessions."""
-        for p in (paths.policy, paths.snapshot_dir / "manifest.json"):
-            if not p.exists():
-                raise ModelError(f"{p} not found: run `dvc repro` (or point the service at a bundle)")
-        policy = json.loads(paths.policy.read_text())
+        policy = read_policy(paths.policy)
+        snapshot = verify_snapshot(paths.snapshot_dir)
         models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
@@ -96,7 +118,6 @@ class Engine:
         # which is how features/customer.py presents it to the model in training
         cust = np.vstack([customers[cust_cols].to_numpy(np.float32),
                           [[0.0] + [NAN] * (len(cust_cols) - 1)]]).astype(np.float32)
-        snapshot = json.loads((paths.snapshot_dir / "manifest.json").read_text())
         version = label or bundle_version(paths)
         um = policy["um"]
         knobs = policy_knobs(policy)["combined"]

@@ -43,7 +43,7 @@ def allocations_frame(cols: dict[str, list], out: dict[str, np.ndarray], engine:
 def predict_file(engine: Engine, in_path: Path, out_path: Path) -> pd.DataFrame:
     if not in_path.exists():
         raise InputFormatError(f"{in_path} not found")
-    cols = request_columns(read_raw(in_path))
+    cols = request_columns(read_raw(in_path, TABLE))
     frame = allocations_frame(cols, engine.allocate(cols), engine)
     if out_path.suffix == ".csv":
         write_atomic(out_path, frame.to_csv(index=False))

@@ -7,17 +7,21 @@ and ``pond predict`` apply; this module adds only what is HTTP's own.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from telemetry.request import ID_MAX_LEN, VmRequest
+from telemetry.request import ID_MAX_LEN, Number, VmRequest
 
 Id = Field(min_length=1, max_length=ID_MAX_LEN)
+MAX_COUNTERS = 512              # the lab list has 134 events; a map beyond this is not a VM's counters
+EventName = Annotated[str, Field(min_length=1, max_length=128)]
+Counters = dict[EventName, Annotated[float, Number]]
 
 
 class AllocationRequest(VmRequest):
-    counters: dict[str, float] | None = Field(default=None, description="accepted for the QoS path; not used to size")
+    counters: Counters | None = Field(default=None, max_length=MAX_COUNTERS,
+                                      description="accepted for the QoS path; not used to size")
 
 
 class Allocation(BaseModel):
@@ -47,7 +51,8 @@ class QosRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vm_id: str = Id
-    counters: dict[str, float] = Field(min_length=1, description="raw PMU counts of the VM's recent runtime")
+    counters: Counters = Field(min_length=1, max_length=MAX_COUNTERS,
+                               description="raw PMU counts of the VM's recent runtime")
     pool_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                   description="pool memory the VM has now; 0 -> nothing to reconfigure")
 

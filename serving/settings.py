@@ -8,7 +8,10 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.errors import ConfigError
 from models.bundle import BundlePaths
+
+MIN_TOKEN_LEN = 16
 
 
 def is_loopback(host: str) -> bool:
@@ -38,7 +41,9 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = None
     require_auth: bool | None = Field(default=None, description="None: on unless bound to loopback")
     max_batch: int = Field(default=10_000, ge=1)
-    max_body_mb: float = Field(default=32.0, gt=0)
+    max_body_mb: float = Field(default=4.0, gt=0, description="largest batch body (413 beyond); 10,000 requests "
+                                                                "without counters are 1.6 MB")
+    max_request_kb: float = Field(default=64.0, gt=0, description="largest body of one VM's request or QoS call")
     qos_threshold: float = Field(default=0.5, gt=0, le=1)
     opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 
@@ -47,3 +52,18 @@ class Settings(BaseSettings):
 
     def auth_required(self) -> bool:
         return self.require_auth if self.require_auth is not None else not is_loopback(self.host)
+
+    def bearer_token(self) -> bytes | None:
+        """The token every protected route requires; None when auth is off (loopback or told so).
+
+        With auth on, a missing, empty or short token refuses to start: an empty POND_API_TOKEN
+        must never read as "no auth" on an address other machines reach.
+        """
+        if not self.auth_required():
+            return None
+        token = self.api_token.get_secret_value() if self.api_token is not None else ""
+        if len(token) < MIN_TOKEN_LEN or not token.isprintable() or token != token.strip():
+            raise ConfigError(f"serving on {self.host} requires a bearer token of at least {MIN_TOKEN_LEN} printable "
+                              f"characters: set POND_API_TOKEN (e.g. `openssl rand -hex 32`), or POND_REQUIRE_AUTH=false "
+                              "on a trusted network")
+        return token.encode()

@@ -7,7 +7,7 @@ every rejection names the table, the column and the first offending rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -20,10 +20,26 @@ Kind = Literal["id", "str", "float", "int", "timestamp"]
 
 @dataclass(frozen=True)
 class Column:
+    """A contract column. ``ge``/``gt``/``le`` bound what is plausible (numbers, or timestamps as
+    ISO text); a bounded column also refuses inf and NaN-like text."""
+
     name: str
     kind: Kind
     nullable: bool = False
     optional: bool = False      # the column may be absent: it is then added, all null
+    ge: float | str | None = None
+    gt: float | str | None = None
+    le: float | str | None = None
+
+    def bounds(self) -> str:
+        lo = f"[{self.ge}" if self.ge is not None else f"({self.gt}" if self.gt is not None else "(-inf"
+        return f"{lo}, {self.le if self.le is not None else 'inf'}]"
+
+
+# Plausible ranges (README "The telemetry contract"): beyond them a value is a unit or export error.
+EARLIEST, LATEST = "2000-01-01", "2100-01-01"   # timestamps: ISO-8601 text or Parquet timestamps, UTC
+MAX_SLOWDOWN_PCT = 10_000.0
+MAX_COUNT = 1e18            # a raw PMU count: 3e14 cycles is a day at 3.5 GHz on one thread
 
 
 @dataclass(frozen=True)
@@ -39,20 +55,23 @@ class Schema:
 
 
 WORKLOADS = Schema("workloads", (
-    Column("workload_id", "id"), Column("workload_class", "str"), Column("footprint_gb", "float"),
+    Column("workload_id", "id"), Column("workload_class", "str"),
+    Column("footprint_gb", "float", gt=0, le=request.MEMORY_GB_MAX),
 ), key="workload_id", has_events=True)
 
 SLOWDOWNS = Schema("slowdowns", (
-    Column("workload_id", "id"), Column("latency_ratio", "float"), Column("spilled_pct", "float"),
-    Column("slowdown_pct", "float"), Column("repetition", "int"),
+    Column("workload_id", "id"), Column("latency_ratio", "float", ge=1, le=10),
+    Column("spilled_pct", "float", ge=0, le=100), Column("slowdown_pct", "float", gt=-100, le=MAX_SLOWDOWN_PCT),
+    Column("repetition", "int", ge=0, le=1e6),
 ), key=None)
 
 VMS = Schema("vms", (
     Column("vm_id", "id"), Column("customer_id", "id"), Column("cluster_id", "id"),
     Column("server_id", "id", nullable=True, optional=True), Column("region", "str"), Column("vm_type", "str"),
     Column("vcpus", "int"), Column("memory_gb", "float"), Column("os", "str"),
-    Column("created_at", "timestamp"), Column("deleted_at", "timestamp", nullable=True),
-    Column("untouched_fraction", "float", nullable=True),
+    Column("created_at", "timestamp", ge=EARLIEST, le=LATEST),
+    Column("deleted_at", "timestamp", nullable=True, ge=EARLIEST, le=LATEST),
+    Column("untouched_fraction", "float", nullable=True, ge=0, le=1),
     # eval-only ground truth: production VMs have none, and it may name workloads the lab never measured
     Column("workload_id", "id", nullable=True, optional=True),
 ), key="vm_id")
@@ -84,18 +103,27 @@ def _coerce(df: pd.DataFrame, col: Column, schema: Schema) -> pd.Series:
             out = out.str.strip()
         return out
     if col.kind == "timestamp":
+        numbers = (pd.Series(True, index=s.index) & s.notna() if pd.api.types.is_numeric_dtype(s)
+                   else s.astype("string").str.fullmatch(r"\s*[-+]?\d+(\.\d*)?\s*").fillna(False))
+        if numbers.any():
+            raise ContractError(schema.table, "timestamps are numbers (epoch seconds? milliseconds?), whose unit "
+                                "is a guess", column=col.name, rows=_bad_rows(df, numbers, schema.key),
+                                fix="write ISO-8601 UTC timestamps, e.g. 2026-01-31T12:00:00Z "
+                                    "(from epoch seconds: pandas.to_datetime(x, unit='s', utc=True))")
         out = pd.to_datetime(s, utc=True, errors="coerce", format="mixed")
         broken = out.isna() & s.notna()
         if broken.any():
             raise ContractError(schema.table, "values are not timestamps", column=col.name,
                                 rows=_bad_rows(df, broken, schema.key),
                                 fix="write ISO-8601 UTC timestamps, e.g. 2026-01-31T12:00:00Z")
+        _in_range(out, col, df, schema)
         return out
     out = pd.to_numeric(s, errors="coerce")
-    broken = out.isna() & s.notna()
+    broken = (out.isna() & s.notna()) | request.booleans(s)
     if broken.any():
         raise ContractError(schema.table, "values are not numeric", column=col.name,
                             rows=_bad_rows(df, broken, schema.key), fix="write plain numbers")
+    _in_range(out, col, df, schema)
     if col.kind == "int":
         fractional = out.notna() & (out != np.floor(out))
         if fractional.any():
@@ -103,6 +131,29 @@ def _coerce(df: pd.DataFrame, col: Column, schema: Schema) -> pd.Series:
                                 rows=_bad_rows(df, fractional, schema.key))
         return out.astype("Int64")
     return out.astype("float64")
+
+
+def _in_range(values: pd.Series, col: Column, raw: pd.DataFrame, schema: Schema) -> None:
+    """NaN-free values outside the column's plausible range (inf included) -> ContractError."""
+    if col.ge is None and col.gt is None and col.le is None:
+        return
+    ts = col.kind == "timestamp"
+
+    def bound(x: float | str) -> Any:
+        return pd.Timestamp(x, tz="UTC") if ts else float(x)
+
+    ok = pd.Series(True, index=values.index)
+    if col.ge is not None:
+        ok &= values >= bound(col.ge)
+    if col.gt is not None:
+        ok &= values > bound(col.gt)
+    if col.le is not None:
+        ok &= values <= bound(col.le)
+    bad = values.notna() & ~ok.fillna(False).astype(bool)
+    if bad.any():
+        raise ContractError(schema.table, f"{col.name} must lie in {col.bounds()}", column=col.name,
+                            rows=_bad_rows(raw, bad, schema.key),
+                            fix="check the export's units (GB, percent, UTC) and drop impossible rows")
 
 
 def _require(cond: pd.Series, df: pd.DataFrame, schema: Schema, column: str, problem: str,
@@ -143,6 +194,10 @@ def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
             _require(~(num.isna() & raw.notna()), df, schema, name, "counter values are not numeric")
             _require(num.isna() | (num >= 0), df, schema, name, "counter values are negative",
                      fix="raw PMU counts are non-negative; check the collector's overflow handling")
+            _require(num.isna() | (num <= MAX_COUNT), df, schema, name, f"counter values exceed {MAX_COUNT:g} "
+                     "(or are infinite)", fix="write raw counts; check the collector's scaling and overflow")
+            _require(~request.booleans(raw), df, schema, name, "counter values are booleans",
+                     fix="write raw counts")
         out = pd.concat([out, counts.astype("float64")], axis=1)
     _check_ranges(out, schema, df)
     return out.reset_index(drop=True)
@@ -150,19 +205,8 @@ def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
 
 def _check_ranges(out: pd.DataFrame, schema: Schema, raw: pd.DataFrame) -> None:
     t = schema.table
-    if t == "workloads":
-        _require(out.footprint_gb > 0, raw, schema, "footprint_gb", "footprint_gb must be > 0")
-    elif t == "slowdowns":
-        _require(out.latency_ratio >= 1, raw, schema, "latency_ratio",
-                 "latency_ratio is pool/local latency and must be >= 1")
-        _require(out.spilled_pct.between(0, 100), raw, schema, "spilled_pct",
-                 "spilled_pct must lie in [0, 100]")
-        _require(np.isfinite(out.slowdown_pct), raw, schema, "slowdown_pct", "slowdown_pct must be finite")
-        _require(out.repetition >= 0, raw, schema, "repetition", "repetition must be >= 0")
-    elif t == "vms":
+    if t == "vms":
         request.check_frame(out, t)
-        _require(out.untouched_fraction.between(0, 1) | out.untouched_fraction.isna(), raw, schema,
-                 "untouched_fraction", "untouched_fraction must lie in [0, 1]")
         _require(out.deleted_at.isna() | (out.deleted_at >= out.created_at), raw, schema,
                  "deleted_at", "deleted_at is before created_at")
         _require(out.deleted_at.notna() | out.untouched_fraction.isna(), raw, schema,

@@ -116,14 +116,26 @@ def azure_vms(vmtable: Path, trace_start: str = "2019-01-01T00:00:00Z") -> pd.Da
 
 
 def import_sources(contract_dir: Path | None = None, perf_dir: Path | None = None,
-                   perf_meta: Path | None = None, azure_vmtable: Path | None = None) -> dict[str, pd.DataFrame]:
-    """Collect tables from every source given, validate them together, return them typed."""
+                   perf_meta: Path | None = None, azure_vmtable: Path | None = None,
+                   existing: dict[str, pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
+    """Collect tables from every source given, validate them together, return them typed.
+
+    An import is the whole contract (all four tables, none empty), so that it can never replace
+    a data set with part of one. ``existing`` (``pond import --partial``): the tables given
+    replace theirs in that set, the others are kept, and the whole set is validated again. An
+    Azure V2 vmtable alone is a trace for the pool simulator (``vms`` only) and stays one.
+    """
     tables: dict[str, pd.DataFrame] = {}
     if contract_dir is not None:
+        if not contract_dir.is_dir():
+            raise InputFormatError(f"{contract_dir} is not a directory of contract tables")
         for name in TABLES:
             path = find_table(contract_dir, name)
             if path is not None:
-                tables[name] = read_raw(path)
+                tables[name] = read_raw(path, name)
+                if tables[name].empty:
+                    raise ContractError(name, f"{path} has no rows", fix="export the table with its rows: an "
+                                        "empty table would replace the data it is meant to update")
         if not tables:
             raise ContractError("workloads", f"no contract tables in {contract_dir}",
                                 fix=f"name files {', '.join(TABLES)} with .parquet or .csv")
@@ -137,4 +149,12 @@ def import_sources(contract_dir: Path | None = None, perf_dir: Path | None = Non
         tables["vms"] = pd.concat([tables.get("vms", pd.DataFrame()), az], ignore_index=True)
     if not tables:
         raise InputFormatError("nothing to import: give a contract directory, --perf-dir or --azure-vmtable")
+    trace = azure_vmtable is not None and set(tables) == {"vms"} and existing is None
+    if existing is not None:
+        tables = {**existing, **tables}
+    missing = [t for t in TABLES if t not in tables]
+    if missing and not trace:
+        raise ContractError(missing[0], f"the import has no {', '.join(missing)} table; a full import needs all of "
+                            f"{', '.join(TABLES)}", fix="add the missing tables, or pass --partial to replace only "
+                            "the tables given in the set already at --out")
     return validate_tables(tables)

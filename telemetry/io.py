@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
+import pyarrow as pa
 
 from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
@@ -23,10 +29,33 @@ def find_table(directory: Path, table: str) -> Path | None:
     return None
 
 
-def read_raw(path: Path) -> pd.DataFrame:
-    if path.name.endswith(".parquet"):
-        return pd.read_parquet(path)
-    return pd.read_csv(path, dtype_backend="numpy_nullable", low_memory=False)
+_READ_FIXES = (  # (error type, what it means, how to fix it), the first match wins
+    (IsADirectoryError, "a directory stands where the file should be", "put the table's file there"),
+    (PermissionError, "the file is not readable", "give the importing user read access"),
+    (UnicodeDecodeError, "the file is not UTF-8 text", "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"),
+    (pd.errors.EmptyDataError, "the file is empty", "export the table again, with its header and rows"),
+    (pd.errors.ParserError, "a row does not match the header", "quote values that contain commas, "
+                                                                "and give every row the header's fields"),
+    (pa.ArrowException, "not a readable Parquet file (empty, truncated or another format)", "export it again"),
+    (OSError, "the file cannot be read", "check the path and the disk"),
+    (ValueError, "the file cannot be parsed", "export it again as CSV (UTF-8, header row) or Parquet"),
+)
+
+
+def read_raw(path: Path, table: str | None = None) -> pd.DataFrame:
+    """A table's file as it is (CSV or Parquet); any failure to read it is one ContractError that
+    names the table and the file, never a parser's traceback."""
+    table = table or path.name.split(".")[0]
+    try:
+        if path.name.endswith(".parquet"):
+            return pd.read_parquet(path)
+        return pd.read_csv(path, dtype_backend="numpy_nullable", low_memory=False, encoding="utf-8")
+    except Exception as exc:
+        for kind, what, fix in _READ_FIXES:
+            if isinstance(exc, kind):
+                detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+                raise ContractError(table, f"cannot read {path}: {what} ({detail})", fix=fix) from None
+        raise
 
 
 def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
@@ -43,26 +72,77 @@ def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
     return validate_tables(out) if validate else out
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or file system cannot, so that the caller falls back."""
+    if sys.platform != "linux":
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def _replace_dir(tmp: Path, target: Path) -> None:
-    """Swap ``tmp`` into ``target`` so readers see the old or the new directory, never half of one."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    """Put ``tmp`` in ``target``'s place. Where the system can exchange two directories in one
+    step (Linux), ``target`` names the old or the new directory at every instant, also after a
+    crash at any point; elsewhere two renames leave a moment without it."""
+    if not target.exists():
+        os.replace(tmp, target)
+    elif _exchange(tmp, target):
+        shutil.rmtree(tmp, ignore_errors=True)      # tmp now holds the old directory
+    else:
+        old = target.with_name(f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}")
         os.replace(target, old)
-    os.replace(tmp, target)
-    if old is not None:
+        os.replace(tmp, target)
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers(target: Path) -> list[Path]:
+    """Temp and old copies of ``target`` that a killed run left beside it (their writer is gone)."""
+    gone = []
+    for p in target.parent.glob(f".{target.name}.*"):
+        parts = p.name[len(target.name) + 2:].split("-")
+        if len(parts) >= 2 and parts[0] in ("tmp", "old") and parts[1].isdigit() and not _alive(int(parts[1])):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            gone.append(p)
+    return gone
+
+
 class AtomicDir:
-    """Context manager yielding a temp dir that replaces ``target`` only if the block succeeds."""
+    """Context manager yielding a temp dir that replaces ``target`` only if the block succeeds.
+
+    Temp dirs carry the writer's PID; those of writers no longer running (killed mid-write) are
+    removed when the next writer of the same target starts."""
 
     def __init__(self, target: Path | str) -> None:
         self.target = Path(target)
 
     def __enter__(self) -> Path:
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
+        remove_leftovers(self.target)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-{os.getpid()}-", dir=self.target.parent))
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -82,7 +162,8 @@ def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame]) -> None
 def write_atomic(path: Path | str, data: bytes | str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    remove_leftovers(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
@@ -90,6 +171,14 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_json(path: Path | str, obj: Any) -> None:

@@ -13,11 +13,11 @@ value the models have not seen, never an error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from core.errors import ContractError
 
@@ -38,6 +38,24 @@ RULES = (f"vm_id, customer_id, vm_type, os, region: non-empty text (ids and clus
          f"number in [1, {VCPUS_MAX}]; memory_gb: a finite number in (0, {MEMORY_GB_MAX:g}]; cluster_id optional")
 
 
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError("must be a number, not a boolean")
+    return value
+
+
+Number = BeforeValidator(_not_a_boolean)   # JSON true is not 1 GB, nor 1 vCPU
+
+
+def booleans(s: pd.Series) -> pd.Series:
+    """Where a column holds booleans: a bool column whole, or the bool values of a mixed one."""
+    if pd.api.types.is_bool_dtype(s):
+        return pd.Series(True, index=s.index)
+    if s.dtype == object:
+        return s.map(type).isin([bool, np.bool_])
+    return pd.Series(False, index=s.index)
+
+
 def _text(limit: int, description: str) -> Any:
     return Field(min_length=1, max_length=limit, pattern=r"\S", description=description)
 
@@ -50,8 +68,8 @@ class VmRequest(BaseModel):
     vm_id: str = _text(ID_MAX_LEN, "the scheduler's id of the VM, echoed in the answer")
     customer_id: str = _text(ID_MAX_LEN, "any customer; one the snapshot does not know gets the no-history path")
     vm_type: str = _text(VM_TYPE_MAX_LEN, "any size name (Standard_D4s_v3, m5.xlarge, n2-standard-8, ...)")
-    vcpus: int = Field(ge=1, le=VCPUS_MAX)
-    memory_gb: float = Field(gt=0, le=MEMORY_GB_MAX, allow_inf_nan=False)
+    vcpus: Annotated[int, Number] = Field(ge=1, le=VCPUS_MAX)
+    memory_gb: Annotated[float, Number] = Field(gt=0, le=MEMORY_GB_MAX, allow_inf_nan=False)
     os: str = _text(NAME_MAX_LEN, "guest OS, any value")
     region: str = _text(NAME_MAX_LEN, "any region")
     cluster_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
@@ -85,12 +103,12 @@ def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
             raise ContractError(table, f"{col} is longer than {limit} characters", column=col,
                                 rows=_rows(ids, long), fix=f"shorten {col} to at most {limit} characters")
     vcpus = pd.to_numeric(df["vcpus"], errors="coerce").astype("float64")
-    bad = ~((vcpus >= 1) & (vcpus <= VCPUS_MAX) & (vcpus == np.floor(vcpus)))
+    bad = ~((vcpus >= 1) & (vcpus <= VCPUS_MAX) & (vcpus == np.floor(vcpus))) | booleans(df["vcpus"])
     if bad.any():
         raise ContractError(table, f"vcpus must be a whole number in [1, {VCPUS_MAX}]", column="vcpus",
                             rows=_rows(ids, bad), fix="fix vcpus in these rows")
     mem = pd.to_numeric(df["memory_gb"], errors="coerce").astype("float64")
-    bad = ~((mem > 0) & (mem <= MEMORY_GB_MAX))   # also NaN and inf
+    bad = ~((mem > 0) & (mem <= MEMORY_GB_MAX)) | booleans(df["memory_gb"])   # also NaN and inf
     if bad.any():
         raise ContractError(table, f"memory_gb must be a finite number in (0, {MEMORY_GB_MAX:g}]",
                             column="memory_gb", rows=_rows(ids, bad), fix="fix memory_gb in these rows")

@@ -50,15 +50,20 @@ def test_azure_vmtable():
     assert vms.vm_type.iloc[1] == "azure_Interactive_2c_4g"
 
 
-def test_import_cli_all_sources(tmp_path, small_raw):
+def test_import_cli_all_sources(tmp_path, small_raw, capsys):
     out = tmp_path / "raw"
-    rc = main(["import", "--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(FIXTURES / "perf" / "meta.csv"),
-               "--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv"), "--out", str(out)])
-    assert rc == 0
-    t = read_tables(out, ["workloads", "vms"])
-    assert len(t["workloads"]) == 2 and len(t["vms"]) == 4
+    perf = ["--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(FIXTURES / "perf" / "meta.csv")]
+    azure = ["--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv")]
+    # a lab and a trace are not a data set: no slowdowns, no counters
+    assert main(["import", *perf, *azure, "--out", str(out)]) == 2
+    assert "a full import needs all of" in capsys.readouterr().err and not out.exists()
+    assert main(["import", *azure, "--out", str(out)]) == 0      # a trace alone is the simulator's input
+    assert len(read_tables(out, ["vms"])["vms"]) == 4
     rc = main(["import", str(small_raw), "--out", str(out)])
     assert rc == 0 and len(read_tables(out)["vms"]) == len(read_tables(small_raw)["vms"])
+    # perf runs replace the lab's workloads only with --partial, and the whole set must still hold
+    assert main(["import", *perf, "--out", str(out), "--partial"]) == 2
+    assert "slowdowns reference unknown workloads" in capsys.readouterr().err
 
 
 def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):

@@ -56,6 +56,17 @@ def test_bad_requests_name_the_field(client, requests_, change, field):
     assert field in [e["loc"][-1] for e in r.json()["detail"]]
 
 
+@pytest.mark.parametrize("path", ["/v1/allocations", "/v1/allocations/batch", "/v1/qos"])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_only_json_bodies(client, requests_, path, content_type):
+    body = json.dumps({"requests": requests_[:1]} if path.endswith("batch") else requests_[0]).encode()
+    headers = {"content-type": content_type} if content_type else {}
+    r = client.post(path, content=body, headers=headers)
+    assert r.status_code == 415 and r.json()["detail"][0]["loc"] == ["header", "content-type"]
+    ok = client.post(path, content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert ok.status_code != 415
+
+
 def test_missing_field_and_bad_json(client, requests_):
     body = dict(requests_[0])
     del body["customer_id"]
@@ -127,15 +138,23 @@ def test_not_ready_without_a_bundle(tmp_path, requests_):
         assert c.post("/v1/allocations", json=requests_[0]).status_code == 503
 
 
-def test_bearer_token(small_bundle, requests_):
+TOKEN = "0123456789abcdef-s3cret"
+
+
+@pytest.mark.parametrize("token", [None, "", "short", " " * 20, "0123456789abcdef\n"])
+def test_no_real_token_no_service_off_loopback(small_bundle, token):
     with pytest.raises(ConfigError, match="POND_API_TOKEN"):
-        create_app(settings_for(small_bundle, host="0.0.0.0"))
-    with TestClient(create_app(settings_for(small_bundle, api_token="s3cret", require_auth=True))) as c:
+        create_app(settings_for(small_bundle, host="0.0.0.0", api_token=token))
+
+
+def test_bearer_token(small_bundle, requests_):
+    with TestClient(create_app(settings_for(small_bundle, api_token=TOKEN, require_auth=True))) as c:
         assert c.post("/v1/allocations", json=requests_[0]).status_code == 401
-        bad = {"Authorization": "Bearer nope"}
-        assert c.post("/v1/allocations", json=requests_[0], headers=bad).status_code == 401
-        ok = {"Authorization": "Bearer s3cret"}
+        for bad in ("Bearer nope", "Bearer ", "", f"Basic {TOKEN}"):
+            assert c.post("/v1/allocations", json=requests_[0], headers={"Authorization": bad}).status_code == 401
+        ok = {"Authorization": f"Bearer {TOKEN}"}
         assert c.post("/v1/allocations", json=requests_[0], headers=ok).status_code == 200
+        assert c.get("/metrics").status_code == 401 and c.get("/metrics", headers=ok).status_code == 200
         assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
 
 
@@ -150,3 +169,26 @@ def test_tampered_model_is_refused(small_bundle, tmp_path):
     with TestClient(create_app(settings_for(tmp_path))) as c:
         r = c.get("/readyz")
         assert r.status_code == 503 and "sha256" in r.json()["reason"]
+
+
+def test_work_per_request_is_bounded_before_validation(small_bundle, requests_):
+    """Oversized or junk bodies are refused by size or by a byte count, never by building one
+    validation error per element; a 422 lists at most 20 problems, located in the right request."""
+    with TestClient(create_app(settings_for(small_bundle, max_batch=600))) as c:
+        big = {**requests_[0], "vm_id": "v" * 70_000}
+        assert c.post("/v1/allocations", json=big).status_code == 413           # one VM: 64 KB at most
+        many = {**requests_[0], "counters": {f"EVENT_{i}": 1.0 for i in range(513)}}
+        r = c.post("/v1/allocations", json=many)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+        r = c.post("/v1/allocations/batch", json={"requests": requests_[:1] * 601})
+        assert r.status_code == 413 and "at most 600" in r.json()["detail"][0]["msg"]
+        junk = b'{"requests": [' + b"1," * 300_000 + b"1]}"
+        r = c.post("/v1/allocations/batch", content=junk, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "more values than its requests can" in r.json()["detail"][0]["msg"]
+        bad = requests_[:1] * 300 + [{**requests_[0], "memory_gb": -1}] * 300
+        r = c.post("/v1/allocations/batch", json={"requests": bad})
+        assert r.status_code == 422
+        detail = r.json()["detail"]
+        assert len(detail) == 20 and detail[0]["loc"] == ["body", "requests", 300, "memory_gb"]
+        ok = c.post("/v1/allocations/batch", json={"requests": requests_[:1] * 600})
+        assert ok.status_code == 200 and len(ok.json()["allocations"]) == 600

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from core.errors import ModelError
 from features.build import REQUEST_SHAPE
 from serving.engine import Engine
 from serving.offline import allocations_frame, request_columns
+from telemetry.io import sha256_file
 from telemetry.request import FIELDS as REQUEST_FIELDS
 from tests.serving.conftest import bundle_paths
 
@@ -125,6 +127,9 @@ def test_a_snapshot_without_request_shapes_starts_with_an_empty_cache(small_bund
         shutil.copytree(small_bundle / d, tmp_path / d)
     shutil.copy(small_bundle / "policy.json", tmp_path / "policy.json")
     (tmp_path / "features/snapshot/request_shapes.parquet").unlink()
+    manifest = json.loads((tmp_path / "features/snapshot/manifest.json").read_text())
+    del manifest["files"]                      # nor did their manifests list file hashes
+    (tmp_path / "features/snapshot/manifest.json").write_text(json.dumps(manifest))
     old = Engine.load(bundle_paths(tmp_path))
     assert "prefilled_shapes" not in old.info and len(old.um_cache) == 1     # the warm-up request only
     cols = _cols(next_day_vms.head(20))
@@ -136,6 +141,9 @@ def test_snapshot_without_the_models_customer_columns_is_refused(small_bundle, t
     shutil.copytree(small_bundle / "features" / "snapshot", snap)
     cust = pd.read_parquet(snap / "customer_percentiles.parquet")
     cust.drop(columns=["cust_p99"]).to_parquet(snap / "customer_percentiles.parquet")
+    manifest = json.loads((snap / "manifest.json").read_text())     # a consistent snapshot, other percentiles
+    manifest["files"]["customer_percentiles.parquet"] = sha256_file(snap / "customer_percentiles.parquet")
+    (snap / "manifest.json").write_text(json.dumps(manifest))
     p = bundle_paths(small_bundle)
     with pytest.raises(ModelError, match=r"lacks columns \['cust_p99'\]"):
         Engine.load(replace(p, snapshot_dir=snap))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -61,3 +62,17 @@ def test_uvicorn_process_serves_every_endpoint(small_bundle, small_raw, next_day
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_hostile_bodies_do_not_stall_good_requests(small_bundle):
+    """benchmarks/hostile_load.py for 3 s against the small bundle: every bad body is refused with a
+    413/422 (never by building one error per element), no good request fails, and the good request's
+    p99 stays under 500 ms (before bounded parsing, one 4 MB bad body stalled every client for 33 s)."""
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hostile_load.py"), "--seconds", "3",
+                          "--bundle-dir", str(small_bundle), "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["server_alive"] and set(out["good_statuses"]) == {"200"}
+    assert {k.rsplit(" -> ", 1)[1] for k in out["bad_bodies"]} <= {"413", "422", "RemoteProtocolError", "WriteError",
+                                                                    "ReadError"}
+    assert out["good_under_attack"]["p99_ms"] < 500 and out["server_growth_mb"] < 200

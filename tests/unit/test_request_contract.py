@@ -64,6 +64,7 @@ CASES = [  # (field, value, accepted)
     ("memory_gb", 0.5, True), ("memory_gb", float("inf"), False), ("memory_gb", float("nan"), False),
     ("customer_id", "c" * 256, True), ("customer_id", "c" * 257, False), ("customer_id", " ", False),
     ("os", "o" * 64, True), ("os", "o" * 65, False), ("region", "", False), ("region", "mars-north-1", True),
+    ("vcpus", True, False), ("memory_gb", True, False), ("memory_gb", False, False),   # booleans are not numbers
 ]
 
 

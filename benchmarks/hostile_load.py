@@ -1,0 +1,171 @@
+"""Hostile load: worst-case bodies against a real `pond serve`, while one client sends good requests.
+
+Starts the service on loopback (tonight's bundle, or the paths given), measures a good single
+request's latency alone, then again while two threads send, for ``--seconds``, bodies built to
+cost the most: 32 MB declared and 32 MB chunked (no length), a 32 MB counters map on the single
+route, a batch body at its size limit full of 1s, one full of tiny objects, and a batch of 10,000
+invalid requests. Prints the good request's p50/p99/max in both phases, the answers the bad
+bodies got, and the server's memory growth (peak RSS over the run minus RSS after warm-up, from
+/proc). Targets (issue 15): good p99 under 50 ms, growth under 200 MB.
+
+    python benchmarks/hostile_load.py                 # after `dvc repro`
+    python benchmarks/hostile_load.py --seconds 3 --bundle-dir DIR --json   # (tests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 2 ** 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+def _chunks(data: bytes, size: int = MB):
+    for i in range(0, len(data), size):
+        yield data[i:i + size]
+
+
+def bad_bodies(good: dict, max_batch: int = 10_000) -> list[tuple[str, str, dict]]:
+    """(name, path, httpx request kwargs), each built to cost the server the most."""
+    ones = b'{"requests": [' + b"1," * (16 * MB - 1) + b"1]}"                      # 32 MB of values
+    at_cap_ones = b'{"requests": [' + b"1," * (2 * MB - 8) + b"1]}"                # 4 MB, the batch cap
+    tiny = b'{"requests": [' + b'{"a":1},' * (4 * MB // 8 - 4) + b"{}]}"           # 4 MB of objects
+    counters = b'{"vm_id": "x", "counters": {' + b",".join(
+        b'"E%d": true' % i for i in range(3 * MB)) + b"}}"                            # ~32 MB map
+    invalid = json.dumps({"requests": [{**good, "memory_gb": -1}] * max_batch}).encode()
+    headers = {"content-type": "application/json"}
+    return [
+        ("batch 32 MB declared", "/v1/allocations/batch", {"content": ones, "headers": headers}),
+        ("batch 32 MB chunked", "/v1/allocations/batch", {"content": _chunks(ones), "headers": headers}),
+        ("single 32 MB counters", "/v1/allocations", {"content": counters, "headers": headers}),
+        ("batch of 1s at the cap", "/v1/allocations/batch", {"content": at_cap_ones, "headers": headers}),
+        ("batch of tiny objects at the cap", "/v1/allocations/batch", {"content": tiny, "headers": headers}),
+        ("batch of 10,000 invalid requests", "/v1/allocations/batch", {"content": invalid, "headers": headers}),
+    ]
+
+
+def _good_latencies(base: str, body: dict, seconds: float) -> tuple[list[float], Counter]:
+    times, codes = [], Counter()
+    with httpx.Client(base_url=base, timeout=30) as c:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            r = c.post("/v1/allocations", json=body)
+            times.append(time.perf_counter() - t)
+            codes[r.status_code] += 1
+    return times, codes
+
+
+def _attack(base: str, bodies: list, stop: threading.Event, seen: Counter, lock: threading.Lock) -> None:
+    with httpx.Client(base_url=base, timeout=60) as c:
+        i = 0
+        while not stop.is_set():
+            name, path, kw = bodies[i % len(bodies)]
+            if isinstance(kw["content"], bytes):
+                req = kw
+            else:                                   # a generator is used up: build the chunks again
+                req = {**kw, "content": _chunks(bad_bodies.cache[name])}
+            try:
+                status = c.post(path, **req).status_code
+            except httpx.TransportError as exc:     # the server may close a connection it refused
+                status = type(exc).__name__
+            with lock:
+                seen[(name, status)] += 1
+            i += 1
+
+
+def _summary(times: list[float]) -> dict[str, float]:
+    a = np.array(times) * 1000
+    return {"requests": len(a), "p50_ms": round(float(np.percentile(a, 50)), 2),
+            "p99_ms": round(float(np.percentile(a, 99)), 2), "max_ms": round(float(a.max()), 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="attack duration (default 20)")
+    ap.add_argument("--bundle-dir", type=Path, default=None,
+                    help="a dir with policy.json, li/, um/, features/snapshot (default: tonight's files)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object only")
+    args = ap.parse_args()
+    if args.bundle_dir is None:
+        paths = [ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",
+                 ROOT / "data/features/snapshot"]
+    else:
+        d = args.bundle_dir
+        paths = [d / "policy.json", d / "li", d / "um", d / "features" / "snapshot"]
+    requests = pd.read_parquet(paths[3] / "request_shapes.parquet").head(1)
+    good = {"vm_id": "good-1", **{k: (None if pd.isna(v) else v) for k, v in requests.iloc[0].items() if k != "vms"}}
+    good["vcpus"], good["memory_gb"] = int(good["vcpus"]), float(good["memory_gb"])
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--policy", str(paths[0]),
+           "--li", str(paths[1]), "--um", str(paths[2]), "--snapshot", str(paths[3])]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise SystemExit("the service did not start")
+            time.sleep(0.2)
+        quiet, _ = _good_latencies(base, good, min(3.0, args.seconds))
+        rss0 = _rss_kb(proc.pid, "VmRSS")
+        bodies = bad_bodies(good)
+        bad_bodies.cache = {n: kw["content"] for n, _, kw in bodies if isinstance(kw["content"], bytes)}
+        bad_bodies.cache["batch 32 MB chunked"] = bad_bodies.cache["batch 32 MB declared"]
+        stop, seen, lock = threading.Event(), Counter(), threading.Lock()
+        attackers = [threading.Thread(target=_attack, args=(base, bodies[k::2], stop, seen, lock)) for k in (0, 1)]
+        for t in attackers:
+            t.start()
+        loud, codes = _good_latencies(base, good, args.seconds)
+        stop.set()
+        for t in attackers:
+            t.join()
+        peak = _rss_kb(proc.pid, "VmHWM")
+        alive = proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    out = {"good_alone": _summary(quiet), "good_under_attack": _summary(loud),
+           "good_statuses": {str(k): v for k, v in codes.items()},
+           "bad_bodies": {f"{n} -> {s}": v for (n, s), v in sorted(seen.items(), key=str)},
+           "server_rss_after_warmup_mb": round(rss0 / 1024, 1),
+           "server_growth_mb": round((peak - rss0) / 1024, 1), "server_alive": alive,
+           "targets": {"good_p99_ms": 50, "server_growth_mb": 200}, "cores": os.cpu_count()}
+    print(json.dumps(out, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

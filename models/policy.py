@@ -1,0 +1,103 @@
+"""``policy.json`` (written by `optimize`, read by everything that decides) as a checked type.
+
+A policy arrives from a file the service hot-reloads or from a registry bundle: a hand-edited
+threshold of -1 or an offset of -5 would be served to every VM. Every value is typed and
+range-checked, unknown keys are refused, model files are plain names in their directory, and a
+refusal names the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from core.errors import ModelError
+from core.params import Day
+
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Offset = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]   # shifts a fraction in [0, 1]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+\.onnx$", max_length=128)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)   # "0.1" is not a number here
+
+
+class LiPolicy(_Strict):
+    enabled: bool
+    threshold: Share | None
+    model: FileName
+    sha256: Sha256
+    features: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    classes: list[int] = Field(min_length=1, max_length=2)
+    expected_li: Share
+    expected_fp: Share
+    fp_bound: Share
+
+    @model_validator(mode="after")
+    def _threshold_iff_enabled(self) -> "LiPolicy":
+        if self.enabled != (self.threshold is not None):
+            raise ValueError("threshold must be a number exactly when enabled is true")
+        return self
+
+
+class UmPolicy(_Strict):
+    enabled: bool
+    target_op: Share
+    offset: Offset
+    model: FileName
+    sha256: Sha256
+    expected_um: Share
+    expected_op: Share
+    op_bound: Share
+
+
+class Alternative(_Strict):
+    li_threshold: Share | None
+    um_offset: Offset | None
+    um_target_op: Share
+    expected_pool_share: Share
+
+
+class Expected(_Strict):
+    pool_share: Share
+    mispredictions: Share
+    mispredictions_bound: Share
+
+
+class Policy(_Strict):
+    as_of: Day
+    pdm: float = Field(gt=0, le=1000, allow_inf_nan=False)
+    tp: float = Field(gt=0, le=100)
+    latency_ratio: float = Field(ge=1, le=10)
+    confidence: float | None = Field(gt=0, lt=1)
+    history_share: Share
+    misprediction_budget: Share
+    li: LiPolicy
+    um: UmPolicy
+    expected: Expected
+    alternatives: dict[Annotated[str, Field(pattern="^(li_only|um_only)$")], Alternative] = Field(min_length=2,
+                                                                                                   max_length=2)
+
+
+def read_policy(path: Path) -> dict[str, Any]:
+    """The checked policy, as the plain dict the decision code takes; ModelError naming file and field."""
+    try:
+        raw = json.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise ModelError(f"{path} not found: run `dvc repro` (or point the service at a bundle)") from None
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path} is not readable JSON ({type(exc).__name__}: {str(exc)[:120]}); "
+                         "regenerate it with `dvc repro`") from None
+    try:
+        return Policy.model_validate(raw).model_dump(mode="json")
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = ".".join(str(x) for x in e["loc"]) or "(the whole file)"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ModelError(f"{path}: field {field}: {e['msg']}{more}; do not edit policy.json by hand, "
+                         "regenerate it with `dvc repro`") from None

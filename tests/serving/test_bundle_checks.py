@@ -1,0 +1,75 @@
+"""A bundle's values are checked before they are served: policy fields typed and in range, the
+snapshot's files pinned by sha256; a refusal names the file and the field, and the service keeps
+serving the bundle it has."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from core.errors import ModelError
+from serving.engine import Engine
+from serving.observability import Metrics
+from serving.reload import EngineHolder, FileSource
+from tests.serving.conftest import bundle_paths
+
+
+@pytest.fixture()
+def paths(small_bundle, tmp_path):
+    """The small bundle with its policy and snapshot copied where a test may spoil them."""
+    shutil.copy2(small_bundle / "policy.json", tmp_path / "policy.json")
+    shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "snapshot")
+    return replace(bundle_paths(small_bundle), policy=tmp_path / "policy.json", snapshot_dir=tmp_path / "snapshot")
+
+
+def _edit_policy(paths, edit) -> None:
+    policy = json.loads(paths.policy.read_text())
+    edit(policy)
+    paths.policy.write_text(json.dumps(policy))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda p: p["li"].update(threshold=-1), "li.threshold"),
+    (lambda p: p["li"].update(threshold=float("nan")), "li.threshold"),
+    (lambda p: p["um"].update(offset=-5), "um.offset"),
+    (lambda p: p["um"].update(offset="0.1"), "um.offset"),
+    (lambda p: p.pop("um"), "um"),
+    (lambda p: p.update(surprise=1), "surprise"),
+    (lambda p: p["li"].update(model="../../um/um.onnx"), "li.model"),
+    (lambda p: p["li"].update(sha256="abc"), "li.sha256"),
+    (lambda p: p["alternatives"]["li_only"].update(li_threshold=2), "alternatives.li_only.li_threshold"),
+    (lambda p: p.update(tp=250), "tp"),
+])
+def test_policy_values_are_checked(paths, edit, field):
+    Engine.load(paths)                      # the untouched copy loads
+    _edit_policy(paths, edit)
+    with pytest.raises(ModelError, match=f"field {field}:") as err:
+        Engine.load(paths)
+    assert str(paths.policy) in str(err.value)
+
+
+def test_unreadable_policy_names_the_file(paths):
+    paths.policy.write_text('{"li": ')
+    with pytest.raises(ModelError, match="is not readable JSON") as err:
+        Engine.load(paths)
+    assert str(paths.policy) in str(err.value)
+
+
+def test_an_altered_snapshot_is_refused(paths):
+    cust = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
+    cust.assign(cust_p50=0.99).to_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
+    with pytest.raises(ModelError, match="customer_percentiles.parquet: missing, or its sha256 differs"):
+        Engine.load(paths)
+
+
+def test_hot_reload_keeps_serving_the_old_bundle(paths):
+    holder = EngineHolder(FileSource(paths, 0.5), Metrics())
+    assert holder.refresh() and holder.engine is not None
+    served = holder.engine
+    _edit_policy(paths, lambda p: p["li"].update(threshold=-1))
+    assert holder.refresh() is False and holder.engine is served
+    assert "field li.threshold" in holder.last_error
