@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from core.errors import InputFormatError, PondError
@@ -181,6 +182,9 @@ class Edge:
 
             try:
                 await self.app(scope, limited_receive, tracking_send)
+            except ClientDisconnect:     # the client hung up mid-body: nothing to answer, nothing broke
+                status[0] = 499
+                log.info("client %s hung up before its request to %s arrived", scope.get("client"), scope["path"])
             except _TooLarge:
                 status[0] = 413
                 await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": "request body too large",

@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     from serving.app import create_app
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from serving.protocol import bounded_protocol
     app = create_app(settings)
+    http = bounded_protocol(int(settings.max_header_kb * 1024), settings.max_headers, settings.read_timeout_s)
     uvicorn.run(app, host=settings.host, port=settings.port, workers=1, log_level="info", access_log=False,
-                proxy_headers=False)
+                proxy_headers=False, http=http)
     return 0

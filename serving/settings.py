@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     max_body_mb: float = Field(default=4.0, gt=0, description="largest batch body (413 beyond); 10,000 requests "
                                                                 "without counters are 1.6 MB")
     max_request_kb: float = Field(default=64.0, gt=0, description="largest body of one VM's request or QoS call")
+    max_header_kb: float = Field(default=32.0, gt=0, description="request line and headers (431 beyond)")
+    max_headers: int = Field(default=100, ge=8, description="headers per request (431 beyond)")
+    read_timeout_s: float = Field(default=15.0, gt=0, description="a request must arrive whole within this (408)")
     qos_threshold: float = Field(default=0.5, gt=0, le=1)
     opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 

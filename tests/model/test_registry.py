@@ -19,13 +19,13 @@ def store(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _night(small_bundle, small_raw, store, name: str, li_threshold: float | None = None) -> list[str]:
-    """A metrics dir and policy for one night; optionally the same models under a stricter LI threshold."""
+def _night(small_bundle, small_raw, store, name: str, without_li: bool = False) -> list[str]:
+    """A metrics dir and policy for one night; optionally the same models with LI switched off."""
     d = store / name
     (d / "metrics").mkdir(parents=True)
     policy = json.loads((small_bundle / "policy.json").read_text())
-    if li_threshold is not None:
-        policy["li"]["threshold"] = li_threshold
+    if without_li:
+        policy["li"].update(enabled=False, threshold=None)
     (d / "policy.json").write_text(json.dumps(policy))
     for src, dst in (("o.json", "optimize.json"), ("um.json", "train_um.json"), ("li.json", "train_li.json")):
         shutil.copy2(small_bundle / src, d / "metrics" / dst)
@@ -57,8 +57,8 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     assert str(champion.version) == "1" and champion.tags["gate.decision"] == "champion"
     assert "no champion yet" in champion.tags["gate.reason"]
 
-    # same models, LI threshold above every probability: the pool share collapses -> challenger
-    second = _night(small_bundle, small_raw, store, "night2", li_threshold=1.01)
+    # same models, LI switched off: the pool share collapses -> challenger
+    second = _night(small_bundle, small_raw, store, "night2", without_li=True)
     assert main(["--params", str(params), *second]) == 0
     challenger = _version(store, "challenger")
     assert str(challenger.version) == "2" and challenger.tags["gate.decision"] == "challenger"
@@ -75,7 +75,7 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     assert "pond-znuma/v1" in text and "pond-znuma/v2" in text and "per_vm_p99_us" in text
     import pandas as pd
     table = pd.read_csv(out / "compare.csv", index_col=0)
-    assert float(table.loc["li_threshold", "pond-znuma/v2"]) == 1.01
+    assert pd.isna(table.loc["li_threshold", "pond-znuma/v2"])           # LI off in version 2
     assert float(table.loc["realized_pool", "pond-znuma/v2"]) < float(table.loc["realized_pool", "pond-znuma/v1"])
     assert (out / "curves.png").stat().st_size > 0
     drift = pd.read_csv(out / "drift.csv")

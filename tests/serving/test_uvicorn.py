@@ -73,6 +73,67 @@ def test_hostile_bodies_do_not_stall_good_requests(small_bundle):
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["server_alive"] and set(out["good_statuses"]) == {"200"}
-    assert {k.rsplit(" -> ", 1)[1] for k in out["bad_bodies"]} <= {"413", "422", "RemoteProtocolError", "WriteError",
-                                                                    "ReadError"}
+    assert {k.rsplit(" -> ", 1)[1] for k in out["bad_bodies"]} <= {"413", "422", "431", "RemoteProtocolError",
+                                                                    "WriteError", "ReadError"}
     assert out["good_under_attack"]["p99_ms"] < 500 and out["server_growth_mb"] < 200
+
+
+def _start(small_bundle, **env: str) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port),
+           "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
+           "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                return proc, port
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.time() < deadline, "service not ready"
+        time.sleep(0.2)
+
+
+def _exchange(port: int, data: bytes, wait_s: float = 5.0) -> bytes:
+    """Send raw bytes, then read until the server closes the connection (or ``wait_s``)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        s.settimeout(wait_s)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
+def test_headers_deadlines_and_hang_ups_are_bounded(small_bundle, next_day_vms):
+    proc, port = _start(small_bundle, POND_READ_TIMEOUT_S="1", POND_MAX_HEADER_KB="8")
+    try:
+        head = b"POST /v1/allocations HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        big = _exchange(port, head + b"x-big: " + b"a" * 20_000 + b"\r\n\r\n")
+        assert big.startswith(b"HTTP/1.1 431") and b"exceed 8192 bytes" in big
+        many = _exchange(port, head + b"".join(b"x-%d: 1\r\n" % i for i in range(150)) + b"\r\n")
+        assert many.startswith(b"HTTP/1.1 431") and b"more than 100 headers" in many
+        t = time.perf_counter()
+        stalled = _exchange(port, head)                              # headers never finish
+        assert stalled.startswith(b"HTTP/1.1 408") and time.perf_counter() - t < 4
+        body = json.dumps(request_of(next_day_vms.iloc[0])).encode()
+        half = _exchange(port, head + b"content-length: %d\r\n\r\n" % len(body) + body[:10])
+        assert half.startswith(b"HTTP/1.1 408")                      # the body never finishes
+        with socket.create_connection(("127.0.0.1", port)) as s:      # hang up mid-body
+            s.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body[:10])
+        time.sleep(0.5)
+        ok = httpx.post(f"http://127.0.0.1:{port}/v1/allocations", json=request_of(next_day_vms.iloc[0]))
+        assert ok.status_code == 200
+        # a large body arrives in the same reads as its small head: it is body, not head (200, not 431)
+        batch = {"requests": [request_of(r) for r in next_day_vms.itertuples()] * 4}
+        assert len(json.dumps(batch)) > 100_000
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/allocations/batch", json=batch, timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=20)[0]
+    assert "Traceback" not in out and "Exception in ASGI application" not in out, out[-3000:]

@@ -1,0 +1,113 @@
+"""uvicorn's httptools protocol, with the limits a service on an exposed address needs.
+
+httptools buffers a request's headers whole and waits for a request forever, so a client could
+hold megabytes of headers in memory or keep a connection open by trickling bytes. Here:
+- the request line and headers may take ``max_header_bytes`` and ``max_headers`` (431 beyond);
+- a request must arrive whole within ``read_timeout_s`` of its first byte (408 otherwise; the
+  idle time between requests is uvicorn's ``timeout_keep_alive``).
+Refusals are short JSON answers and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    max_header_bytes = 32 * 1024
+    max_headers = 100
+    read_timeout_s = 15.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_bytes = self._raw_head = 0
+        self._in_head = True
+        self._deadline: asyncio.TimerHandle | None = None
+        self._refusal: tuple[int, str] | None = None
+
+    # Head size is counted two ways: the exact bytes of the request line and each header as the
+    # parser hands them over, and whole reads that arrive while a head is still incomplete (httptools
+    # buffers a header until it ends, so a giant one is refused while it is still arriving).
+    def _check_head(self) -> None:
+        if max(self._head_bytes, self._raw_head) > self.max_header_bytes and self._refusal is None:
+            self._refusal = (431, f"request line and headers exceed {self.max_header_bytes} bytes")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.read_timeout_s, self._too_slow)
+        in_head_before = self._in_head
+        super().data_received(data)
+        if in_head_before and self._in_head and not self.transport.is_closing():   # all of it was head
+            self._raw_head += len(data)
+            self._check_head()
+            if self._refusal is not None:
+                self._refuse(*self._refusal)
+
+    def on_message_begin(self) -> None:
+        self._head_bytes = self._raw_head = 0
+        self._in_head = True
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._head_bytes += len(url)
+        self._check_head()
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
+        self._check_head()
+        if len(self.headers) >= self.max_headers and self._refusal is None:
+            self._refusal = (431, f"more than {self.max_headers} headers")
+        if self._refusal is not None:
+            raise ValueError(self._refusal[1])      # httptools stops; send_400_response sends the refusal
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._in_head = True                        # the next bytes begin the next request
+        super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._refusal is not None:
+            return self._refuse(*self._refusal)
+        super().send_400_response(msg)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        cycle: Any = self.cycle
+        if self._in_head or (cycle is not None and cycle.more_body and not cycle.response_started):
+            self._refuse(408, f"the request did not arrive within {self.read_timeout_s:g} s")
+
+    def _refuse(self, status: int, detail: str) -> None:
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        body = json.dumps({"detail": detail}).encode()
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                             b"connection: close\r\n\r\n%s" % (status, REASONS[status], len(body), body))
+        self.transport.close()
+
+
+def bounded_protocol(max_header_bytes: int, max_headers: int, read_timeout_s: float) -> type[BoundedHttpToolsProtocol]:
+    """The protocol class with these limits (uvicorn instantiates it per connection)."""
+    return type("PondHttpProtocol", (BoundedHttpToolsProtocol,), {
+        "max_header_bytes": max_header_bytes, "max_headers": max_headers, "read_timeout_s": read_timeout_s})
