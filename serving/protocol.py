@@ -26,14 +26,15 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._head_bytes = self._raw_head = 0
+        self._head_bytes = self._raw_head = self._begun = 0
         self._in_head = True
         self._deadline: asyncio.TimerHandle | None = None
         self._refusal: tuple[int, str] | None = None
 
     # Head size is counted two ways: the exact bytes of the request line and each header as the
-    # parser hands them over, and whole reads that arrive while a head is still incomplete (httptools
-    # buffers a header until it ends, so a giant one is refused while it is still arriving).
+    # parser hands them over, and whole reads that continue a head still incomplete, i.e. reads during
+    # which no request began and none finished its head (httptools buffers a header until it ends,
+    # so a giant one is refused while it is still arriving).
     def _check_head(self) -> None:
         if max(self._head_bytes, self._raw_head) > self.max_header_bytes and self._refusal is None:
             self._refusal = (431, f"request line and headers exceed {self.max_header_bytes} bytes")
@@ -45,9 +46,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._deadline is None:
             self._deadline = self.loop.call_later(self.read_timeout_s, self._too_slow)
-        in_head_before = self._in_head
+        in_head_before, begun_before = self._in_head, self._begun
         super().data_received(data)
-        if in_head_before and self._in_head and not self.transport.is_closing():   # all of it was head
+        if in_head_before and self._in_head and self._begun == begun_before and not self.transport.is_closing():
             self._raw_head += len(data)
             self._check_head()
             if self._refusal is not None:
@@ -55,6 +56,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._head_bytes = self._raw_head = 0
+        self._begun += 1
         self._in_head = True
         super().on_message_begin()
 

@@ -145,3 +145,16 @@ def test_epoch_integers_in_parquet_are_refused(src, out, capsys):
     vms["created_at"] = vms.created_at.astype("int64") // 10**9
     vms.to_parquet(src / "vms.parquet")
     _refused(src, out, capsys, "column 'created_at'", "timestamps are numbers", "unit='s'")
+
+
+def test_an_unreadable_file(src, out, capsys, monkeypatch):
+    """chmod cannot lock root out, so the read itself is made to fail as it does for other users."""
+    real = pd.read_parquet
+
+    def denied(path, *a, **kw):
+        if str(path).endswith("vms.parquet") and str(src) in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(pd, "read_parquet", denied)
+    _refused(src, out, capsys, "table 'vms'", "the file is not readable", "read access")

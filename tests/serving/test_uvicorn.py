@@ -25,25 +25,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_uvicorn_process_serves_every_endpoint(small_bundle, small_raw, next_day_vms, engine):
+def _start(small_bundle, **env: str) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port),
            "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
            "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0"},
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0", **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                return proc, port
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.time() < deadline, "service not ready"
+        time.sleep(0.2)
+
+
+def _exchange(port: int, data: bytes, wait_s: float = 5.0) -> bytes:
+    """Send raw bytes, then read until the server closes the connection (or ``wait_s``)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        s.settimeout(wait_s)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
+def test_uvicorn_process_serves_every_endpoint(small_bundle, small_raw, next_day_vms, engine):
+    proc, port = _start(small_bundle)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.time() < deadline, "service not ready within 60 s"
-            time.sleep(0.2)
         with httpx.Client(base_url=base) as c:
             req = request_of(next_day_vms.iloc[0])
             one = c.post("/v1/allocations", json=req).json()
@@ -78,38 +95,6 @@ def test_hostile_bodies_do_not_stall_good_requests(small_bundle):
     assert out["good_under_attack"]["p99_ms"] < 500 and out["server_growth_mb"] < 200
 
 
-def _start(small_bundle, **env: str) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port),
-           "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
-           "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0", **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                return proc, port
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.time() < deadline, "service not ready"
-        time.sleep(0.2)
-
-
-def _exchange(port: int, data: bytes, wait_s: float = 5.0) -> bytes:
-    """Send raw bytes, then read until the server closes the connection (or ``wait_s``)."""
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(data)
-        s.settimeout(wait_s)
-        out = b""
-        try:
-            while chunk := s.recv(65536):
-                out += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return out
-
-
 def test_headers_deadlines_and_hang_ups_are_bounded(small_bundle, next_day_vms):
     proc, port = _start(small_bundle, POND_READ_TIMEOUT_S="1", POND_MAX_HEADER_KB="8")
     try:
@@ -132,7 +117,9 @@ def test_headers_deadlines_and_hang_ups_are_bounded(small_bundle, next_day_vms):
         # a large body arrives in the same reads as its small head: it is body, not head (200, not 431)
         batch = {"requests": [request_of(r) for r in next_day_vms.itertuples()] * 4}
         assert len(json.dumps(batch)) > 100_000
-        assert httpx.post(f"http://127.0.0.1:{port}/v1/allocations/batch", json=batch, timeout=30).status_code == 200
+        # on one keep-alive connection a single read may hold a whole request: none of it is head
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+            assert [c.post("/v1/allocations/batch", json=batch).status_code for _ in range(5)] == [200] * 5
     finally:
         proc.terminate()
         out = proc.communicate(timeout=20)[0]
