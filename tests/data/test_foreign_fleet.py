@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -107,3 +108,21 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     unknown = batch.json()["allocations"][-1]
     assert unknown["customer_history"] is False and unknown["has_history"] is False
     assert os.path.exists(wd / "bundle" / "bundle.json")
+
+
+def test_dvc_repro_on_the_imported_export(foreign, tmp_path):
+    """The README's recipe for real telemetry, literally: `generate` replaced by `pond import`, then `dvc repro`."""
+    from tests.data.test_pipeline import _run, small_repo
+
+    repo = small_repo(tmp_path / "repo")
+    shutil.copytree(foreign, repo / "export")
+    dvc = yaml.safe_load((repo / "dvc.yaml").read_text())
+    dvc["stages"]["generate"] = {"cmd": "pond import export --out data/raw", "deps": ["export"],
+                                 "outs": ["data/raw"]}
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
+    out = _run(["dvc", "repro"], repo)
+    for stage in ("generate", "features", "train_li", "train_um", "optimize", "evaluate", "simulate", "register"):
+        assert f"Running stage '{stage}'" in out, stage
+    assert "have no lab workload" in out
+    assert json.loads((repo / "metrics/evaluate.json").read_text())["combined"]["lab_truth_share"] == 0.0
+    assert json.loads((repo / "metrics/features.json").read_text())["vm_type_parsed_share"] < 1.0

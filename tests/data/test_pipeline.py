@@ -25,9 +25,8 @@ def _run(cmd: list[str], cwd: Path) -> str:
     return res.stdout + res.stderr
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("clone") / "repo"
+def small_repo(dst: Path) -> Path:
+    """The tracked files at ``dst`` (no outputs, no lock), params shrunk to a small fleet, a git repo."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
         if (ROOT / f).is_file() and not f.startswith(("metrics/", "plots/")) and f != "dvc.lock":
@@ -41,6 +40,11 @@ def repo(tmp_path_factory) -> Path:
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
     return dst
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return small_repo(tmp_path_factory.mktemp("clone") / "repo")
 
 
 def test_repro_twice_then_new_seed(repo):
