@@ -15,7 +15,6 @@ from telemetry import request
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.vm_types import family_of, generation_of, parse_summary
 
-REQUEST_SHAPE = list(request.SHAPE)          # the request fields the models see
 VM_META = [*request.FIELDS, "created_at", "deleted_at"]
 
 
@@ -60,9 +59,10 @@ def request_shapes(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
     """
     created = vms["created_at"].dt.tz_convert("UTC")
     end = p.snapshot_time
-    recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), REQUEST_SHAPE]
-    counts = recent.groupby(REQUEST_SHAPE, dropna=False, sort=False).size().rename("vms").reset_index()
-    counts = counts.sort_values(["vms", *REQUEST_SHAPE], ascending=[False] + [True] * len(REQUEST_SHAPE),
+    shape = list(request.SHAPE)
+    recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), shape]
+    counts = recent.groupby(shape, dropna=False, sort=False).size().rename("vms").reset_index()
+    counts = counts.sort_values(["vms", *shape], ascending=[False] + [True] * len(shape),
                                 kind="stable", na_position="last")
     return counts.head(p.request_shapes).reset_index(drop=True)
 
@@ -104,5 +104,5 @@ def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame,
     }
 
 
-__all__ = ["FeatureParams", "KEY", "REQUEST_SHAPE", "empty_inputs", "lab_features", "request_shapes", "snapshot",
+__all__ = ["FeatureParams", "KEY", "empty_inputs", "lab_features", "request_shapes", "snapshot",
            "summary", "vm_features"]

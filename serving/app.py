@@ -84,29 +84,42 @@ def _too_large(msg: str) -> HTTPException:
     return HTTPException(413, [{"loc": ["body", "requests"], "type": "too_large", "msg": msg}])
 
 
+def structure(body: bytes) -> tuple[int, int]:
+    """(objects, values) of a JSON body: its ``{`` and ``,`` outside strings (vectorized, about
+    30 ms for 4 MB). Escaped backslashes and quotes are removed first, so quotes toggle strings."""
+    a = np.frombuffer(body.replace(b"\\\\", b"").replace(b'\\"', b""), np.uint8)
+    outside = ~np.bitwise_xor.accumulate(a == ord('"'))
+    return int(np.count_nonzero((a == ord("{")) & outside)), int(np.count_nonzero((a == ord(",")) & outside)) + 1
+
+
+def _over(objects: int, values: int, max_batch: int) -> bool:
+    return objects > 2 * max_batch + 1 or values > VALUES_PER_REQUEST * objects + 16
+
+
 def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
     """A batch body's requests, with bounded work whatever the body holds.
 
     Parsing JSON and validating are single C calls that hold the GIL, so their size is bounded
-    before they start: a byte count bounds the objects (a request and its counters are at most
-    two) and the values (commas) a body of ``max_batch`` requests can hold, then the requests
-    are validated in chunks, and the first chunk with an error ends the work.
+    before they start: a body of ``max_batch`` requests holds at most two objects per request (it
+    and its counters) and ``VALUES_PER_REQUEST`` values per object. A raw byte count checks that
+    in milliseconds; when braces or commas inside strings (braced GUIDs, ids with commas) push it
+    over, the exact count outside strings decides. Then the requests are validated in chunks, and
+    the first chunk with an error ends the work.
     """
-    objects, values = body.count(b"{"), body.count(b",") + 1
-    if objects > 2 * max_batch + 1:
-        raise _too_large(f"more than {max_batch} requests; at most {max_batch} per batch")
-    if values > VALUES_PER_REQUEST * objects + 16:
-        raise _too_large("the body holds more values than its requests can; send {\"requests\": [objects]}")
+    if _over(body.count(b"{"), body.count(b",") + 1, max_batch) and _over(*structure(body), max_batch):
+        objects, _ = structure(body)
+        raise _too_large(f"more than {max_batch} requests; at most {max_batch} per batch"
+                         if objects > 2 * max_batch + 1 else
+                         "the body holds more values than its requests can; send {\"requests\": [objects]}")
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise RequestValidationError([{"loc": ("body",), "msg": f"invalid JSON ({exc})", "type": "json_invalid"}]) from None
     items = data.get("requests") if isinstance(data, dict) else None
     if not isinstance(items, list):     # one error at the top (the counts above bound what is inside)
-        try:
-            BatchRequest.model_validate(data)
-        except ValidationError as exc:
-            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()[:MAX_ERRORS]]) from None
+        where = ("body", "requests") if isinstance(data, dict) else ("body",)
+        raise RequestValidationError([{"loc": where, "type": "value_error",
+                                       "msg": 'expected {"requests": [request, ...]}'}])
     if len(items) > max_batch:
         raise _too_large(f"{len(items)} requests; at most {max_batch} per batch")
     out: list[AllocationRequest] = []

@@ -192,3 +192,10 @@ def test_work_per_request_is_bounded_before_validation(small_bundle, requests_):
         assert len(detail) == 20 and detail[0]["loc"] == ["body", "requests", 300, "memory_gb"]
         ok = c.post("/v1/allocations/batch", json={"requests": requests_[:1] * 600})
         assert ok.status_code == 200 and len(ok.json()["allocations"]) == 600
+        # braces and commas inside strings are no structure: braced GUIDs and comma-laden ids pass
+        odd = {**requests_[0], "customer_id": "{" + "," * 250 + "}", "vm_id": "{{{" + "," * 250 + "}}}",
+               "cluster_id": "," * 256}
+        ok = c.post("/v1/allocations/batch", json={"requests": [odd] * 600})
+        assert ok.status_code == 200 and ok.json()["allocations"][0]["customer_history"] is False
+        for body in ({"requests": "all"}, [1, 2]):
+            assert c.post("/v1/allocations/batch", json=body).status_code == 422

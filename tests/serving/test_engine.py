@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from core.errors import ModelError
-from features.build import REQUEST_SHAPE
 from serving.engine import Engine
 from serving.offline import allocations_frame, request_columns
 from telemetry.io import sha256_file
 from telemetry.request import FIELDS as REQUEST_FIELDS
+from telemetry.request import SHAPE as REQUEST_SHAPE
 from tests.serving.conftest import bundle_paths
 
 
