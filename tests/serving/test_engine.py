@@ -96,7 +96,7 @@ def test_prefilled_shapes_are_the_snapshots_and_equal_fresh_predictions(engine, 
     keys = list(engine.um_cache)[:engine.info["prefilled_shapes"]]
     assert len(shapes) < len(keys) <= 2 * len(shapes)    # each shape, and each shape for an unknown customer
     expected = {(t, float(v), float(m), o, r, None if pd.isna(c) else c)
-                for t, v, m, o, r, c in shapes[REQUEST_SHAPE[1:]].itertuples(index=False)}
+                for t, v, m, o, r, c in shapes[list(REQUEST_SHAPE[1:])].itertuples(index=False)}
     assert {k[1:] for k in keys} == expected
     cold = replace(engine, um_cache={})
     for key in keys[:100] + keys[-100:]:
