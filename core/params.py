@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import pandas as pd
 import yaml
@@ -71,6 +71,7 @@ class LabParams(Section):
 
     section = "generate.lab"
     seed: int = 0
+    population: int = Field(1000, ge=158)   # workload behaviours VMs run; the lab measures 158 of them
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)
     spill_levels: tuple[float, ...] = Field((0, 10, 25, 50, 75, 100), min_length=2)
     repetitions: int = Field(3, ge=1)
@@ -139,6 +140,10 @@ class LiParams(Section):
     n_splits: int = Field(100, ge=2)
     fp_targets_pct: tuple[float, ...] = (1.0, 2.0, 5.0)
     band_level: float = Field(0.99, gt=0, lt=1)
+    select_fp_pct: float = Field(2.0, gt=0, lt=100)   # the operating FP at which forest and rules compete
+    select_splits: int = Field(20, ge=2)              # outer halves judging the selection procedure
+    cv_folds: int = Field(5, ge=2)                    # inner folds (workloads as groups)
+    oof_repeats: int = Field(3, ge=1)                 # out-of-fold scores averaged: the solver's FP counts
 
 
 class UmParams(Section):
@@ -170,7 +175,9 @@ class OptimizeParams(Section):
     pdm: float = Field(5.0, gt=0)              # performance degradation margin, % slowdown
     tp: float = Field(98.0, gt=0, le=100)      # at least tp % of VMs within the PDM
     latency_ratio: float = Field(1.82, ge=1)   # pool/local latency the policy is for
-    confidence: float | None = Field(0.9, gt=0, lt=1)   # one-sided Clopper-Pearson bounds; null = the means
+    confidence: float | None = Field(0.9, gt=0, lt=1)   # quantile of a night's mispredictions; null = the mean
+    samples: int = Field(4000, ge=100)         # joint draws (lab error rate x backtest night) for the bound
+    recent_days: int = Field(7, ge=1)          # VMs up to as_of whose LI scores stand for the next day's
 
 
 class SimParams(Section):
@@ -204,6 +211,7 @@ class BaseParams(Section):
 
 class GenerateParams(Section):
     section = "generate"
+    variant: Literal["pond", "walks"] = "pond"   # mechanism strengths (telemetry.fleet.lab.VARIANTS)
     lab: LabParams = Field(default_factory=LabParams)
     fleet: FleetParams = Field(default_factory=FleetParams)
 

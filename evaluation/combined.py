@@ -1,10 +1,18 @@
-"""The combined policy on the next day's VMs, judged against ground truth (Pond §6.4.3).
+"""A policy's decisions on VMs, judged against what is known of their outcomes (Pond §6.4.3).
 
-Ground truth per VM: its workload's lab slowdowns (full pool, and per spilled share) and its real
-untouched fraction. Slowdowns are known only where ``vms.workload_id`` names a lab workload (the
-built-in fleet); a provider's VMs have no lab identity, so for them only overpredictions can be
-realized, and ``lab_truth_share`` says how many VMs the false-positive count covers. Two
-misprediction counts:
+Ground truth per VM has two parts:
+
+- *Slowdown*: its workload's slowdown entirely on pool and per spilled share. Known where
+  ``vms.workload_id`` names a workload of a truth table (``evaluation.truth``): the built-in
+  fleet's population truth, or a provider's lab runs. A provider's VMs have no lab identity, so
+  their false positives cannot be realized: each pool-only VM without truth counts as the lab's
+  error rate among workloads called insensitive (``fp_estimate_rate``), and ``fp_source`` says so.
+- *Untouched memory*: ``untouched_fraction`` once the VM ended. A VM still running at the end of
+  the trace is *censored*: its ``untouched_so_far`` (an upper bound of the final value) confirms
+  an overprediction when the memory touched so far already exceeds its local node; the
+  worst-case count adds every censored zNUMA VM not yet confirmed.
+
+Two misprediction counts:
 
 - conservative (Pond): a pool-only VM whose workload exceeds the PDM entirely on pool (FP), plus
   every zNUMA VM whose real untouched memory is smaller than its zNUMA (OP);
@@ -29,7 +37,7 @@ def spill_table(slowdowns: pd.DataFrame, ratio: float) -> pd.DataFrame:
 
 
 def slowdown_at(table: pd.DataFrame, workload_id: pd.Series, spilled_pct: np.ndarray) -> np.ndarray:
-    """Each VM's workload slowdown at its spilled share; NaN for VMs without a lab workload."""
+    """Each VM's workload slowdown at its spilled share; NaN for VMs without a known workload."""
     levels = table.columns.to_numpy(float)
     row = table.index.get_indexer(workload_id.astype(object))
     known = row >= 0
@@ -43,37 +51,68 @@ def slowdown_at(table: pd.DataFrame, workload_id: pd.Series, spilled_pct: np.nda
     return out
 
 
+def _column(vms: pd.DataFrame, name: str, dtype: type = float) -> pd.Series:
+    return vms[name] if name in vms.columns else pd.Series(np.nan, index=vms.index, dtype=dtype)
+
+
 def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float) -> pd.DataFrame:
+    """One row per VM: the decision and what is known of its outcome (see the module doc)."""
     mem = vms["memory_gb"].to_numpy(float)
-    touched = (1.0 - vms["untouched_fraction"].to_numpy(float)) * mem
+    untouched = vms["untouched_fraction"].to_numpy(float)
+    censored = np.isnan(untouched)
+    so_far = _column(vms, "untouched_so_far").to_numpy(float)
+    touched = (1.0 - untouched) * mem
+    touched_so_far = (1.0 - np.where(censored, so_far, untouched)) * mem   # NaN: nothing known yet
     d = decision["decision"]
-    full = slowdown_at(table, vms["workload_id"], np.full(len(vms), 100.0))
-    spill_gb = np.maximum(touched - decision["local_gb"], 0.0)
+    local = decision["local_gb"]
+    workload = _column(vms, "workload_id", object)
+    full = slowdown_at(table, workload, np.full(len(vms), 100.0))
+    spill_gb = np.maximum(touched - local, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)
     fp = (d == POOL_ONLY) & (full > pdm)
-    op = (d == ZNUMA) & (touched > decision["local_gb"] + 1e-9)
-    severe = fp | (op & (slowdown_at(table, vms["workload_id"], spill_pct) > pdm))
+    znuma = d == ZNUMA
+    op = znuma & (touched_so_far > local + 1e-9)          # final, or confirmed while running
+    unresolved = znuma & censored & ~op                   # might still be overpredicted
+    severe = fp | (op & ~censored & (slowdown_at(table, workload, spill_pct) > pdm))
     return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "memory_gb": mem,
                          "pool_gb": decision["pool_gb"], "znuma_gb": decision["znuma_gb"],
-                         "false_positive": fp, "overpredicted": op, "severe": severe, "lab_truth": ~np.isnan(full)})
+                         "false_positive": fp, "overpredicted": op, "op_unresolved": unresolved,
+                         "severe": severe, "censored": censored, "lab_truth": ~np.isnan(full),
+                         "sensitive": np.where(np.isnan(full), np.nan, full > pdm),
+                         "touched_known_gb": touched_so_far})
 
 
-def summarize(out: pd.DataFrame) -> dict[str, float]:
+def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, float | int | str]:
+    """Shares of GB and of VMs. ``fp_estimate_rate``: the lab's error rate among workloads called
+    insensitive, counted for each pool-only VM whose slowdown truth is unknown."""
+    n = max(len(out), 1)
     gb = out["memory_gb"].sum()
+    pool_only = out.decision == POOL_ONLY
+    unknown_pool_only = int((pool_only & ~out["lab_truth"]).sum())
+    fp_est = unknown_pool_only * fp_estimate_rate / n
+    confirmed = float((out["false_positive"] | out["overpredicted"]).mean()) if len(out) else 0.0
+    truth = float(out["lab_truth"].mean()) if len(out) else 0.0
     return {
         "vms": int(len(out)),
-        "pool_share": float(out["pool_gb"].sum() / gb),
-        "li_share": float(out.loc[out.decision == POOL_ONLY, "memory_gb"].sum() / gb),
-        "um_share": float(out["znuma_gb"].sum() / gb),
-        "false_positives": float(out["false_positive"].mean()),
-        "overpredictions": float(out["overpredicted"].mean()),
-        "mispredictions_conservative": float((out["false_positive"] | out["overpredicted"]).mean()),
-        "mispredictions_severe": float(out["severe"].mean()),
-        "lab_truth_share": float(out["lab_truth"].mean()) if len(out) else 0.0,
+        "pool_share": float(out["pool_gb"].sum() / gb) if gb else 0.0,
+        "li_share": float(out.loc[pool_only, "memory_gb"].sum() / gb) if gb else 0.0,
+        "um_share": float(out["znuma_gb"].sum() / gb) if gb else 0.0,
+        "false_positives": float(out["false_positive"].sum() / n + fp_est),
+        "false_positives_estimated": float(fp_est),
+        "fp_source": "truth" if unknown_pool_only == 0 else ("lab_estimate" if truth == 0 else "truth+lab_estimate"),
+        "overpredictions": float(out["overpredicted"].mean()) if len(out) else 0.0,
+        "mispredictions_conservative": confirmed + fp_est,
+        "mispredictions_worst_case": confirmed + fp_est + float(out["op_unresolved"].sum() / n),
+        "mispredictions_severe": float(out["severe"].mean()) if len(out) else 0.0,
+        "censored": int(out["censored"].sum()),
+        "censored_unresolved": int(out["op_unresolved"].sum()),
+        "pool_only_without_truth": unknown_pool_only,
+        "lab_truth_share": truth,
     }
 
 
-def realized(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float) -> dict[str, float]:
-    """The summary of one policy's decisions on VMs whose ground truth is known."""
-    return summarize(outcomes(vms, decision, table, pdm))
+def realized(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
+             fp_estimate_rate: float = 0.0) -> dict[str, float | int | str]:
+    """The summary of one policy's decisions on ``vms``."""
+    return summarize(outcomes(vms, decision, table, pdm), fp_estimate_rate)

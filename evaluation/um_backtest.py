@@ -10,13 +10,17 @@ from models.um import ConformalOffset
 from models.um_protocol import UmParams, fit_night, labels, night
 
 
-def backtest(vm_features: pd.DataFrame, last_as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per night: realized OP and UM of the raw (alpha = target) and calibrated models on the
-    next day; and per night and target OP, the calibrated model's UM and realized OP."""
+    next day; and per night and target OP, the calibrated model's UM and realized OP.
+
+    Strictly before ``as_of``: the last next day scored is ``calib_lag_days`` before it, and only
+    outcomes observed by the end of ``as_of`` count (the rest are censored and counted)."""
     nights, sweep = [], []
-    last = pd.Timestamp(last_as_of)
+    known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+    last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
     for k in range(p.backtest_nights - 1, -1, -1):  # one model per night: the loop is over nights
-        n = night(vm_features, last - pd.Timedelta(days=k), p)
+        n = night(vm_features, last - pd.Timedelta(days=k), p, known_by)
         if n.next_day.empty or n.train.empty or n.calib.empty:
             continue  # before the data starts, or a day without VMs: nothing to learn or score
         model, cal = fit_night(n, p.target_op, p.target_op, seed)
@@ -25,6 +29,7 @@ def backtest(vm_features: pd.DataFrame, last_as_of: str, p: UmParams, seed: int)
         um_raw, op_raw = um_op(raw, u, mem)
         um_cal, op_cal = um_op(cal.apply(raw), u, mem)
         nights.append({"as_of": n.as_of.date().isoformat(), "target_op": p.target_op, "vms": len(u),
+                       "censored": n.censored,
                        "train_vms": len(n.train), "calib_vms": len(n.calib), "offset": cal.offset_,
                        "um_raw": um_raw, "op_raw": op_raw, "um_calibrated": um_cal, "op_calibrated": op_cal})
         calib_pred = model.predict(n.calib)
@@ -32,7 +37,7 @@ def backtest(vm_features: pd.DataFrame, last_as_of: str, p: UmParams, seed: int)
                             for t in p.target_grid])
         um_t, op_t = um_op(np.clip(raw[None, :] - offsets[:, None], 0, 1), u, mem)
         sweep.append(pd.DataFrame({"as_of": n.as_of.date().isoformat(), "target_op": p.target_grid,
-                                   "um": um_t, "op": op_t, "vms": len(u)}))
+                                   "um": um_t, "op": op_t, "vms": len(u), "censored": n.censored}))
     return pd.DataFrame(nights), pd.concat(sweep, ignore_index=True) if sweep else pd.DataFrame()
 
 

@@ -26,7 +26,7 @@ def lab_features(workloads: pd.DataFrame) -> pd.DataFrame:
 
 def vm_features(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, p: FeatureParams) -> pd.DataFrame:
     """One row per VM: metadata, the customer percentiles and history it would have been served with."""
-    out = attach_customer_features(vms[VM_META + ["untouched_fraction", "workload_id"]],
+    out = attach_customer_features(vms.reindex(columns=VM_META + ["untouched_fraction", "untouched_so_far", "workload_id"]),
                                    p.window_days, p.percentiles)
     hist = history_counts(vms, counters, p.history_days, p.counter_delay_s)
     out = out.merge(hist, on="vm_id", how="left", validate="one_to_one")

@@ -37,6 +37,10 @@ class LiPolicy(_Strict):
     expected_li: Share
     expected_fp: Share
     fp_bound: Share
+    method: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,40}$")] = "random_forest"
+    error_rate: Share = 0.0          # lab error rate among workloads called insensitive at the threshold
+    lab_called: int = Field(0, ge=0)
+    lab_errors: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _threshold_iff_enabled(self) -> "LiPolicy":

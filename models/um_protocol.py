@@ -7,6 +7,10 @@ conformal calibration. The lag matters: among VMs created in the last day or two
 short-lived have ended, and short-lived VMs touch less memory, so calibrating on them would
 under-state next-day overpredictions. The VMs created on the day after ``as_of`` are the ones
 the service scores next, and the ones a backtest evaluates.
+
+``known_by`` (the end of the as-of day, for the curves the solver reads) hides every outcome
+observed later: a next-day VM still running then is *censored* and left out of the scores, and
+counted (``Night.censored``), so nothing the solver reads depends on the future.
 """
 
 from __future__ import annotations
@@ -27,17 +31,23 @@ class Night:
     train: pd.DataFrame
     calib: pd.DataFrame
     next_day: pd.DataFrame
+    censored: int = 0            # next-day VMs whose outcome was not known by ``known_by``
 
 
-def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> Night:
+def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
+          known_by: pd.Timestamp | None = None) -> Night:
     end = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
     created, deleted = vm_features["created_at"], vm_features["deleted_at"]
     known = deleted.notna() & (deleted < end) & vm_features["untouched_fraction"].notna()
     calib_end = end - pd.Timedelta(days=p.calib_lag_days)
     calib = known & (created >= calib_end - pd.Timedelta(days=p.calib_days)) & (created < calib_end)
     train = known & (created >= end - pd.Timedelta(days=p.train_days)) & ~calib
-    nxt = (created >= end) & (created < end + pd.Timedelta(days=1)) & vm_features["untouched_fraction"].notna()
-    return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[nxt])
+    day = (created >= end) & (created < end + pd.Timedelta(days=1))
+    ended = vm_features["untouched_fraction"].notna()
+    if known_by is not None:
+        ended &= deleted.notna() & (deleted < known_by)
+    return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[day & ended],
+                 int((day & ~ended).sum()))
 
 
 def fit_night(n: Night, alpha: float, target: float, seed: int) -> tuple[UntouchedModel, ConformalOffset]:

@@ -1,15 +1,22 @@
-"""Pond Eq. (1): pick the LI threshold and the UM target that put the most memory on the pool
-within the misprediction budget, solved exactly on the held-out (step-function) curves.
+"""Pond Eq. (1) in the unit of the budget: pick the LI threshold and the UM target that put the most
+memory on the pool while the *share of VMs* mispredicted on a night stays within ``1 - TP``.
 
-Shares are of *all* VMs. A share ``h`` of VMs has workload history, so the LI model can send
-``h * LI`` of VMs entirely to the pool; every other VM gets a zNUMA sized by the UM model::
+Candidates are every LI threshold ``t`` and every UM target ``j``, each with "model off". For
+the VMs the service will score (recent VMs with their workload history, scored by the model):
 
-    pool(i, j)   = h * LI_i + (1 - h * LI_i) * UM_j
-    mispred(i, j) = h * FP_i + (1 - h * LI_i) * OP_j   <=  1 - TP
+    pool(t, j)    = LI_gb(t) + (1 - LI_gb(t)) * UM_j                  (share of GB)
+    mispred(t, j) = LI_vm(t) * q(t) + (1 - LI_vm(t)) * OP_j           (share of VMs)
 
-LI/FP and UM/OP are candidates from the two curves, with "do not use the model" (0, 0) always
-among them. For each LI candidate the best UM is the largest UM whose OP fits the remaining
-budget: one binary search over the UM curve sorted by OP, so the solve is exact and O(n log n).
+``LI_gb``/``LI_vm``: share of GB / of VMs the model calls insensitive at ``t``, measured on the
+fleet itself. ``q(t)``: the error rate among lab workloads called insensitive at ``t``
+(out-of-fold), the only data that speak to it; its uncertainty is a Jeffreys posterior
+Beta(k + 1/2, m - k + 1/2), so zero errors among m called workloads is a finite, shrinking bound
+rather than a floor no model can pass. ``UM_j``/``OP_j``: realized per backtest night.
+
+The guarantee: the chosen pair's ``confidence`` quantile of a night's mispredictions, over the
+posterior of ``q`` and the spread of OP across backtest nights (drawn jointly, seeded), is within
+the budget. Adding two separate upper bounds would charge the unlikely case that both are at
+their worst together.
 """
 
 from __future__ import annotations
@@ -17,88 +24,67 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
-
-EPS = 1e-12
+from scipy import stats
 
 
 @dataclass(frozen=True)
-class Choice:
-    li_index: int
-    um_index: int
-    pool: float
-    mispredictions: float
-
-    @property
-    def feasible(self) -> bool:
-        return self.li_index >= 0
+class Grid:
+    """Per (LI candidate, UM candidate): pool share, mean and bound of the mispredicted share."""
+    pool: np.ndarray
+    mean: np.ndarray
+    bound: np.ndarray
 
 
-def pool_share(h: float, li: np.ndarray, um: np.ndarray) -> np.ndarray:
-    return h * li + (1.0 - h * li) * um
+def error_rate(called: np.ndarray, errors: np.ndarray) -> np.ndarray:
+    """Posterior mean of the error rate among called workloads (0 where none is called)."""
+    called, errors = np.asarray(called, float), np.asarray(errors, float)
+    return np.where(called > 0, (errors + 0.5) / (called + 1.0), 0.0)
 
 
-def mispredicted(h: float, li: np.ndarray, fp: np.ndarray, op: np.ndarray) -> np.ndarray:
-    return h * fp + (1.0 - h * li) * op
+def error_draws(called: np.ndarray, errors: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(candidates, draws) of the error rate: the Jeffreys posterior's quantiles at the shared
+    uniforms ``u``, so that draws are comonotone across thresholds."""
+    called, errors = np.asarray(called, float)[:, None], np.asarray(errors, float)[:, None]
+    q = stats.beta.ppf(u[None, :], errors + 0.5, np.maximum(called - errors, 0.0) + 0.5)
+    return np.where(called > 0, q, 0.0)
 
 
-def _best_um_by_op(um: np.ndarray, op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """UM candidates sorted by OP, with the running best UM and the index achieving it."""
-    order = np.argsort(op, kind="stable")
-    um_sorted = um[order]
-    best = np.maximum.accumulate(um_sorted)
-    previous = np.r_[-np.inf, best[:-1]]
-    # position of the running best: where UM last strictly improved (ties keep the smaller OP)
-    pos = np.maximum.accumulate(np.where(um_sorted > previous, np.arange(len(order)), 0))
-    return op[order], best, order[pos]
+def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
+         um_nights: np.ndarray, op_nights: np.ndarray, level: float | None, samples: int, seed: int) -> Grid:
+    """Every candidate pair. ``um_nights``/``op_nights``: (UM candidates, nights)."""
+    li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
+    um_nights, op_nights = np.asarray(um_nights, float), np.asarray(op_nights, float)
+    pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
+    q_mean = error_rate(called, errors)
+    mean = li_vm[:, None] * q_mean[:, None] + (1.0 - li_vm[:, None]) * op_nights.mean(axis=1)[None, :]
+    if level is None:
+        return Grid(pool, mean, mean)
+    rng = np.random.default_rng(seed)
+    q = error_draws(called, errors, rng.random(samples))                    # (T, S)
+    night = rng.integers(0, op_nights.shape[1], samples)                      # a backtest night per draw
+    bound = np.empty_like(mean)
+    for j in range(op_nights.shape[0]):   # a dozen UM candidates; each a (T, S) array
+        draws = li_vm[:, None] * q + (1.0 - li_vm[:, None]) * op_nights[j, night][None, :]
+        bound[:, j] = np.quantile(draws, level, axis=1)
+    return Grid(pool, mean, bound)
 
 
-def solve(li: np.ndarray, fp: np.ndarray, um: np.ndarray, op: np.ndarray, h: float, budget: float) -> Choice:
-    """Exact optimum over all (LI, UM) candidate pairs; infeasible -> Choice(-1, -1, 0, inf)."""
-    li, fp, um, op = (np.asarray(a, dtype=float) for a in (li, fp, um, op))
-    op_sorted, best_um, best_arg = _best_um_by_op(um, op)
-    rest = 1.0 - h * li
-    with np.errstate(divide="ignore", invalid="ignore"):
-        op_room = np.where(rest > EPS, (budget - h * fp) / rest, np.where(budget - h * fp >= -EPS, np.inf, -np.inf))
-    k = np.searchsorted(op_sorted, op_room + EPS, side="right") - 1
-    ok = (k >= 0) & (h * fp <= budget + EPS)
+def best(pool: np.ndarray, bound: np.ndarray, budget: float) -> tuple[int, int] | None:
+    """The feasible pair with the most pool (ties: the smaller bound, then the first); None if none."""
+    ok = bound <= budget + 1e-12
     if not ok.any():
-        return Choice(-1, -1, 0.0, float("inf"))
-    j = np.where(ok, best_arg[np.maximum(k, 0)], 0)
-    value = np.where(ok, pool_share(h, li, um[j]), -np.inf)
-    i = int(np.argmax(value))
-    return Choice(i, int(j[i]), float(value[i]), float(mispredicted(h, li[i], fp[i], op[j[i]])))
+        return None
+    value = np.where(ok, pool, -np.inf)
+    top = value >= value.max() - 1e-12
+    i, j = np.unravel_index(int(np.argmin(np.where(top, bound, np.inf))), pool.shape)
+    return int(i), int(j)
 
 
-def solve_brute_force(li, fp, um, op, h: float, budget: float) -> Choice:
-    """Every pair: the test oracle."""
-    li, fp, um, op = (np.asarray(a, dtype=float) for a in (li, fp, um, op))
-    pool = pool_share(h, li[:, None], um[None, :])
-    mis = mispredicted(h, li[:, None], fp[:, None], op[None, :])
-    pool = np.where(mis <= budget + EPS, pool, -np.inf)
-    if not np.isfinite(pool).any():
-        return Choice(-1, -1, 0.0, float("inf"))
-    i, j = np.unravel_index(int(np.argmax(pool)), pool.shape)
-    return Choice(int(i), int(j), float(pool[i, j]), float(mis[i, j]))
-
-
-def solve_milp(li, fp, um, op, h: float, budget: float) -> Choice:
-    """The same problem as a MILP over pair indicators (scipy.optimize.milp): a second oracle."""
-    li, fp, um, op = (np.asarray(a, dtype=float) for a in (li, fp, um, op))
-    pool = pool_share(h, li[:, None], um[None, :]).ravel()
-    mis = mispredicted(h, li[:, None], fp[:, None], op[None, :]).ravel()
-    cons = [optimize.LinearConstraint(np.ones((1, pool.size)), 1, 1),
-            optimize.LinearConstraint(mis[None, :], -np.inf, budget + EPS)]
-    res = optimize.milp(-pool, constraints=cons, integrality=np.ones(pool.size), bounds=optimize.Bounds(0, 1))
-    if not res.success:
-        return Choice(-1, -1, 0.0, float("inf"))
-    flat = int(np.argmax(res.x))
-    i, j = divmod(flat, len(um))
-    return Choice(i, j, float(pool[flat]), float(mis[flat]))
-
-
-def clopper_pearson_upper(k: np.ndarray, n: np.ndarray | int, level: float) -> np.ndarray:
-    """One-sided upper confidence bound of a rate seen as k events in n trials."""
-    k, n = np.asarray(k, dtype=float), np.broadcast_to(np.asarray(n, dtype=float), np.shape(k))
-    upper = stats.beta.ppf(level, k + 1, np.maximum(n - k, 1e-12))
-    return np.where(k >= n, 1.0, np.where(n > 0, upper, 1.0))
+def regret(pool: np.ndarray, mispredicted: np.ndarray, budget: float, chosen: tuple[int, int]) -> dict[str, float]:
+    """Hindsight-best realized pool share within the budget on one night, minus the chosen pair's.
+    ``pool``/``mispredicted``: realized per candidate pair on that night's VMs."""
+    b = best(pool, mispredicted, budget)
+    best_pool = float(pool[b]) if b is not None else 0.0
+    got = float(pool[chosen])
+    return {"hindsight_pool": best_pool, "chosen_pool": got, "regret": best_pool - got,
+            "hindsight_li_index": b[0] if b else -1, "hindsight_um_index": b[1] if b else -1}

@@ -1,5 +1,7 @@
-"""Stage `evaluate`: the policy, applied exactly as the service applies it, to the VMs created on the
-day after the as-of day; compared with LI-only, UM-only and static 10%/15% pools on the same VMs."""
+"""Stage `evaluate`: the policy, applied exactly as the service applies it, to every VM created on the
+day after the as-of day (ended or censored, ``evaluation.combined``); compared with LI-only,
+UM-only and static 10%/15% pools on the same VMs. Slowdown truth comes from
+``evaluation.truth``; where there is none, false positives are the lab estimate, labelled so."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import numpy as np
 import pandas as pd
 
 from core.errors import ConfigError
-from evaluation.combined import outcomes, spill_table, summarize
+from evaluation.combined import outcomes, summarize
+from evaluation.truth import truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.inference import Models, score
 from models.policy import read_policy
-from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.io import AtomicDir, write_json
 
 STATIC_FRACTIONS = (0.10, 0.15)
 
@@ -26,32 +29,37 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     models = Models.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")
-    vms = vmf[(vmf.day == day) & vmf.untouched_fraction.notna()].reset_index(drop=True)
+    vms = vmf[vmf.day == day].reset_index(drop=True)
     if vms.empty:
-        raise ConfigError(f"no ended VMs were created on {day}: move base.as_of earlier")
+        raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
     s = score(models, vms, pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
-    table = spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], policy["latency_ratio"])
+    table, source = truth_table(raw_dir, policy["latency_ratio"])
+    rate = policy["li"]["error_rate"]
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
         **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
     }
     metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],
-                               "history_share": float(has_history.mean())}
+                               "history_share": float(has_history.mean()), "truth_source": source}
     with AtomicDir(out_dir) as tmp:
         for name, (knobs, um_raw) in variants.items():
             d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
             out = outcomes(vms, d, table, policy["pdm"])
-            metrics[name] = summarize(out)
+            metrics[name] = summarize(out, rate)
             if name == "combined":
-                out.assign(p_insensitive=p, has_history=has_history, untouched_pred=d["untouched_fraction"]) \
+                out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"]) \
                    .to_parquet(tmp / "decisions.parquet", index=False)
     metrics["combined"]["within_budget"] = metrics["combined"]["mispredictions_conservative"] <= metrics["budget"]
-    no_truth = 1.0 - metrics["combined"]["lab_truth_share"]
-    if no_truth > 0:
-        print(f"evaluate: warning: {no_truth:.1%} of the {len(vms)} VMs have no lab workload (vms.workload_id "
-              "missing, or a workload the lab never measured): their false positives cannot be realized, so "
-              "the misprediction figures count only their overpredictions")
+    c = metrics["combined"]
+    if c["pool_only_without_truth"]:
+        print(f"evaluate: {c['pool_only_without_truth']} pool-only VMs have no slowdown truth (no vms.workload_id, or "
+              f"a workload no truth table holds): each counts as the lab error rate {rate:.2%} (fp_source "
+              f"{c['fp_source']})")
+    if c["censored"]:
+        print(f"evaluate: {c['censored']} VMs were still running at the end of the trace; "
+              f"{c['censored_unresolved']} of their zNUMAs are not yet confirmed either way: mispredictions "
+              f"{c['mispredictions_conservative']:.2%} confirmed, {c['mispredictions_worst_case']:.2%} worst case")
     write_json(metrics_path, metrics)
     rows = pd.DataFrame([{"policy": k, **v} for k, v in metrics.items() if isinstance(v, dict)])
     plots_dir.mkdir(parents=True, exist_ok=True)

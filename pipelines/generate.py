@@ -9,6 +9,6 @@ from telemetry.fleet import generate
 
 
 def run(params: Params, out_dir: Path) -> dict[str, int]:
-    counts = generate(params.generate.lab, params.generate.fleet, out_dir)
+    counts = generate(params.generate.lab, params.generate.fleet, out_dir, params.generate.variant)
     print(f"generate: wrote {counts} to {out_dir}")
     return counts

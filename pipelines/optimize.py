@@ -1,12 +1,15 @@
-"""Stage `optimize`: the policy (LI threshold, UM target) for the PDM, TP and latency ratio in params.
+"""Stage `optimize`: the policy (LI threshold, UM target) for the PDM, TP and latency ratio in params
+(``optimize.solver``: shares of VMs, bounded jointly at ``confidence``).
 
-Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (mean and, with
-``confidence``, Clopper-Pearson upper bounds of FP and OP), the sha256 of both models, PDM, TP,
-ratio and as-of day; and the frontier (pool share vs misprediction budget, Pond Fig. 20) for the
-combined policy, LI only and UM only.
+Reads only what was known at the end of ``base.as_of``: the LI model's out-of-fold lab counts,
+the UM backtest nights (which end before as_of, outcomes observed by then), and the VMs created
+in the ``recent_days`` up to as_of scored with the as-of workload history (how many VMs the LI
+model will call insensitive, in VMs and in GB).
 
-FP bounds count each labelled workload once (n = all workloads scored on held-out halves), OP
-bounds count every next-day VM of the backtest.
+Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (mean and bound),
+the lab error rate among called workloads (what `evaluate` charges VMs without slowdown truth),
+the sha256 of both models, PDM, TP, ratio and as-of day; and the frontier (pool share vs
+misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only.
 """
 
 from __future__ import annotations
@@ -21,101 +24,134 @@ import pandas as pd
 from core.errors import ConfigError, ModelError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure
-from optimize.solver import clopper_pearson_upper, mispredicted, solve
+from features.history import KEY
+from models.inference import load_verified
+from models.onnx_export import onnx_p_insensitive
+from optimize.solver import Grid, best, error_rate, grid
 from telemetry.io import write_json
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
+VARIANTS = {"combined": (slice(None), slice(None)), "li_only": (slice(None), slice(0, 1)),
+            "um_only": (slice(0, 1), slice(None))}
 
 
-def _li_candidates(curves: pd.DataFrame, ratio: float, pdm: float) -> pd.DataFrame:
+def li_candidates(curves: pd.DataFrame, ratio: float, pdm: float) -> pd.DataFrame:
     c = curves[np.isclose(curves.latency_ratio, ratio) & np.isclose(curves.pdm, pdm)]
     if c.empty:
         raise ConfigError(f"no LI curve for latency_ratio={ratio}, pdm={pdm}; add them to train_li params")
-    none = pd.DataFrame({"threshold": [np.inf], "li": [0.0], "fp": [0.0], "n_test": [c.n_test.iloc[0]]})
-    return pd.concat([none, c[["threshold", "li", "fp", "n_test"]]], ignore_index=True)
+    off = pd.DataFrame({"threshold": [np.inf], "called": [0], "errors": [0], "n": [c.n.iloc[0]]})
+    return pd.concat([off, c[["threshold", "called", "errors", "n"]]], ignore_index=True)
 
 
-def _um_candidates(curves: pd.DataFrame) -> pd.DataFrame:
-    none = pd.DataFrame({"target_op": [0.0], "um": [0.0], "op": [0.0], "vms": [curves.vms.max()], "overpredicted": [0]})
-    return pd.concat([none, curves[["target_op", "um", "op", "vms", "overpredicted"]]], ignore_index=True)
+def um_candidates(nights: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(targets, UM share per target and night, OP per target and night); row 0 = UM off."""
+    if nights.empty:
+        raise ModelError("the UM backtest scored no night before base.as_of: move as_of later or lower "
+                         "train_um.backtest_nights / calib_lag_days")
+    um = nights.pivot_table(index="target_op", columns="as_of", values="um")
+    op = nights.pivot_table(index="target_op", columns="as_of", values="op").reindex_like(um)
+    zeros = np.zeros((1, um.shape[1]))
+    return (np.r_[0.0, um.index.to_numpy(float)], np.vstack([zeros, um.to_numpy(float)]),
+            np.vstack([zeros, op.to_numpy(float)]))
+
+
+def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, model: dict,
+                    thresholds: np.ndarray, as_of: str, days: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """(share of VMs, share of GB) the LI model calls insensitive at each threshold, over the VMs
+    created in the ``days`` up to the end of ``as_of``, scored with the as-of history; and the
+    share of those VMs with history."""
+    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=days)) & (vmf.created_at < end)]
+    if recent.empty:
+        raise ConfigError(f"no VMs were created in the {days} days up to {as_of}: move base.as_of")
+    enriched = recent[list(KEY)].merge(history, on=list(KEY), how="left")
+    X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
+    p = onnx_p_insensitive(load_verified(li_dir / model["file"], model["sha256"]), X, model["classes"])
+    known = enriched["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
+    called = known[None, :] & (p[None, :] >= thresholds[:, None])
+    mem = recent.memory_gb.to_numpy(float)
+    return called.mean(axis=1), (called @ mem) / mem.sum(), float(known.mean())
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
         metrics_path: Path, frontier_path: Path, plot_path: Path) -> dict[str, Any]:
-    o = params.optimize
+    o, seed, as_of = params.optimize, params.base.seed, params.base.as_of
     pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
-    as_of = params.base.as_of
     li_manifest = json.loads((li_dir / "manifest.json").read_text())
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
     name = f"r{ratio:g}_pdm{pdm:g}"
     if name not in li_manifest["models"]:
         raise ModelError(f"no LI model {name} in {li_dir}; train_li.latency_ratios/pdms must include it")
-    li = _li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
-    um = _um_candidates(pd.read_parquet(um_dir / "heldout_curves.parquet"))
-    vmf = pd.read_parquet(features_dir / "vm_features.parquet", columns=["day", "has_history"])
-    day = pd.Timestamp(as_of).date()
-    h = float(vmf.loc[vmf.day == day, "has_history"].mean()) if (vmf.day == day).any() else float(vmf.has_history.mean())
-    n_workloads = int(li_manifest["models"][name]["workloads"])
-    fp_used, op_used = li.fp.to_numpy(), um.op.to_numpy()
-    if level is not None:
-        fp_used = clopper_pearson_upper(np.round(li.fp.to_numpy() * n_workloads), n_workloads, level)
-        fp_used[0] = 0.0  # not using LI has no false positives
-        op_used = clopper_pearson_upper(um.overpredicted.to_numpy(), um.vms.to_numpy(), level)
-        op_used[0] = 0.0
+    model = li_manifest["models"][name]
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
+    targets, um_n, op_n = um_candidates(pd.read_parquet(um_dir / "heldout_nights.parquet"))
+    vmf = pd.read_parquet(features_dir / "vm_features.parquet",
+                          columns=[*KEY, "created_at", "memory_gb"])
+    history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
+    li_vm, li_gb, h = fleet_li_shares(vmf, history, li_dir, model, li.threshold.to_numpy(),
+                                             as_of, o.recent_days)
+    g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, level, o.samples, seed)
     budget = (100.0 - tp) / 100.0
-    choice = solve(li.li.to_numpy(), fp_used, um.um.to_numpy(), op_used, h, budget)
-    if not choice.feasible:
+    choice = best(g.pool, g.bound, budget)
+    if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
-    i, j = choice.li_index, choice.um_index
-    target_key = f"{um.target_op[j]:g}"
-    offset = 0.0 if j == 0 else um_manifest["offsets"].get(target_key)
+    i, j = choice
+    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
+    offsets = um_manifest["offsets"]
+    offset = 0.0 if j == 0 else offsets.get(f"{targets[j]:g}")
     if offset is None:
-        raise ModelError(f"UM manifest has no conformal offset for target {target_key}")
+        raise ModelError(f"UM manifest has no conformal offset for target {targets[j]:g}")
+    fp_mean = li_vm[i] * q[i]
     policy = {
         "as_of": as_of, "pdm": pdm, "tp": tp, "latency_ratio": ratio,
-        "confidence": level, "history_share": h, "misprediction_budget": budget,
+        "confidence": level, "history_share": h,
+        "misprediction_budget": budget,
         "li": {"enabled": bool(i > 0), "threshold": float(li.threshold[i]) if i > 0 else None,
-               "model": li_manifest["models"][name]["file"], "sha256": li_manifest["models"][name]["sha256"],
-               "features": li_manifest["models"][name]["features"], "classes": li_manifest["models"][name]["classes"],
-               "expected_li": float(li.li[i]), "expected_fp": float(li.fp[i]), "fp_bound": float(fp_used[i])},
-        "um": {"enabled": bool(j > 0), "target_op": float(um.target_op[j]), "offset": float(offset),
+               "model": model["file"], "sha256": model["sha256"], "method": model.get("method", "random_forest"),
+               "features": model["features"], "classes": model["classes"],
+               "expected_li": float(li_vm[i]), "expected_fp": float(fp_mean), "fp_bound": float(g.bound[i, 0]),
+               "error_rate": float(q[i]), "lab_called": int(li.called[i]), "lab_errors": int(li.errors[i])},
+        "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
-               "expected_um": float(um.um[j]), "expected_op": float(um.op[j]), "op_bound": float(op_used[j])},
-        "expected": {"pool_share": choice.pool,
-                     "mispredictions": float(mispredicted(h, li.li[i], li.fp[i], um.op[j])),
-                     "mispredictions_bound": choice.mispredictions},
+               "expected_um": float(um_n[j].mean()), "expected_op": float(op_n[j].mean()),
+               "op_bound": float(g.bound[0, j])},
+        "expected": {"pool_share": float(g.pool[i, j]), "mispredictions": float(g.mean[i, j]),
+                     "mispredictions_bound": float(g.bound[i, j])},
     }
     policy["alternatives"] = {}
-    for alt, (si, sj) in {"li_only": (slice(None), slice(0, 1)), "um_only": (slice(0, 1), slice(None))}.items():
-        c = solve(li.li.to_numpy()[si], fp_used[si], um.um.to_numpy()[sj], op_used[sj], h, budget)
-        ai, aj = (c.li_index, 0) if alt == "li_only" else (0, c.um_index)
+    for alt in ("li_only", "um_only"):
+        si, sj = VARIANTS[alt]
+        c = best(g.pool[si, sj], g.bound[si, sj], budget) or (0, 0)
+        ai, aj = (c[0], 0) if alt == "li_only" else (0, c[1])
         policy["alternatives"][alt] = {
             "li_threshold": float(li.threshold[ai]) if ai > 0 else None,
-            "um_offset": float(um_manifest["offsets"][f"{um.target_op[aj]:g}"]) if aj > 0 else None,
-            "um_target_op": float(um.target_op[aj]), "expected_pool_share": c.pool}
+            "um_offset": float(offsets[f"{targets[aj]:g}"]) if aj > 0 else None,
+            "um_target_op": float(targets[aj]), "expected_pool_share": float(g.pool[ai, aj])}
     write_json(out_path, policy)
-    write_json(metrics_path, {"pool_share": choice.pool, "mispredictions": policy["expected"]["mispredictions"],
-                              "mispredictions_bound": choice.mispredictions, "li_share": float(li.li[i]),
-                              "li_threshold": policy["li"]["threshold"], "um_share": float(um.um[j]),
-                              "um_target_op": float(um.target_op[j]), "history_share": h})
-    frontier = _frontier(li, um, fp_used, op_used, h)
+    write_json(metrics_path, {"pool_share": policy["expected"]["pool_share"],
+                              "mispredictions": policy["expected"]["mispredictions"],
+                              "mispredictions_bound": policy["expected"]["mispredictions_bound"],
+                              "li_share": float(li_vm[i]), "li_threshold": policy["li"]["threshold"],
+                              "li_error_rate": float(q[i]), "um_share": float(um_n[j].mean()),
+                              "um_target_op": float(targets[j]), "um_nights": int(um_n.shape[1]),
+                              "history_share": h})
+    frontier = _frontier(g)
     frontier_path.parent.mkdir(parents=True, exist_ok=True)
     frontier.round(5).to_csv(frontier_path, index=False)
     _plot(frontier, tp, plot_path)
-    print(f"optimize: li threshold {policy['li']['threshold']}, um target {policy['um']['target_op']}, "
-          f"pool share {choice.pool:.3f}, mispredictions {policy['expected']['mispredictions']:.4f} "
-          f"(bound {choice.mispredictions:.4f}) within {budget:.3f}")
+    print(f"optimize: li threshold {policy['li']['threshold']} ({policy['li']['method']}), um target "
+          f"{policy['um']['target_op']}, pool share {g.pool[i, j]:.3f}, mispredictions {g.mean[i, j]:.4f} "
+          f"(bound {g.bound[i, j]:.4f}) within {budget:.3f}")
     return policy
 
 
-def _frontier(li: pd.DataFrame, um: pd.DataFrame, fp: np.ndarray, op: np.ndarray, h: float) -> pd.DataFrame:
+def _frontier(g: Grid) -> pd.DataFrame:
     rows = []
-    variants = {"combined": (slice(None), slice(None)), "li_only": (slice(None), slice(0, 1)),
-                "um_only": (slice(0, 1), slice(None))}
-    for budget in BUDGETS_PCT:  # 41 budgets x 3 policies, each an O(n log n) solve
-        for method, (si, sj) in variants.items():
-            c = solve(li.li.to_numpy()[si], fp[si], um.um.to_numpy()[sj], op[sj], h, budget / 100)
-            rows.append({"method": method, "budget_pct": budget, "pool_pct": 100 * c.pool if c.feasible else 0.0})
+    for budget in BUDGETS_PCT:  # 41 budgets x 3 policies over a ~100 x 12 grid
+        for method, (si, sj) in VARIANTS.items():
+            c = best(g.pool[si, sj], g.bound[si, sj], budget / 100)
+            rows.append({"method": method, "budget_pct": budget,
+                         "pool_pct": 100 * float(g.pool[si, sj][c]) if c is not None else 0.0})
     return pd.DataFrame(rows)
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 
 from core.errors import ConfigError, RegistryError
 from core.params import Params
-from evaluation.combined import realized, spill_table
+from evaluation.combined import realized
+from evaluation.truth import truth_table
 from evaluation.gate import gate
 from models import bundle
 from models.bundle import BundlePaths
@@ -25,21 +26,22 @@ from models.decision import decide, policy_knobs
 from models.inference import Models, score
 from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
-from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.io import AtomicDir, write_json
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "simulate")
 
 
-def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, slowdowns: pd.DataFrame) -> dict[str, float]:
-    """A registered bundle's combined policy, realized on ``vms``."""
+def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Path) -> dict[str, Any]:
+    """A registered bundle's combined policy, realized on ``vms`` as `evaluate` realizes it."""
     paths = BundlePaths.of(bundle_dir)
     policy = read_policy(paths.policy)
     models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
     s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
                policy_knobs(policy)["combined"])
-    return realized(vms, d, spill_table(slowdowns, policy["latency_ratio"]), policy["pdm"])
+    table, _ = truth_table(raw_dir, policy["latency_ratio"])
+    return realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"])
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:
@@ -65,8 +67,6 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, m
     day = pd.Timestamp(evaluation["day"]).date()
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")
     day_vms = vmf[vmf.day == day].reset_index(drop=True)
-    ended = day_vms[day_vms.untouched_fraction.notna()].reset_index(drop=True)
-    slowdowns = read_tables(raw_dir, ["slowdowns"])["slowdowns"]
     candidate = evaluation["combined"]
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
               "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}
@@ -82,7 +82,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, m
         if champ_version is not None:
             champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
             bundle.verify(champ_dir)
-            champ = evaluate_bundle(champ_dir, ended, slowdowns)
+            champ = evaluate_bundle(champ_dir, day_vms, raw_dir)
         promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         mlflow.log_artifacts(str(dst), artifact_path="bundle")

@@ -1,14 +1,16 @@
 """Stage `train_li`: per latency ratio and PDM, the held-out LI/FP curves (forest and single-counter
-baselines), the final forest on all workloads, its ONNX export (parity-checked) and an MLflow run.
+baselines, Pond Fig. 17), the choice between them by nested cross-validation
+(``evaluation.li_select``), the chosen model fit on all workloads, its ONNX export
+(parity-checked) and an MLflow run.
 
 Outputs in ``out_dir``:
 - ``r{ratio}_pdm{pdm}.onnx``: input ``X`` float32 [n, len(features)], outputs ``label``, ``probabilities``.
-- ``heldout_curves.parquet``: the solver's input, one row per (latency_ratio, pdm, threshold):
-  ``li``/``fp`` = mean share of held-out workloads called insensitive / called insensitive but
-  sensitive when p_insensitive >= threshold, ``li_lo``/``li_hi``/``fp_lo``/``fp_hi`` their
-  confidence band, ``n_splits``, ``n_test`` (workloads per held-out half).
-- ``manifest.json``: per model the file, sha256, feature list and order, classes, label counts,
-  top feature importances, parity.
+- ``heldout_curves.parquet``: the solver's input, one row per (latency_ratio, pdm, threshold), from
+  the chosen model's out-of-fold scores (every workload scored by models that never saw it):
+  ``called`` (workloads with p_insensitive >= threshold), ``errors`` (sensitive among them),
+  ``n`` (workloads), ``li`` = called / n, ``fp`` = errors / n, ``method``.
+- ``manifest.json``: per model the method, file, sha256, feature list and order, classes, label
+  counts, top feature importances (forest), parity.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import pandas as pd
 
 from core.params import Params
 from evaluation.li_curves import mean_band, split_study
+from evaluation.li_select import FOREST, candidates, nested, oof_scores, select, threshold_counts
 from evaluation.plots import pyplot, save_figure
 from models.li import BASELINES, make_li_model, training_set
+from models.li_rule import export_rule
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, sha256
 from pipelines.tracking import start_run
 from telemetry.io import AtomicDir, read_tables, write_json
@@ -32,7 +36,7 @@ from telemetry.io import AtomicDir, read_tables, write_json
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
 FP_GRID_PCT = np.round(np.arange(0.0, 50.01, 0.5), 2)
 # Types a fitted imputer + forest pipeline holds that skops does not trust by default (ECOSYSTEM.md).
-SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype"]
+SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype", "models.li_rule.CounterRule"]
 
 
 def model_name(ratio: float, pdm: float) -> str:
@@ -65,25 +69,50 @@ def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
                         mlflow.log_metric(f"{name}.{method}.li_at_fp{t:g}", 100 * float(mean[k]))
                     plot_rows.append(pd.DataFrame({"model": name, "method": method, "fp_pct": FP_GRID_PCT,
                                                    "li_pct": 100 * mean, "li_lo": 100 * lo, "li_hi": 100 * hi}))
-                li, li_lo, li_hi = mean_band(study.li_by_threshold, level)
-                fp, fp_lo, fp_hi = mean_band(study.fp_by_threshold, level)
+                groups = np.asarray(ids, dtype=object)
+                makers = candidates(names)
+                fp_sel = p.select_fp_pct / 100
+                nest = nested(X, y, groups, makers, fp_sel, FP_GRID_PCT / 100, p.select_splits, p.cv_folds, seed)
+                winner, inner = select(X, y, groups, makers, fp_sel, p.cv_folds, seed)
+                k_sel = int(np.argmin(np.abs(FP_GRID_PCT - p.select_fp_pct)))
+                held = {mth: float(c[:, k_sel].mean()) for mth, c in nest.curves.items()}
+                rules = {mth: v for mth, v in held.items() if mth in BASELINES}
+                best_rule = max(rules, key=rules.get) if rules else None
+                m.update({"selection.method": winner, "selection.fp_pct": p.select_fp_pct,
+                          **{f"selection.heldout_li.{mth}": round(100 * v, 2) for mth, v in held.items()},
+                          "selection.best_rule": best_rule,
+                          "selection.margin_over_best_rule": round(100 * (held["selected"] - rules[best_rule]), 2)
+                          if best_rule else None,
+                          "selection.outer_winner_share": {w: nest.winners.count(w) / len(nest.winners)
+                                                           for w in dict.fromkeys(nest.winners)},
+                          "selection.inner_li_all_workloads": {k: round(100 * v, 2) for k, v in inner.items()}})
+                oof = oof_scores(makers[winner], X, y, groups, p.cv_folds, seed, p.oof_repeats)
+                called, errors = threshold_counts(oof, y, THRESHOLDS)
                 curve_rows.append(pd.DataFrame({
-                    "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS, "li": li, "fp": fp,
-                    "li_lo": li_lo, "li_hi": li_hi, "fp_lo": fp_lo, "fp_hi": fp_hi,
-                    "n_splits": n_splits, "n_test": len(y) - len(y) // 2}))
-                model = make_li_model(seed).fit(X, y)
-                onnx_bytes = export_li(model, len(names))
-                parity_rows = np.vstack([X, boundary_rows(forest_splits(model), X, seed=seed), _nan_rows(X, seed)])
+                    "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS, "called": called,
+                    "errors": errors, "n": len(y), "li": called / len(y), "fp": errors / len(y), "method": winner}))
+                model = makers[winner](seed).fit(X, y)
+                if winner == FOREST:
+                    onnx_bytes = export_li(model, len(names))
+                    splits = forest_splits(model)
+                    imp = pd.Series(model.named_steps["forest"].feature_importances_, index=names)
+                else:
+                    onnx_bytes = export_rule(model, len(names))
+                    splits = [(model.feature, float(v)) for v in np.unique(X[:, model.feature])]
+                    imp = pd.Series(np.eye(len(names))[model.feature], index=names)
+                imp = imp.sort_values(ascending=False)
+                parity_rows = np.vstack([X, boundary_rows(splits, X, seed=seed), _nan_rows(X, seed)])
                 parity = check_parity(model, onnx_bytes, parity_rows)
                 (tmp / f"{name}.onnx").write_bytes(onnx_bytes)
-                imp = pd.Series(model.named_steps["forest"].feature_importances_, index=names).sort_values(ascending=False)
                 manifest["models"][name] = {
-                    "file": f"{name}.onnx", "sha256": sha256(onnx_bytes), "latency_ratio": ratio, "pdm": pdm,
-                    "features": names, "classes": [int(c) for c in model.classes_],
+                    "method": winner, "file": f"{name}.onnx", "sha256": sha256(onnx_bytes), "latency_ratio": ratio,
+                    "pdm": pdm, "features": names, "classes": [int(c) for c in model.classes_],
                     "workloads": len(y), "insensitive": int(y.sum()), "onnx_parity_max_abs_diff": parity,
                     "top_importances": {k: round(float(v), 4) for k, v in imp.head(15).items()}}
                 mlflow.log_metric(f"{name}.onnx_parity_max_abs_diff", parity)
                 mlflow.log_text(imp.to_csv(header=["importance"]), f"{name}/feature_importances.csv")
+                mlflow.log_metric(f"{name}.selection.margin_over_best_rule",
+                                  float(m["selection.margin_over_best_rule"] or 0.0))
                 mlflow.onnx.log_model(onnx.load_from_string(onnx_bytes), name=f"li_{name}_onnx".replace(".", "_"))
                 mlflow.sklearn.log_model(model, name=f"li_{name}".replace(".", "_"),
                                          serialization_format="skops",
@@ -98,7 +127,8 @@ def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
         mlflow.log_dict(metrics, "train_li_metrics.json")
     write_json(metrics_path, metrics)
     for name, m in metrics.items():
-        print(f"train_li {name}: " + ", ".join(f"{k}={v}" for k, v in m.items() if "band" not in k))
+        print(f"train_li {name}: " + ", ".join(f"{k}={v}" for k, v in m.items() if "band" not in k and "." in k
+                                                and k.split(".")[0] in ("random_forest", "selection")))
     return metrics
 
 

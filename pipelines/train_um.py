@@ -6,9 +6,15 @@ Outputs in ``out_dir``:
   manifest's vocabulary; output ``variable`` [n, 1], the raw quantile of the untouched fraction.
 - ``manifest.json``: sha256, features, vocabulary, alpha, and ``offsets``: target OP -> conformal
   offset to subtract from the raw prediction (then clip to [0, 1]).
-- ``heldout_curves.parquet``: the solver's input, one row per target OP: ``um`` (mean share of GB
-  placed on zNUMA), ``op`` (mean realized share of VMs overpredicted), ``op_max``, ``nights``,
-  ``vms`` and ``overpredicted`` (counts summed over the backtest's next days).
+- ``heldout_curves.parquet``: one row per target OP: ``um`` (mean share of GB placed on zNUMA),
+  ``op`` (mean realized share of VMs overpredicted), ``op_max``, ``nights``, ``vms`` and
+  ``overpredicted`` (counts summed over the backtest's next days).
+- ``heldout_nights.parquet``: the solver's input, the same per night and target OP (``as_of``,
+  ``target_op``, ``um``, ``op``, ``vms``, ``censored``).
+
+Nothing the solver reads depends on a VM created after ``base.as_of`` or an outcome observed
+after it (``evaluation.um_backtest.backtest``); the Fig. 18 trade-off on the day after ``as_of``
+is a held-out figure for the report only.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         curve, metrics = tradeoff(vf, as_of, p, seed)
         metrics.update({
             "backtest_nights": int(len(nights)), "target_op": p.target_op,
+            "backtest_censored_vms": int(nights.censored.sum()), "backtest_scored_vms": int(nights.vms.sum()),
             "raw.nights_within_target": float((nights.op_raw <= p.target_op).mean()),
             "calibrated.nights_within_target": float((nights.op_calibrated <= p.target_op).mean()),
             "raw.mean_op": float(nights.op_raw.mean()), "calibrated.mean_op": float(nights.op_calibrated.mean()),
@@ -59,16 +66,17 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         offsets = {f"{t:g}": ConformalOffset(t).fit(calib_pred, n.calib.untouched_fraction).offset_
                    for t in sorted({*p.target_grid, p.target_op})}
         X_train = model.transform_input(n.train)
-        X_next = model.transform_input(n.next_day) if len(n.next_day) else X_train[:0]
+        X_calib = model.transform_input(n.calib) if len(n.calib) else X_train[:0]
         nan_rows = X_train[:200].copy()
         nan_rows[:, ::2] = np.nan  # unknown categories and missing customer history
-        parity_rows = np.vstack([X_train, X_next, nan_rows,
+        parity_rows = np.vstack([X_train, X_calib, nan_rows,
                                  boundary_rows(lightgbm_splits(model.booster_), X_train, seed=seed)])
         onnx_bytes = export_um(model.booster_)
         parity = check_regressor_parity(model.booster_, onnx_bytes, parity_rows)
         (tmp / "um.onnx").write_bytes(onnx_bytes)
         (tmp / "um_lightgbm.txt").write_text(model.booster_.model_to_string())
         solver_curve(sweep).to_parquet(tmp / "heldout_curves.parquet", index=False)
+        sweep.to_parquet(tmp / "heldout_nights.parquet", index=False)
         manifest = {"file": "um.onnx", "sha256": sha256(onnx_bytes), "features": model.features_,
                     "vocabulary": model.vocabulary_, "alpha": p.target_op, "target_op": p.target_op,
                     "offset": cal.offset_, "offsets": offsets, "as_of": as_of,

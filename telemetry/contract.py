@@ -72,11 +72,17 @@ VMS = Schema("vms", (
     Column("created_at", "timestamp", ge=EARLIEST, le=LATEST),
     Column("deleted_at", "timestamp", nullable=True, ge=EARLIEST, le=LATEST),
     Column("untouched_fraction", "float", nullable=True, ge=0, le=1),
+    # running VMs: the share not touched yet when the table was written (an upper bound of the final one)
+    Column("untouched_so_far", "float", nullable=True, optional=True, ge=0, le=1),
     # eval-only ground truth: production VMs have none, and it may name workloads the lab never measured
     Column("workload_id", "id", nullable=True, optional=True),
 ), key="vm_id")
 
 VM_COUNTERS = Schema("vm_counters", (Column("vm_id", "id"),), key="vm_id", has_events=True)
+
+# Written beside the tables by the built-in generator only: the slowdowns of every workload its VMs
+# run (evaluation truth; no stage trains on it). Not a contract table: exports never have it.
+TRUTH_FILE = "population_truth.parquet"
 
 SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS)}
 TABLES: tuple[str, ...] = tuple(SCHEMAS)

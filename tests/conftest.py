@@ -41,7 +41,7 @@ def small_params() -> dict:
     params["generate"]["fleet"].update(n_days=SMALL_FLEET.n_days, vms_per_day=SMALL_FLEET.vms_per_day,
                                        n_customers=SMALL_FLEET.n_customers)
     params["base"].update(seed=SMALL_FLEET.seed, as_of=SMALL_AS_OF)
-    params["train_li"]["n_splits"] = 5
+    params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
     return params
 

@@ -9,18 +9,24 @@ import pyarrow.parquet as pq
 
 from telemetry.fleet.lab import Lab, LabParams, build_lab
 from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
+from telemetry.contract import TRUTH_FILE
 from telemetry.io import AtomicDir
 
-__all__ = ["FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
+__all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
 
 
-def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str) -> dict[str, int]:
-    """Write the four contract tables to ``out_dir`` (replaced whole); return row counts."""
-    lab = build_lab(lab_params)
-    vms = build_vms(lab, fleet_params)
+
+
+def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str,
+             variant: str = "pond") -> dict[str, int]:
+    """Write the four contract tables and the population's slowdown truth to ``out_dir``
+    (replaced whole); return row counts."""
+    lab = build_lab(lab_params, variant)
+    vms = build_vms(lab, fleet_params, variant)
     with AtomicDir(out_dir) as tmp:
         lab.workloads.to_parquet(tmp / "workloads.parquet", index=False)
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
+        lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
         public.to_parquet(tmp / "vms.parquet", index=False)
         writer, n_counters = None, 0
@@ -33,4 +39,4 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         if writer is not None:
             writer.close()
     return {"workloads": len(lab.workloads), "slowdowns": len(lab.slowdowns),
-            "vms": len(vms), "vm_counters": n_counters}
+            "vms": len(vms), "vm_counters": n_counters, "population": len(lab.latent)}

@@ -1,4 +1,11 @@
-"""The built-in lab: ~158 workloads, their PMU counters and their slowdowns on pool memory.
+"""The built-in lab: a population of workload behaviours, 158 of them measured in the lab.
+
+A cloud's VMs run far more workloads than a lab can characterize. The generator draws a
+*population* (``generate.lab.population``, the 158 named workloads of Pond §6.1 among them) from
+one behaviour model per class; the lab measures a sample stratified by class with Pond's class
+sizes (158), and the fleet's VMs run workloads of the whole population. The slowdown truth of
+every population workload (``population_truth.parquet``) is kept for evaluation only: no stage
+trains on it, and a provider's export has no such file.
 
 Mechanism, not marginals. Each workload gets latent memory behaviour; counters and slowdowns
 are both *computed* from it, so they agree the way real ones do:
@@ -18,12 +25,16 @@ All-pool slowdown at latency ratio r (relative, then in percent)::
 so DRAM bound explains the first term only: workloads with a small DRAM bound can still slow
 down a lot through prefetch lateness, page walks or bandwidth (Pond Finding 4). A spilled share
 p of the footprint receives a share ``clip((p - cold) / (1 - cold), 0, 1) ** g`` of accesses.
+
+``generate.variant`` changes mechanism strengths (``VARIANTS``): ``walks`` makes page walks and
+bandwidth queueing a larger share of slowdowns, which DRAM bound does not see.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -46,6 +57,22 @@ REDIS = [f"ycsb-{x}" for x in "abcdef"]
 VOLTDB = ["tpcc", "ycsb-a", "ycsb-b"]
 TPCH = [f"q{i:02d}" for i in range(1, 23)]
 PROPRIETARY = [f"prop-{i:02d}" for i in range(1, 14)]
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """How strongly each slowdown mechanism acts in a fleet variant."""
+
+    tlb_shift: float = 0.0                     # added to every class's log page-walk level
+    walk_dram: tuple[float, float] = (0.2, 0.9)  # range of the share of walk loads served by DRAM
+    bw_queueing: float = BW_QUEUEING
+    bw_extra: float = 0.0                      # bandwidth use not explained by stalls or prefetches
+
+
+VARIANTS: dict[str, Mechanisms] = {
+    "pond": Mechanisms(),
+    "walks": Mechanisms(tlb_shift=1.3, walk_dram=(0.5, 1.0), bw_queueing=2.4, bw_extra=0.08),
+}
+Variant = Literal["pond", "walks"]
 
 # Per-class latent behaviour: mean/spread of memory intensity (logit), chance of prefetch-hidden
 # traffic, page-walk level (log), footprint when unknown (log MB mean, sd), FP intensity, kernel share.
@@ -75,20 +102,56 @@ def catalogue() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def population_catalogue(size: int, rng: np.random.Generator) -> pd.DataFrame:
+    """The named workloads plus unnamed ones per class, in Pond's class proportions, ``size`` in all.
+
+    An unnamed workload of a class with published footprints gets one of them, scattered by a
+    factor of e^N(0, 0.3); in other classes the footprint is drawn with the rest of the behaviour.
+    """
+    cat = catalogue()
+    extra = max(size - len(cat), 0)
+    counts = cat.workload_class.value_counts(sort=False)
+    share = counts / counts.sum() * extra
+    n_new = np.floor(share).astype(int)
+    n_new[share.sub(n_new).sort_values(ascending=False).index[: extra - n_new.sum()]] += 1
+    rows = [cat]
+    for cls, n in n_new.items():
+        known = cat.loc[(cat.workload_class == cls) & cat.peak_rss_mb.notna(), "peak_rss_mb"].to_numpy()
+        rss = (rng.choice(known, n) * np.exp(rng.normal(0.0, 0.3, n))) if len(known) else np.full(n, np.nan)
+        rows.append(pd.DataFrame({"workload_id": [f"{cls}/pop-{i:04d}" for i in range(n)],
+                                  "workload_class": cls, "peak_rss_mb": rss}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def lab_sample(population: pd.DataFrame, footprint_gb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Positions of the lab's workloads: per class as many as Pond's lab ran, drawn systematically
+    along the footprint (what a lab knows before it measures) from a random start, so that small
+    and large workloads of every class are represented."""
+    sizes = catalogue().workload_class.value_counts()
+    picks = []
+    for cls, n in sizes.sort_index().items():
+        members = np.flatnonzero(population.workload_class.to_numpy() == cls)
+        members = members[np.argsort(footprint_gb[members], kind="stable")]
+        step = len(members) / n
+        picks.append(members[np.floor(rng.uniform(0, step) + step * np.arange(n)).astype(int)])
+    return np.sort(np.concatenate(picks))
+
+
 @dataclass
 class Lab:
-    """Latent behaviour (one row per workload), and the contract tables computed from it."""
-    latent: pd.DataFrame
-    workloads: pd.DataFrame
+    """The population's latent behaviour and counter rates, and the lab's contract tables."""
+    latent: pd.DataFrame                    # one row per population workload
+    workloads: pd.DataFrame                 # the lab's sample
     slowdowns: pd.DataFrame
     rates: pd.DataFrame = field(repr=False)  # events per cycle, noise-free: what VMs inherit
+    truth: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)  # population slowdowns, eval only
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def draw_latent(cat: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+def draw_latent(cat: pd.DataFrame, rng: np.random.Generator, mech: Mechanisms = Mechanisms()) -> pd.DataFrame:
     n = len(cat)
     p = pd.DataFrame([CLASS_PARAMS[c] for c in cat.workload_class], index=cat.index)
     fp_mb = cat.peak_rss_mb.to_numpy(float).copy()
@@ -102,14 +165,16 @@ def draw_latent(cat: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     h = np.where(has_pf, rng.uniform(0.08, 0.45, n), rng.uniform(0.0, 0.01, n)) * (pressure > 0)
     c = rng.uniform(1.2, 2.6, n)
     d = d + LATE_PF_DEMAND * h  # streams whose prefetches already arrive late stall on demand misses
-    w = np.minimum(np.exp(rng.normal(p.tlb.to_numpy(), 0.9)) * (1 + 0.25 * np.clip(pressure, 0, 8))
+    w = np.minimum(np.exp(rng.normal(p.tlb.to_numpy() + mech.tlb_shift, 0.9)) * (1 + 0.25 * np.clip(pressure, 0, 8))
                    * 3 * intensity ** 0.75, 0.2)
-    q = rng.uniform(0.2, 0.9, n)
-    u = np.clip(0.9 * d + 0.8 * h + np.abs(rng.normal(0, 0.05, n)) * np.sqrt(intensity), 0.005, 0.9)
+    q = rng.uniform(*mech.walk_dram, n)
+    u = np.clip(0.9 * d + 0.8 * h + (np.abs(rng.normal(0, 0.05, n)) + mech.bw_extra) * np.sqrt(intensity),
+                0.005, 0.9)
     mlp = np.clip(1.0 + np.exp(rng.normal(0.6, 0.7, n)) + 6 * h, 1.0, 12.0)
     return pd.DataFrame({
         "workload_id": cat.workload_id, "workload_class": cat.workload_class,
         "footprint_gb": fp_mb / 1024.0, "d": d, "h": h, "c": c, "w": w, "q": q, "u": u, "mlp": mlp,
+        "bwq": np.full(n, mech.bw_queueing),
         "cold": rng.beta(1.5, 2.5, n) * 0.8, "g": np.exp(rng.normal(0.0, 0.5, n)),
         "eta": rng.normal(0.0, ETA_SD, n), "fp": p.fp.to_numpy() * rng.uniform(0.2, 1.8, n),
         "kern": p.kern.to_numpy() * rng.uniform(0.3, 1.7, n),
@@ -120,7 +185,7 @@ def pool_slowdown(lat: pd.DataFrame, ratio: float, spilled_pct: np.ndarray | flo
     """Noise-free slowdown in percent for a spilled share of the footprint (see module doc)."""
     r1 = ratio - 1.0
     full = (lat.d * r1 + lat.h * np.maximum(0.0, ratio - lat.c) + lat.w * lat.q * r1
-            + BW_QUEUEING * lat.u ** 2 * r1 ** 2) * (1.0 + lat.eta)
+            + lat.bwq * lat.u ** 2 * r1 ** 2) * (1.0 + lat.eta)
     share = np.clip((np.asarray(spilled_pct) / 100.0 - lat.cold) / (1.0 - lat.cold), 0.0, 1.0) ** lat.g
     return 100.0 * np.asarray(full) * np.asarray(share)
 
@@ -312,27 +377,39 @@ def event_rates(lat: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame({k: np.maximum(e[k], 0.0) for k in names}, index=lat.index)
 
 
-def build_lab(params: LabParams) -> Lab:
-    rng = np.random.default_rng([params.seed, 1])
-    cat = catalogue()
-    lat = draw_latent(cat, rng)
-    rates = event_rates(lat, rng)
-    cycles = 10.0 ** rng.uniform(10.5, 12.0, len(lat))  # run lengths differ: features must normalize
-    noise = np.exp(rng.normal(0.0, params.counter_noise, rates.shape))
-    counts = np.round(rates.to_numpy() * cycles[:, None] * noise)
-    workloads = pd.concat([lat[["workload_id", "workload_class"]],
-                           lat.footprint_gb.round(3).rename("footprint_gb"),
-                           pd.DataFrame(counts, columns=rates.columns, index=lat.index)], axis=1)
-    grid = pd.MultiIndex.from_product(
-        [range(len(lat)), params.latency_ratios, params.spill_levels, range(params.repetitions)],
-        names=["i", "latency_ratio", "spilled_pct", "repetition"]).to_frame(index=False)
+def _slowdown_grid(lat: pd.DataFrame, ratios, levels, repetitions: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every (workload, ratio, spill level, repetition) run and its noise-free slowdown."""
+    grid = pd.MultiIndex.from_product([range(len(lat)), ratios, levels, range(repetitions)],
+                                      names=["i", "latency_ratio", "spilled_pct", "repetition"]).to_frame(index=False)
     sel = lat.iloc[grid.i.to_numpy()].reset_index(drop=True)
     true = np.zeros(len(grid))
-    for ratio in params.latency_ratios:
+    for ratio in ratios:
         m = (grid.latency_ratio == ratio).to_numpy()
         true[m] = pool_slowdown(sel[m], ratio, grid.spilled_pct.to_numpy()[m])
+    grid["workload_id"] = sel.workload_id.to_numpy()
+    return grid, true
+
+
+def build_lab(params: LabParams, variant: Variant = "pond") -> Lab:
+    rng = np.random.default_rng([params.seed, 1])
+    population = population_catalogue(params.population, rng)
+    lat = draw_latent(population, rng, VARIANTS[variant])
+    rates = event_rates(lat, rng)
+    in_lab = lab_sample(population, lat.footprint_gb.to_numpy(), rng)
+    lab_lat = lat.iloc[in_lab].reset_index(drop=True)
+    cycles = 10.0 ** rng.uniform(10.5, 12.0, len(lab_lat))  # run lengths differ: features must normalize
+    noise = np.exp(rng.normal(0.0, params.counter_noise, (len(lab_lat), rates.shape[1])))
+    counts = np.round(rates.to_numpy()[in_lab] * cycles[:, None] * noise)
+    workloads = pd.concat([lab_lat[["workload_id", "workload_class"]],
+                           lab_lat.footprint_gb.round(3).rename("footprint_gb"),
+                           pd.DataFrame(counts, columns=rates.columns)], axis=1)
+    grid, true = _slowdown_grid(lab_lat, params.latency_ratios, params.spill_levels, params.repetitions)
     noisy = true * (1 + rng.normal(0, params.noise_rel, len(grid))) + rng.normal(0, params.noise_pp, len(grid))
-    slowdowns = pd.DataFrame({"workload_id": sel.workload_id, "latency_ratio": grid.latency_ratio,
+    slowdowns = pd.DataFrame({"workload_id": grid.workload_id, "latency_ratio": grid.latency_ratio,
                               "spilled_pct": grid.spilled_pct.astype(float),
                               "slowdown_pct": noisy.round(3), "repetition": grid.repetition})
-    return Lab(latent=lat, workloads=workloads, slowdowns=slowdowns, rates=rates)
+    grid, true = _slowdown_grid(lat, params.latency_ratios, params.spill_levels, 1)
+    truth = pd.DataFrame({"workload_id": grid.workload_id, "latency_ratio": grid.latency_ratio,
+                          "spilled_pct": grid.spilled_pct.astype(float), "slowdown_pct": true.round(4)})
+    truth["in_lab"] = truth.workload_id.isin(set(lab_lat.workload_id))
+    return Lab(latent=lat, workloads=workloads, slowdowns=slowdowns, rates=rates, truth=truth)

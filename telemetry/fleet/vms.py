@@ -10,7 +10,12 @@ Mechanisms rather than marginals:
   workload's footprint, plus the customer's own consistency.
 - Customer size is heavy-tailed (log-normal); new customers keep arriving.
 - ``vm_counters`` are the VM's workload's counter rates over the VM's first hour, with per-VM
-  noise: the lab and the fleet share one behaviour model.
+  noise: the lab and the fleet share one behaviour model. Deployments run workloads of the whole
+  population (lab.py), so most VMs run a workload the lab never measured.
+- A VM still running at the end of the trace has no ``untouched_fraction``; its
+  ``untouched_so_far`` is what it has not touched yet (memory is touched early in a VM's life).
+- ``generate.variant`` ``walks`` also weakens customer persistence: each VM strays further from
+  its customer's level, and levels drift faster.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
 VCPUS = np.array([2, 4, 8, 16, 32, 48, 64])
 VCPU_WEIGHTS = np.array([0.28, 0.27, 0.2, 0.13, 0.07, 0.03, 0.02])
+# Per variant: range of a customer's per-VM logit spread, and a multiplier of its drift.
+PERSISTENCE = {"pond": ((0.6, 1.6), 1.0), "walks": ((1.2, 2.4), 2.0)}
+
+
 def _ids(prefix: str, n: int, width: int) -> pd.Series:
     """``prefix`` + zero-padded running number, vectorized (fleets have millions of rows)."""
     return prefix + pd.Series(np.arange(n)).astype(str).str.zfill(width)
@@ -35,7 +44,8 @@ def _ids(prefix: str, n: int, width: int) -> pd.Series:
 REGIONS = ("eastus", "westeurope", "southeastasia", "westus2", "northeurope", "japaneast")
 
 
-def _customers(p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
+def _customers(p: FleetParams, rng: np.random.Generator, variant: str = "pond") -> pd.DataFrame:
+    spread, drift = PERSISTENCE[variant]
     n_new = rng.poisson(p.new_customers_per_day * p.n_days)
     n = p.n_customers + n_new
     start = np.concatenate([np.zeros(p.n_customers), rng.uniform(0, p.n_days, n_new)])
@@ -47,8 +57,8 @@ def _customers(p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
         "home_region": rng.choice(regions, n),
         "windows_pref": rng.random(n) < p.windows_share,
         "level": rng.normal(0.7, p.untouched_logit_sd, n),
-        "drift": rng.normal(0.0, p.drift_per_day, n),
-        "consistency": rng.uniform(0.6, 1.6, n),  # per-VM logit sd around the customer level
+        "drift": rng.normal(0.0, p.drift_per_day * drift, n),
+        "consistency": rng.uniform(*spread, n),  # per-VM logit sd around the customer level
         "family_bias": rng.integers(0, len(FAMILIES), n),
     })
 
@@ -92,10 +102,10 @@ def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Ge
     })
 
 
-def build_vms(lab: Lab, p: FleetParams) -> pd.DataFrame:
+def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     """The ``vms`` table, with ``_workload_idx`` and ``_cycles`` helper columns for counters."""
     rng = np.random.default_rng([p.seed, 2])
-    cust = _customers(p, rng)
+    cust = _customers(p, rng, variant)
     dep = _deployments(cust, lab, p, rng)
     rate = dep.rate_weight / (dep.rate_weight * dep.active).sum() * p.vms_per_day * p.n_days
     counts = rng.poisson(rate * dep.active)
@@ -122,6 +132,8 @@ def build_vms(lab: Lab, p: FleetParams) -> pd.DataFrame:
              + c.consistency.to_numpy() * rng.standard_normal(n))
     footprint_cap = np.clip(1.0 - 0.5 * fp_gb / d.memory_gb.to_numpy(), 0.1, 1.0)
     untouched = np.round(footprint_cap / (1.0 + np.exp(-logit)), 4)
+    elapsed = np.clip((horizon - created) / pd.Timedelta(hours=1) / life_h, 0.0, 1.0)
+    so_far = np.round(1.0 - (1.0 - untouched) * elapsed ** 0.25, 4)
     vms = pd.DataFrame({
         "vm_id": _ids("vm-", n, 8),
         "customer_id": d.customer_id, "cluster_id": d.cluster_id,
@@ -130,6 +142,7 @@ def build_vms(lab: Lab, p: FleetParams) -> pd.DataFrame:
         "memory_gb": d.memory_gb.astype(float), "os": d.os,
         "created_at": created, "deleted_at": deleted.where(~running),
         "untouched_fraction": np.where(running, np.nan, untouched),
+        "untouched_so_far": np.where(running, so_far, np.nan),
         "workload_id": lab.latent.workload_id.to_numpy()[d.workload.to_numpy()],
     })
     vms["_workload_idx"] = d.workload.to_numpy()

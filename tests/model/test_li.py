@@ -104,7 +104,8 @@ def test_train_li_stage(small_raw, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     params = Params(base={"seed": 1, "as_of": "2026-01-08"},
-                    train_li={"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3})
+                    train_li={"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3,
+                              "select_splits": 2, "cv_folds": 3, "oof_repeats": 1})
     features_stage.run(params, small_raw, tmp_path / "features", tmp_path / "m" / "features.json")
     out = tmp_path / "li"
     metrics = train_li.run(params, tmp_path / "features", small_raw, out, tmp_path / "m" / "li.json", tmp_path / "plots")
@@ -116,9 +117,11 @@ def test_train_li_stage(small_raw, tmp_path, monkeypatch):
         assert hashlib.sha256((out / m["file"]).read_bytes()).hexdigest() == m["sha256"]
         assert m["onnx_parity_max_abs_diff"] <= 1e-5
     curves = pd.read_parquet(out / "heldout_curves.parquet")
-    assert list(curves.columns) == ["latency_ratio", "pdm", "threshold", "li", "fp", "li_lo", "li_hi",
-                                    "fp_lo", "fp_hi", "n_splits", "n_test"]
+    assert list(curves.columns) == ["latency_ratio", "pdm", "threshold", "called", "errors", "n", "li", "fp", "method"]
     assert ((curves.fp <= curves.li + 1e-12) & curves.li.between(0, 1)).all()
+    assert (curves.errors <= curves.called).all() and (curves.called <= curves.n).all()
+    for name, m in metrics.items():   # the deployed model is the one the selection chose
+        assert manifest["models"][name]["method"] == m["selection.method"]
     assert (tmp_path / "plots" / "li_fp_curves.png").exists()
     import mlflow
     runs = mlflow.search_runs(experiment_names=["pond"])

@@ -1,0 +1,26 @@
+"""Where the slowdown truth of fleet VMs comes from, for evaluation only.
+
+The built-in fleet writes the noise-free slowdowns of its whole workload population
+(``population_truth.parquet`` beside the contract tables): VMs mostly run workloads the lab
+never measured, and only this file can say whether they were sensitive. A provider has no such
+file; its ``vms.workload_id`` (optional) may name lab workloads, whose lab runs are then the truth.
+No training stage reads this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from evaluation.combined import spill_table
+from telemetry.contract import TRUTH_FILE
+from telemetry.io import read_tables
+
+
+def truth_table(raw_dir: Path, ratio: float) -> tuple[pd.DataFrame, str]:
+    """(slowdown per workload and spilled share at ``ratio``, its source: population or lab)."""
+    path = Path(raw_dir) / TRUTH_FILE
+    if path.exists():
+        return spill_table(pd.read_parquet(path), ratio), "population"
+    return spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], ratio), "lab"
