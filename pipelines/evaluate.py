@@ -52,6 +52,10 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
                    .to_parquet(tmp / "decisions.parquet", index=False)
     metrics["combined"]["within_budget"] = metrics["combined"]["mispredictions_conservative"] <= metrics["budget"]
     c = metrics["combined"]
+    if c["lab_truth_share"] < 1.0:
+        print(f"evaluate: {1 - c['lab_truth_share']:.1%} of the {len(vms)} VMs have no lab workload with slowdown "
+              "truth (no vms.workload_id, or a workload no truth table holds): their false positives are the lab "
+              "estimate, not realized")
     if c["pool_only_without_truth"]:
         print(f"evaluate: {c['pool_only_without_truth']} pool-only VMs have no slowdown truth (no vms.workload_id, or "
               f"a workload no truth table holds): each counts as the lab error rate {rate:.2%} (fp_source "

@@ -67,7 +67,8 @@ def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, mode
     enriched = recent[list(KEY)].merge(history, on=list(KEY), how="left")
     X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
     p = onnx_p_insensitive(load_verified(li_dir / model["file"], model["sha256"]), X, model["classes"])
-    known = enriched["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
+    # called only where the VM had history when it was created (the snapshot also holds later VMs' own counters)
+    known = recent["has_history"].to_numpy(bool) & enriched["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
     called = known[None, :] & (p[None, :] >= thresholds[:, None])
     mem = recent.memory_gb.to_numpy(float)
     return called.mean(axis=1), (called @ mem) / mem.sum(), float(known.mean())
@@ -86,7 +87,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
     targets, um_n, op_n = um_candidates(pd.read_parquet(um_dir / "heldout_nights.parquet"))
     vmf = pd.read_parquet(features_dir / "vm_features.parquet",
-                          columns=[*KEY, "created_at", "memory_gb"])
+                          columns=[*KEY, "created_at", "memory_gb", "has_history"])
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
     li_vm, li_gb, h = fleet_li_shares(vmf, history, li_dir, model, li.threshold.to_numpy(),
                                              as_of, o.recent_days)
