@@ -10,6 +10,7 @@ figure reported for the selected model is not the one its selection was made on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -24,11 +25,14 @@ FOREST = "random_forest"
 Maker = Callable[[int], object]
 
 
+def _rule(feature: int, name: str, seed: int) -> CounterRule:
+    return CounterRule(feature, name)             # a rule has nothing random: the seed is for the interface
+
+
 def candidates(feature_names: list[str]) -> dict[str, Maker]:
     """The forest and one rule per baseline counter the features hold (rules first: on a tie the
     simpler model wins)."""
-    rules = {m: (lambda seed, k=feature_names.index(col), m=m: CounterRule(k, m))
-             for m, col in BASELINES.items() if col in feature_names}
+    rules = {m: partial(_rule, feature_names.index(col), m) for m, col in BASELINES.items() if col in feature_names}
     return {**rules, FOREST: make_li_model}
 
 
@@ -94,9 +98,3 @@ def nested(X: np.ndarray, y: np.ndarray, groups: np.ndarray, makers: dict[str, M
     winners = [h[0] for h in halves]
     curves["selected"] = np.array([h[1][w] for w, h in zip(winners, halves)])
     return NestedStudy(np.asarray(fp_grid), curves, winners)
-
-
-def threshold_counts(p: np.ndarray, y: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per threshold: workloads called insensitive (p >= t) and, among them, the sensitive ones."""
-    called = p[None, :] >= thresholds[:, None]
-    return called.sum(axis=1), (called & (y[None, :] == 0)).sum(axis=1)

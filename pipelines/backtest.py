@@ -25,8 +25,8 @@ from core.params import Params
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.regret import realized_grid
-from optimize.solver import error_rate, regret
 from features.build import snapshot
+from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.features import counters_source
 from telemetry.contract import WORKLOADS, event_columns
@@ -55,10 +55,10 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
 
 def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> dict[str, float]:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets)."""
-    curves = pd.read_parquet(li_dir / "heldout_curves.parquet")
-    c = curves[np.isclose(curves.latency_ratio, policy["latency_ratio"]) & np.isclose(curves.pdm, policy["pdm"])]
-    thresholds = np.r_[np.inf, c.threshold.to_numpy(float)]
-    q = np.r_[0.0, error_rate(c.called.to_numpy(), c.errors.to_numpy())]
+    li = optimize.li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
+                                policy["pdm"])
+    thresholds = li.threshold.to_numpy(float)
+    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
     offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
     targets = sorted(float(t) for t in offsets_by_target)
     offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]

@@ -24,8 +24,8 @@ import onnx
 import pandas as pd
 
 from core.params import Params
-from evaluation.li_curves import mean_band, split_study
-from evaluation.li_select import FOREST, candidates, nested, oof_scores, select, threshold_counts
+from evaluation.li_curves import mean_band, split_study, threshold_table
+from evaluation.li_select import FOREST, candidates, nested, oof_scores, select
 from evaluation.plots import pyplot, save_figure
 from models.li import BASELINES, make_li_model, training_set
 from models.li_rule import export_rule
@@ -87,10 +87,11 @@ def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
                                                            for w in dict.fromkeys(nest.winners)},
                           "selection.inner_li_all_workloads": {k: round(100 * v, 2) for k, v in inner.items()}})
                 oof = oof_scores(makers[winner], X, y, groups, p.cv_folds, seed, p.oof_repeats)
-                called, errors = threshold_counts(oof, y, THRESHOLDS)
+                li_t, fp_t = threshold_table(oof, y, THRESHOLDS)
                 curve_rows.append(pd.DataFrame({
-                    "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS, "called": called,
-                    "errors": errors, "n": len(y), "li": called / len(y), "fp": errors / len(y), "method": winner}))
+                    "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS,
+                    "called": np.rint(li_t * len(y)).astype(int), "errors": np.rint(fp_t * len(y)).astype(int),
+                    "n": len(y), "li": li_t, "fp": fp_t, "method": winner}))
                 model = makers[winner](seed).fit(X, y)
                 if winner == FOREST:
                     onnx_bytes = export_li(model, len(names))

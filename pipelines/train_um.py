@@ -51,6 +51,10 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
             AtomicDir(out_dir) as tmp:
         import mlflow
         nights, sweep = backtest(vf, as_of, p, seed)
+        if nights.empty:
+            raise ConfigError(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
+                              f"(nights end train_um.calib_lag_days={p.calib_lag_days} days before as_of): move "
+                              "base.as_of later, or lower train_um.calib_lag_days / calib_days")
         curve, metrics = tradeoff(vf, as_of, p, seed)
         metrics.update({
             "backtest_nights": int(len(nights)), "target_op": p.target_op,

@@ -46,29 +46,41 @@ def small_params() -> dict:
     return params
 
 
+NIGHT = ("features", "train_li", "train_um", "optimize", "evaluate")
+
+
+def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT) -> Path:
+    """The nightly stages on ``raw`` with small_params(), in-process, outputs under ``wd``."""
+    from pipelines.cli import main
+
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    argv = {
+        "features": ["--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
+        "train_li": ["--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
+                     "--metrics", str(wd / "li.json"), "--plots", str(wd / "plots")],
+        "train_um": ["--features", str(wd / "features"), "--out", str(wd / "um"),
+                     "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
+        "optimize": ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
+                     "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
+                     "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+        "evaluate": ["--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
+                     "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "evaluation"),
+                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")],
+    }
+    for stage in stages:
+        assert main(["--params", str(wd / "params.yaml"), stage, *argv[stage]]) == 0, stage
+    return wd
+
+
 @pytest.fixture(scope="session")
 def small_bundle(tmp_path_factory, small_raw) -> Path:
     """features -> train_li -> train_um -> optimize -> evaluate on the small fleet, in-process."""
-    from pipelines.cli import main
-
     wd = tmp_path_factory.mktemp("bundle")
-    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{wd / 'mlflow.db'}"
     try:
-        p = ["--params", str(wd / "params.yaml")]
-        for argv in (["features", "--raw", str(small_raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
-                     ["train_li", "--features", str(wd / "features"), "--raw", str(small_raw), "--out", str(wd / "li"),
-                      "--metrics", str(wd / "li.json"), "--plots", str(wd / "plots")],
-                     ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
-                      "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
-                     ["optimize", "--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
-                      "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
-                      "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
-                     ["evaluate", "--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
-                      "--features", str(wd / "features"), "--raw", str(small_raw), "--out", str(wd / "evaluation"),
-                      "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")]):
-            assert main(p + argv) == 0, argv[0]
+        run_night(small_raw, wd)
     finally:
         if old is None:
             os.environ.pop("MLFLOW_TRACKING_URI", None)

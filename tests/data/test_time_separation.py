@@ -5,36 +5,20 @@ policy and both models come out byte-identical."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import small_params
+from tests.conftest import NIGHT, run_night, small_params
 
 pytestmark = pytest.mark.slow
 
 
 def _night(raw: Path, wd: Path) -> Path:
-    from pipelines.cli import main
-
-    wd.mkdir(parents=True)
-    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
-    p = ["--params", str(wd / "params.yaml")]
-    for argv in (["features", "--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
-                 ["train_li", "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
-                  "--metrics", str(wd / "li.json"), "--plots", str(wd / "plots")],
-                 ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
-                  "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
-                 ["optimize", "--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
-                  "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
-                  "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")]):
-        assert main(p + argv) == 0, argv[0]
-    return wd
+    return run_night(raw, wd, NIGHT[:-1])      # up to optimize: what the policy is made from
 
 
 def scramble(raw: Path, out: Path, as_of: str, seed: int = 7) -> int:
