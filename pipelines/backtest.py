@@ -29,6 +29,7 @@ from features.build import snapshot
 from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.features import counters_source
+from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import AtomicDir, read_tables
 
@@ -79,9 +80,8 @@ def run(params: Params, n_nights: int, raw_dir: Path, features_dir: Path, li_dir
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
     counters = counters_source(raw_dir)
-    os.environ.setdefault("POND_MLFLOW_EXPERIMENT", "pond-backtest")
     rows = []
-    with AtomicDir(out_dir) as tmp:
+    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp:
         for k in range(n_nights - 1, -1, -1):     # one night at a time, as the nightly job runs
             as_of = (last - pd.Timedelta(days=k)).date().isoformat()
             p = params.with_as_of(as_of)

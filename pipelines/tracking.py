@@ -18,6 +18,19 @@ def experiment() -> str:
     return os.environ.get("POND_MLFLOW_EXPERIMENT", "pond")
 
 
+@contextmanager
+def default_experiment(name: str) -> Iterator[None]:
+    """Runs inside go to ``name`` unless POND_MLFLOW_EXPERIMENT says otherwise; the process's
+    environment is as it was afterwards (a backtest must not send later runs astray)."""
+    before = os.environ.get("POND_MLFLOW_EXPERIMENT")
+    os.environ["POND_MLFLOW_EXPERIMENT"] = before or name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("POND_MLFLOW_EXPERIMENT", None)
+
+
 def _local_uri() -> str:
     return f"sqlite:///{(LOCAL_DIR / 'mlflow.db').resolve()}"
 

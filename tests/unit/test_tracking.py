@@ -17,3 +17,16 @@ def test_embedded_store_keeps_artifacts_under_data(tmp_path, monkeypatch):
     expected = (tmp_path / "data" / "mlflow" / "artifacts").as_uri()
     assert all(u.startswith(expected) for u in uris), uris
     assert not (tmp_path / "mlruns").exists()
+
+
+def test_default_experiment_restores_the_environment(monkeypatch):
+    from pipelines.tracking import default_experiment, experiment
+
+    monkeypatch.delenv("POND_MLFLOW_EXPERIMENT", raising=False)
+    with default_experiment("pond-backtest"):
+        assert experiment() == "pond-backtest"
+    assert experiment() == "pond"
+    monkeypatch.setenv("POND_MLFLOW_EXPERIMENT", "mine")
+    with default_experiment("pond-backtest"):
+        assert experiment() == "mine"
+    assert experiment() == "mine"
