@@ -2,13 +2,21 @@
 
     python benchmarks/stage_1m.py features      # target: < 60 s, < 4 GB on 2 cores (issue 2)
     python benchmarks/stage_1m.py train_um      # target: < 3 min on 2 cores (issue 4)
-    python benchmarks/stage_1m.py simulate      # target: < 60 s on 2 cores (issue 5)
+    python benchmarks/stage_1m.py simulate      # target: < 2 min on 2 cores (issue 14)
 
 Options: --vms-per-day 12000 --days 90 --workdir /tmp/pond-bench. The fleet (and, for
-train_um, its features) is built once into the work dir, untimed; simulate replays the whole
-trace (first-fit placement, then one sweep per grouping) under six static pool fractions, as
-many policies as the pipeline's stage replays; the measured stage then runs
-in a child process, as `dvc repro` runs it, which reports its own wall time and peak RSS.
+train_um and simulate, its features) is built once into the work dir, untimed; the measured
+stage then runs in a child process, as `dvc repro` runs it, which reports its own wall time and
+peak RSS.
+
+simulate is the steady-state replay with every policy and pool size of params.yaml: first-fit
+placement of the whole trace, then per cluster the exact replay and sizing search over the last
+``backtest.nights`` days, after a warm-up of everything before. Its nightly inputs are built
+untimed, as `pond backtest` leaves them: a folder per night with the policies and the scores of
+the next day's VMs. Training a model per night on this fleet is `backtest`'s cost, not the
+replay's; here every night reuses the models of the pipeline's last backtest night
+(``data/backtest`` of this checkout: run `dvc repro` first), which changes the decisions'
+values, not the replay's work.
 """
 
 from __future__ import annotations
@@ -28,11 +36,43 @@ STAGES = {
     "features": None,
     "train_um": lambda wd: ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
                             "--metrics", str(wd / "train_um.json"), "--plots", str(wd / "plots")],
-    "simulate": lambda wd: ["simulate", "--static-only", "--raw", str(wd / "raw"), "--metrics", str(wd / "simulate.json"),
-                            "--plots", str(wd / "plots")],
+    "simulate": lambda wd: ["simulate", "--raw", str(wd / "raw"), "--nightly", str(wd / "nightly"),
+                            "--out", str(wd / "sim"), "--metrics", str(wd / "simulate.json"), "--plots", str(wd / "plots")],
 }
 TARGETS = {"features": {"target_wall_s": 60, "target_peak_rss_gb": 4}, "train_um": {"target_wall_s": 180},
-           "simulate": {"target_wall_s": 60}}
+           "simulate": {"target_wall_s": 120}}
+
+
+def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> None:
+    """A `pond backtest`-shaped folder per night: the policies and models of this checkout's last
+    backtest night, and the next day's VMs of the benchmark fleet scored by them."""
+    import shutil
+
+    import pandas as pd
+
+    from models.inference import Models, score
+    from models.policy import read_policy
+
+    src = sorted(d for d in Path("data/backtest").glob("*") if (d / "scores.parquet").exists())
+    if not src:
+        sys.exit("benchmarks/stage_1m.py simulate: no data/backtest night in this checkout; run `dvc repro` first")
+    last = src[-1]
+    vmf = pd.read_parquet(wd / "features" / "vm_features.parquet")
+    history = pd.read_parquet(wd / "features" / "snapshot" / "workload_history.parquet")
+    out = wd / "nightly"
+    shutil.rmtree(out, ignore_errors=True)
+    for k in range(nights - 1, -1, -1):
+        night = (pd.Timestamp(as_of) - pd.Timedelta(days=k)).date()
+        d = out / night.isoformat()
+        d.mkdir(parents=True)
+        vms = vmf[vmf.day == night + pd.Timedelta(days=1)].reset_index(drop=True)
+        cols = {"vm_id": vms.vm_id.to_numpy()}
+        for r in ratios:
+            shutil.copy(last / f"policy_r{r:g}.json", d / f"policy_r{r:g}.json")
+            s = score(Models.from_policy(read_policy(d / f"policy_r{r:g}.json"), Path("data/models/li"), last / "um"),
+                      vms, history)
+            cols.update({"has_history": s.has_history, "um_raw": s.um_raw, f"p_insensitive_r{r:g}": s.p_insensitive})
+        pd.DataFrame(cols).to_parquet(d / "scores.parquet", index=False)
 
 
 def main() -> None:
@@ -51,7 +91,6 @@ def main() -> None:
     start = params["generate"]["fleet"].get("start", "2026-01-01")
     import pandas as pd
     params["base"]["as_of"] = str((pd.Timestamp(start) + pd.Timedelta(days=args.days - 8)).date())
-    params.setdefault("simulate", {})["static_fractions"] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
     pond = [sys.executable, "-m", "pipelines", "--params", str(wd / "params.yaml")]
     if not (wd / "raw" / "vm_counters.parquet").exists():
@@ -59,8 +98,10 @@ def main() -> None:
         subprocess.run(pond + ["generate", "--out", str(wd / "raw")], check=True)
         print(f"generate (not part of the target): {time.perf_counter() - t:.1f} s")
     features = ["features", "--raw", str(wd / "raw"), "--out", str(wd / "features"), "--metrics", str(wd / "features.json")]
-    if args.stage == "train_um" and not (wd / "features" / "vm_features.parquet").exists():
+    if args.stage in ("train_um", "simulate") and not (wd / "features" / "vm_features.parquet").exists():
         subprocess.run(pond + features, check=True)
+    if args.stage == "simulate":
+        nightly_inputs(wd, params["base"]["as_of"], params["backtest"]["nights"], params["simulate"]["latency_ratios"])
     argv = features if args.stage == "features" else STAGES[args.stage](wd)
     # The child reports its own peak RSS (RUSAGE_CHILDREN would also count `generate`).
     wrapper = ("import resource, sys; from pipelines.cli import main; rc = main(sys.argv[1:]); "
@@ -71,8 +112,15 @@ def main() -> None:
                          check=True, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     peak_kb = next(int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("PEAK_RSS_KB"))
-    n = json.loads((wd / f"{'simulate' if args.stage == 'simulate' else 'features'}.json").read_text())["vms"]
-    print(json.dumps({"stage": args.stage, "vms": n, "wall_s": round(wall, 1),
+    n = json.loads((wd / "features.json").read_text())["vms"] if (wd / "features.json").exists() else None
+    extra = {}
+    if args.stage == "simulate":
+        m = json.loads((wd / "simulate.json").read_text())
+        extra = {"window_vms": m["window_vms"], "warmup_vms_alive": m["warmup_vms_alive_at_window_start"],
+                 "policies": len(m["policies"]), "pool_sizes": len(params["simulate"]["pool_sockets"]),
+                 "clusters": m["clusters"]}
+        print(res.stdout)
+    print(json.dumps({"stage": args.stage, "vms": n, **extra, "wall_s": round(wall, 1),
                       "peak_rss_gb": round(peak_kb / 1024 ** 2, 2), "cores": os.cpu_count(), **TARGETS[args.stage]}))
 
 

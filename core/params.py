@@ -188,8 +188,19 @@ class SimParams(Section):
     socket_vcpus: float = Field(48.0, gt=0)      # first-fit servers when the trace names none: Pond's Intel
     socket_memory_gb: float = Field(384.0, gt=0)  # socket, 24 cores x 2 threads and 384 GB of DDR4
     sockets_per_server: int = Field(2, ge=1)
-    static_fractions: tuple[float, ...] = (0.1, 0.3, 0.5)
+    static_fractions: tuple[float, ...] = (0.1, 0.15, 0.3, 0.5)   # 15%: Fig. 21's strawman
     dram_cost_share: float = Field(0.5, gt=0, le=1)   # DRAM ~50% of server cost (CALIBRATION.md)
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)   # one nightly policy each
+    max_move_rate: float = Field(0.001, ge=0, le=1)   # VMs a sized cluster may move, share of the window's
+    warmup_days: int = Field(7, ge=0)                 # static-only replay: days replayed before the window
+    recommend_tolerance: float = Field(0.005, ge=0)   # recommended pool: the smallest within this of the best
+
+
+class BacktestParams(Section):
+    """params.yaml ``backtest``: the nightly job replayed night by night (``pond backtest``)."""
+
+    section = "backtest"
+    nights: int = Field(7, ge=1)   # ending at base.as_of; their next days are simulate's window
 
 
 class GateParams(Section):
@@ -230,6 +241,7 @@ with warnings.catch_warnings():
         train_li: LiParams = Field(default_factory=LiParams)
         train_um: UmParams = Field(default_factory=UmParams)
         optimize: OptimizeParams = Field(default_factory=OptimizeParams)
+        backtest: BacktestParams = Field(default_factory=BacktestParams)
         simulate: SimParams = Field(default_factory=SimParams)
         register: GateParams = Field(default_factory=GateParams)
 
@@ -262,10 +274,15 @@ with warnings.catch_warnings():
                 raise ValueError(f"optimize asks for latency_ratio {self.optimize.latency_ratio:g} and pdm "
                                  f"{self.optimize.pdm:g}, but train_li trains ratios {list(li.latency_ratios)} "
                                  f"and pdms {list(li.pdms)}: add them to train_li")
+            missing = [r for r in self.simulate.latency_ratios if r not in li.latency_ratios]
+            if missing:
+                raise ValueError(f"simulate.latency_ratios {missing} have no LI model: add them to "
+                                 f"train_li.latency_ratios {list(li.latency_ratios)}")
             return self
 
-        def with_as_of(self, as_of: str) -> "Params":
-            """The same parameters for another night (``pond backtest``)."""
+        def with_as_of(self, as_of: str, latency_ratio: float | None = None) -> "Params":
+            """The same parameters for another night (``pond backtest``), optionally its policy
+            for another latency ratio."""
             data = self.model_dump()
             for path, key in INJECTED.items():
                 section = data
@@ -273,6 +290,8 @@ with warnings.catch_warnings():
                     section = section[name]
                 del section[key]
             data["base"]["as_of"] = as_of
+            if latency_ratio is not None:
+                data["optimize"]["latency_ratio"] = latency_ratio
             return Params(**data)
 
 

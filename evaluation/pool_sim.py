@@ -1,10 +1,9 @@
-"""DRAM needed with and without a CXL pool, by replaying VM arrivals and departures (Pond Fig. 3, 21).
+"""Where VMs run, and how much memory is in use there over time (Pond §6.1's simulator state).
 
-Each server must hold the peak of the local
-memory of the VMs on it; each pool (consecutive servers of one cluster spanning ``pool_sockets``
-sockets) must hold the peak of their pool memory. Without a pool every server holds the peak of
-its VMs' whole memory. Savings = 1 - (sum of local peaks + sum of pool peaks) / sum of all-local
-peaks. Peaks are exact at second resolution: one sorted event sweep per grouping, no per-VM loop.
+``place``: the trace's servers, or first fit where the trace names none. ``Sweep``: the VM
+arrivals and departures sorted once; per grouping (servers, pools of consecutive servers of one
+cluster), each group's level after every event and its peak, exact at second resolution, one
+sorted event sweep per grouping, no per-VM loop. ``evaluation.sizing`` builds on both.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: Sim
 
 
 class Sweep:
-    """Events sorted by time once (departures first at equal seconds); peaks per any grouping."""
+    """Events sorted by time once (departures first at equal seconds); levels and peaks per any grouping."""
 
     def __init__(self, start_s: np.ndarray, end_s: np.ndarray):
         n = len(start_s)
@@ -61,6 +60,7 @@ class Sweep:
         arrival = np.r_[np.ones(n, bool), np.zeros(n, bool)]
         order = np.lexsort((arrival, t))
         self.vm = np.r_[np.arange(n), np.arange(n)][order]
+        self.t = t[order]
         self.sign = np.where(arrival[order], 1.0, -1.0)
         self._groupings: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -73,42 +73,44 @@ class Sweep:
             self._groupings[key] = (o, gs, starts)
         return self._groupings[key]
 
-    def peaks(self, key: object, group: np.ndarray, amount: np.ndarray) -> np.ndarray:
-        """Peak over time of the summed ``amount`` of the VMs alive in each group (index = group)."""
+    def _levels(self, key: object, group: np.ndarray, amount: np.ndarray) -> np.ndarray:
+        """Each group's level right after each of its events, in group-then-time order."""
+        o, gs, starts = self._grouping(key, group)
+        delta = (self.sign * np.asarray(amount, float)[self.vm])[o]
+        level = np.cumsum(delta)
+        level -= np.repeat(level[starts] - delta[starts], np.diff(np.r_[starts, len(gs)]))
+        return np.round(level, 6)
+
+    def at_arrival(self, key: object, group: np.ndarray, amount: np.ndarray) -> np.ndarray:
+        """Per VM: its group's level right after it arrived (itself included)."""
+        o, _, _ = self._grouping(key, group)
+        level = self._levels(key, group, amount)
+        arrival = self.sign[o] > 0
+        out = np.empty(len(self.vm) // 2)
+        out[self.vm[o][arrival]] = level[arrival]
+        return out
+
+    def peaks(self, key: object, group: np.ndarray, amount: np.ndarray,
+              window: tuple[float, float] | None = None) -> np.ndarray:
+        """Peak over time of the summed ``amount`` of the VMs alive in each group (index = group);
+        with ``window`` (start, end seconds), the peak within it, the level at its start included."""
         o, gs, starts = self._grouping(key, group)
         out = np.zeros(int(group.max()) + 1 if len(group) else 0)
         if not len(gs):
             return out
-        delta = (self.sign * np.asarray(amount, float)[self.vm])[o]
-        level = np.cumsum(delta)
-        level -= np.repeat(level[starts] - delta[starts], np.diff(np.r_[starts, len(gs)]))
+        level = self._levels(key, group, amount)
+        if window is not None:
+            t = self.t[o]
+            before = t < window[0]                      # a prefix of each group's events
+            group_end = np.r_[gs[1:] != gs[:-1], True]
+            carried = before & (group_end | ~np.r_[before[1:], False])   # the level the window starts at
+            level = np.where(carried | ((t >= window[0]) & (t < window[1])), level, 0.0)
         out[gs[starts]] = np.maximum.reduceat(level, starts)
-        return np.round(out, 6)
+        return np.maximum(out, 0.0)
 
 
-def _global(cluster: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """Cluster-local indices -> one index space (cluster-major)."""
+def global_index(cluster: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Cluster-local indices (servers, pools) -> one index space, cluster-major."""
     n_per = np.zeros(int(cluster.max()) + 1 if len(cluster) else 0, np.int64)
     np.maximum.at(n_per, cluster, local + 1)
     return np.r_[0, np.cumsum(n_per)[:-1]][cluster] + local if len(cluster) else local
-
-
-def dram_savings(placement: Placement, start_s: np.ndarray, end_s: np.ndarray, memory_gb: np.ndarray,
-                 pool_gb: dict[str, np.ndarray], pool_sockets: tuple[int, ...]) -> pd.DataFrame:
-    """One row per policy and pool size: all-local, local and pool peaks (GB), and the saving."""
-    sweep = Sweep(np.asarray(start_s, np.int64), np.asarray(end_s, np.int64))
-    host = _global(placement.cluster, placement.host)
-    baseline = sweep.peaks("host", host, memory_gb).sum()
-    rows = []
-    for name, pool in pool_gb.items():
-        local = sweep.peaks("host", host, np.asarray(memory_gb, float) - pool).sum()
-        for k in pool_sockets:
-            if k % placement.sockets_per_host:
-                continue   # a pool cannot split a server the trace names
-            per_pool = k // placement.sockets_per_host
-            pool_id = _global(placement.cluster, placement.host // per_pool)
-            pooled = sweep.peaks(("pool", per_pool), pool_id, pool).sum()
-            rows.append({"policy": name, "pool_sockets": k, "all_local_gb": baseline, "local_peak_gb": local,
-                         "pool_peak_gb": pooled, "required_gb": local + pooled,
-                         "savings": 1.0 - (local + pooled) / baseline if baseline > 0 else 0.0})
-    return pd.DataFrame(rows)

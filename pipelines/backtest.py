@@ -7,6 +7,10 @@ with the same code the pipeline runs (the LI forest is trained on lab runs, not 
 the pipeline's `data/models/li` serves every night). Beside the outcomes, the drift of the UM
 model's inputs: the next day's VMs against the night's training window (KS and PSI per feature).
 Runs go to the MLflow experiment ``pond-backtest`` so they do not crowd the nightly one.
+
+Each night also keeps what `simulate` needs to decide the next day's VMs as that night would
+have: its policy per ``simulate.latency_ratios`` and the VMs' scores under its models
+(``night_scores``). The models are trained once, here; `simulate` only replays.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.regret import realized_grid
 from features.build import snapshot
+from models.inference import Models, score
+from models.policy import read_policy
 from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.features import counters_source
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, read_tables
+from telemetry.io import AtomicDir, read_tables, write_json
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
@@ -71,8 +77,27 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> d
     return out
 
 
-def run(params: Params, n_nights: int, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
-        plots_dir: Path) -> pd.DataFrame:
+def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
+                 policy: dict) -> None:
+    """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
+    next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with."""
+    cols: dict[str, np.ndarray] = {"vm_id": vms.vm_id.to_numpy()}
+    for ratio in p.simulate.latency_ratios:
+        path = night / f"policy_r{ratio:g}.json"
+        if np.isclose(ratio, policy["latency_ratio"]):
+            path.write_text((night / "policy.json").read_text())
+        else:
+            optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
+                         night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
+                         night / "plots" / f"frontier_r{ratio:g}.png")
+        s = score(Models.from_policy(read_policy(path), li_dir, night / "um"), vms, history)
+        cols.update({"has_history": s.has_history, "um_raw": s.um_raw, f"p_insensitive_r{ratio:g}": s.p_insensitive})
+    pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
+
+
+def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
+        plots_dir: Path, metrics_path: Path | None = None) -> pd.DataFrame:
+    n_nights = params.backtest.nights if n_nights is None else n_nights
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
     last = pd.Timestamp(params.base.as_of)
@@ -98,6 +123,9 @@ def run(params: Params, n_nights: int, raw_dir: Path, features_dir: Path, li_dir
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots")
             policy = json.loads((night / "policy.json").read_text())
+            day = vmf[vmf.day == pd.Timestamp(ev["day"]).date()].reset_index(drop=True)
+            night_scores(p, night, li_dir, day, pd.read_parquet(feats / "snapshot" / "workload_history.parquet"), policy)
+            (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r = night_regret(policy, li_dir, night / "um", night / "evaluation" / "decisions.parquet")
             rows.append({
                 "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
@@ -118,6 +146,13 @@ def run(params: Params, n_nights: int, raw_dir: Path, features_dir: Path, li_dir
     plots_dir.mkdir(parents=True, exist_ok=True)
     _plot(nights, plots_dir / "backtest.png")
     within = int((nights.realized_mispredictions <= nights.budget).sum())
+    if metrics_path is not None:
+        write_json(metrics_path, {
+            "nights": len(nights), "nights_within_budget": within,
+            "nights_within_budget_worst_case": int((nights.realized_worst_case <= nights.budget).sum()),
+            "realized_mispredictions_max": float(nights.realized_mispredictions.max()),
+            "realized_pool_mean": float(nights.realized_pool.mean()),
+            "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max())})
     print(f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within} of {len(nights)} "
           f"(worst case, censored VMs counted overpredicted: "
           f"{int((nights.realized_worst_case <= nights.budget).sum())}); pool share {nights.realized_pool.mean():.1%} "

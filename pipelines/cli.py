@@ -44,11 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
            raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
-    sim = sub.add_parser("simulate", help="DRAM saved by pooling vs pool size per policy, and the server-cost line")
-    _paths(sim, raw="data/raw", features="data/features", policy="data/policy/policy.json", li="data/models/li",
-           um="data/models/um", metrics="metrics/simulate.json", plots="plots/simulate")
+    sim = sub.add_parser("simulate", help="DRAM a provider buys with pools vs all local, steady state; pool sizing")
+    _paths(sim, raw="data/raw", nightly="data/backtest", out="data/simulate", metrics="metrics/simulate.json",
+           plots="plots/simulate")
     sim.add_argument("--static-only", action="store_true",
-                     help="replay the whole trace under static pools only (an imported trace without model inputs)")
+                     help="static pools only, no nightly models (an imported trace without model inputs)")
     sim.add_argument("--pack-by", default="cluster_id", metavar="COLUMN",
                      help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
     _paths(sub.add_parser("register", help="log the night's bundle as a registered model version; promotion gate"),
@@ -60,9 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", type=Path, default=Path("data/compare"), help="table, drift and curves (default data/compare)")
     c.add_argument("--no-latency", action="store_true", help="skip measuring the per-VM decision time")
     bt = sub.add_parser("backtest", help="replay N consecutive nights ending at base.as_of: train, optimize, evaluate")
-    bt.add_argument("nights", type=int)
+    bt.add_argument("nights", type=int, nargs="?", help="nights to replay (default: params backtest.nights)")
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
-           plots="plots/backtest")
+           plots="plots/backtest", metrics="metrics/backtest.json")
     from serving.cli import SETTING_OPTIONS, add_setting_options
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service")):
@@ -119,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             compare.run(params, args.a, args.b, args.out, not args.no_latency)
         elif args.stage == "backtest":
             from pipelines import backtest
-            backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots)
+            backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots, args.metrics)
         elif args.stage == "simulate":
             from pipelines import simulate
-            simulate.run(params, args.raw, args.features, None if args.static_only else args.policy, args.li, args.um,
-                         args.metrics, args.plots, args.pack_by)
+            simulate.run(params, args.raw, None if args.static_only else args.nightly, args.metrics, args.plots,
+                         args.out, args.pack_by)
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ from pipelines.tracking import not_found, start_run
 from telemetry.io import AtomicDir, write_json
 
 CHAMPION, CHALLENGER = "champion", "challenger"
-NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "simulate")
+NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
 
 
 def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Path) -> dict[str, Any]:

@@ -1,9 +1,19 @@
-"""Stage `simulate`: DRAM saved by pooling vs pool size, per policy (Pond Fig. 3, 21), with the cost line.
+"""Stage `simulate`: the DRAM a provider must buy with and without pools, in steady state (Pond
+§6.1, §6.5, Fig. 3 and 21), and how large the pools should be.
 
-Built-in fleet (``--policy`` given): the VMs created after the as-of day, none of which the models
-saw, each split local/pool by the optimized policy, LI only, UM only, and static 10/30/50% pools.
-Imported trace (``--static-only``, e.g. an Azure V2 vmtable): the whole trace, static pools only,
-since the trace carries neither counters nor untouched memory for the models.
+The whole trace is replayed (``evaluation.sizing``); DRAM is measured over a window only, after
+a warm-up that fills servers as production does.
+
+- Nightly (built-in fleet, or an import with model inputs): the window is the next days of the
+  `backtest` nights. A VM created on one of them is decided by the policy and models of the night
+  before its creation (``scores.parquet`` and ``policy_r<ratio>.json`` of that night), one policy
+  per ``simulate.latency_ratios``, beside static pools (15%: Fig. 21's strawman). No model is
+  trained here, and none saw the VM it decides.
+- Static only (``--static-only``, e.g. an Azure V2 vmtable without model inputs): the window
+  starts ``warmup_days`` after the trace's first arrival; static policies only.
+
+Fallback: a VM created before the window (or that no night scored) is all local under every
+policy alike, so that warm-up VMs weigh the same on each side of every comparison.
 """
 
 from __future__ import annotations
@@ -15,88 +25,230 @@ import numpy as np
 import pandas as pd
 
 from core.errors import ConfigError
-from core.params import Params
+from core.params import Params, SimParams
+from evaluation.combined import outcomes, summarize
 from evaluation.plots import pyplot, save_figure
-from evaluation.pool_sim import SimParams, dram_savings, place
-from models.decision import decide, policy_knobs, pool_gb
-from models.inference import Models, score
+from evaluation.pool_sim import place
+from evaluation.sizing import fleet_sizing
+from evaluation.truth import truth_table
+from models.decision import PolicyKnobs, decide, policy_knobs
 from models.policy import read_policy
-from telemetry.io import read_tables, write_json
+from telemetry.io import AtomicDir, read_tables, write_json
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
+STRAWMAN = 0.15         # Fig. 21: every VM with 15% of its memory on the pool
+DAY_S = 86_400
 
 
-def _seconds(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds since the trace's first arrival; running VMs stay until one second past the last event."""
+def _seconds(vms: pd.DataFrame) -> tuple[pd.Timestamp, np.ndarray, np.ndarray]:
+    """Trace start, and seconds since it; running VMs stay until one second past the last event."""
     t0 = vms["created_at"].min()
     start = ((vms["created_at"] - t0).dt.total_seconds()).to_numpy().astype(np.int64)
     end_t = (vms["deleted_at"] - t0).dt.total_seconds()
     horizon = int(max(start.max(), np.nanmax(end_t.to_numpy(float), initial=0))) + 1
-    return start, end_t.fillna(horizon).to_numpy().astype(np.int64)
+    return t0, start, end_t.fillna(horizon).to_numpy().astype(np.int64)
 
 
-def _policies(sp: SimParams, vms: pd.DataFrame, policy_path: Path | None,
-              li_dir: Path, um_dir: Path, features_dir: Path) -> dict[str, np.ndarray]:
+def _nights(backtest_dir: Path) -> list[Path]:
+    nights = sorted(d for d in Path(backtest_dir).iterdir() if (d / "scores.parquet").exists())
+    if not nights:
+        raise ConfigError(f"simulate: no backtest night in {backtest_dir} (a folder per night with scores.parquet): "
+                          "run `pond backtest` first (dvc repro does)")
+    return nights
+
+
+def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...]
+               ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray]:
+    """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab
+    error rate per ratio (for pool-only VMs without truth); which window VMs a night scored."""
     mem = vms["memory_gb"].to_numpy(float)
-    out: dict[str, np.ndarray] = {}
-    if policy_path is not None:
-        policy = read_policy(policy_path)
-        s = score(Models.from_policy(policy, li_dir, um_dir), vms,
-                  pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))
-        for name, knobs in policy_knobs(policy).items():
-            out[name] = decide(mem, s.has_history, s.p_insensitive, s.um_raw, knobs)["pool_gb"]
-    for f in sp.static_fractions:
-        out[f"static_{round(f * 100)}pct"] = pool_gb(np.full(len(mem), f), mem)
-    return out
+    row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
+    local_all = {"decision": np.full(len(vms), "local_only", dtype=object), "local_gb": mem.copy(),
+                 "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms))}
+    out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
+    rates: dict[float, list[float]] = {r: [] for r in ratios}
+    scored = np.zeros(len(vms), bool)
+    for night in nights:
+        s = pd.read_parquet(night / "scores.parquet")
+        idx = row.reindex(s.vm_id.to_numpy()).to_numpy()
+        ok = ~np.isnan(idx) & in_window[np.nan_to_num(idx, nan=0).astype(np.int64)]
+        idx, s = idx[ok].astype(np.int64), s[ok]
+        scored[idx] = True
+        for ratio in ratios:
+            policy = read_policy(night / f"policy_r{ratio:g}.json")
+            rates[ratio].append(policy["li"]["error_rate"])
+            for name, knobs in policy_knobs(policy).items():
+                d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
+                got = decide(mem[idx], s.has_history.to_numpy(), s[f"p_insensitive_r{ratio:g}"].to_numpy(),
+                             s.um_raw.to_numpy(), knobs)
+                for k, v in got.items():
+                    d[k][idx] = v
+    return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
 
 
-def run(params: Params, raw_dir: Path, features_dir: Path, policy_path: Path | None, li_dir: Path,
-        um_dir: Path, metrics_path: Path, plots_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
+def _static(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, np.ndarray]:
+    u = np.where(decided, fraction, 0.0)
+    return decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
+
+
+def _name(policy: str, ratio: float | None) -> str:
+    return policy if ratio is None else f"{policy}_r{ratio:g}"
+
+
+def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series:
+    """The smallest pool whose saving is within ``tolerance`` of the best pool size's."""
+    ok = curve[curve.savings >= curve.savings.max() - tolerance - 1e-12]
+    return ok.sort_values("pool_sockets").iloc[0]
+
+
+def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
+    """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
+    base = table[table.policy == "all_local"]
+    base_gb, base_peak = base.required_gb.sum(), base.peak_required_gb.sum()
+    g = table[table.policy != "all_local"].groupby(["policy", "pool_sockets"], sort=False)
+    out = g.agg(required_gb=("required_gb", "sum"), peak_required_gb=("peak_required_gb", "sum"),
+                servers=("servers", "sum"), pools=("pools", "sum"), moves=("moves", "sum"), stuck=("stuck", "sum"),
+                window_vms=("window_vms", "sum"),
+                local_gb=("local_gb_per_server", lambda s: float((s * table.loc[s.index, "servers"]).sum())),
+                pool_gb=("gb_per_pool", lambda s: float((s * table.loc[s.index, "pools"]).sum()))).reset_index()
+    out["all_local_gb"], out["all_local_peak_gb"] = base_gb, base_peak
+    out["savings"] = 1 - out.required_gb / base_gb if base_gb else 0.0
+    out["savings_per_server_peaks"] = 1 - out.peak_required_gb / base_peak if base_peak else 0.0
+    out["server_cost_saving"] = out.savings * sp.dram_cost_share
+    out["move_rate"] = out.moves / out.window_vms.clip(lower=1)
+    out["local_gb_per_server"] = out.local_gb / out.servers.clip(lower=1)
+    out["gb_per_pool"] = out.pool_gb / out.pools.clip(lower=1)
+    return out.drop(columns=["local_gb", "pool_gb"])
+
+
+def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
+        out_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
     sp = params.simulate
-    if policy_path is None:
-        vms = read_tables(raw_dir, ["vms"])["vms"]
-        window = "whole trace"
-    else:
-        as_of = pd.Timestamp(read_policy(policy_path)["as_of"])
-        vmf = pd.read_parquet(features_dir / "vm_features.parquet")
-        vms = vmf[vmf["created_at"] >= (as_of + pd.Timedelta(days=1)).tz_localize(vmf["created_at"].dt.tz)]
-        vms = vms.merge(read_tables(raw_dir, ["vms"])["vms"][["vm_id", "server_id"]], on="vm_id", how="left")
-        window = f"created after {as_of.date()}"
-    vms = vms.sort_values("vm_id", kind="stable").reset_index(drop=True)
+    vms = read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
     if vms.empty:
-        raise ConfigError(f"simulate: no VMs to replay ({window}); move base.as_of earlier or import a trace")
-    start, end = _seconds(vms)
+        raise ConfigError("simulate: table 'vms' has no rows to replay; import a trace")
+    t0, start, end = _seconds(vms)
+    day0 = t0.normalize()
+    mem = vms["memory_gb"].to_numpy(float)
+    decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
+    if backtest_dir is not None:
+        nights = _nights(backtest_dir)
+        days = [pd.Timestamp(n.name, tz=t0.tz) + pd.Timedelta(days=1) for n in nights]
+        lo, hi = min(days), max(days) + pd.Timedelta(days=1)
+        window = (int((lo - t0).total_seconds()), int((hi - t0).total_seconds()))
+        label = f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
+    else:
+        first = day0 + pd.Timedelta(days=sp.warmup_days)
+        if not (vms["created_at"] >= first).any():
+            print(f"simulate: the trace is shorter than warmup_days={sp.warmup_days}: no warm-up, the whole trace "
+                  "is the window")
+            first = t0
+        window = (max(int((first - t0).total_seconds()), 0), int(end.max()) + 1)
+        label = f"{first.date()} on, after {sp.warmup_days} days of warm-up"
+    created_in = (start >= window[0]) & (start < window[1])
+    if not created_in.any():
+        raise ConfigError(f"simulate: no VM was created in the window ({label}); check base.as_of and the trace")
+    rates: dict[float, float] = {}
+    scored = created_in
+    if backtest_dir is not None:
+        decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios)
+    for f in sp.static_fractions:
+        decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
+
     placement = place(vms, start, end, sp, pack_by)
-    table = dram_savings(placement, start, end, vms["memory_gb"].to_numpy(float),
-                         _policies(sp, vms, policy_path, li_dir, um_dir, features_dir), sp.pool_sockets)
-    head = table[table.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
-    metrics: dict[str, Any] = {
-        "window": window, "vms": int(len(vms)), "hosts": int(len(np.unique(np.c_[placement.cluster, placement.host], axis=0))),
-        "assignment": placement.assignment, "oversized_vms": placement.oversized,
-        "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
-        "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
-        "server_cost_saving_at_headline": {p: round(float(r.savings) * sp.dram_cost_share, 5) for p, r in head.iterrows()},
-    }
+    table = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
+                         vms["vcpus"].to_numpy(float), mem,
+                         {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()},
+                         sp.pool_sockets, window, sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate)
+    table.insert(3, "cluster_name", pd.factorize(vms[pack_by], sort=True)[1].astype(str)[table.cluster.to_numpy()])
+    fleet = summarize_sizing(table, sp)
+    realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
+                         raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)
+    metrics = _metrics(fleet, table, realized, sp, placement, label, int(created_in.sum()),
+                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0])).sum()))
     write_json(metrics_path, metrics)
+    with AtomicDir(out_dir) as tmp:
+        table.to_csv(tmp / "sizing_by_cluster.csv", index=False)
+        fleet.round(6).to_csv(tmp / "sizing.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
-    curves = table.assign(savings_pct=(100 * table.savings).round(3))[["policy", "pool_sockets", "savings_pct"]]
-    curves.to_csv(plots_dir / "savings.csv", index=False)
-    _plot(curves, plots_dir / "savings.png", window)
-    print(f"simulate: {len(vms)} VMs ({window}) on {metrics['hosts']} hosts ({placement.assignment})")
-    for p, r in head.iterrows():
-        print(f"simulate {p:12s} {HEADLINE_SOCKETS}-socket pools save {100 * r.savings:+6.2f}% of DRAM, "
-              f"{100 * r.savings * sp.dram_cost_share:+5.2f}% of server cost (DRAM = {sp.dram_cost_share:.0%} of it)")
+    curves = fleet.assign(savings_pct=(100 * fleet.savings).round(3),
+                          per_server_peaks_pct=(100 * fleet.savings_per_server_peaks).round(3))
+    curves[["policy", "pool_sockets", "savings_pct", "per_server_peaks_pct"]].to_csv(plots_dir / "savings.csv", index=False)
+    _plot(curves, plots_dir / "savings.png", label, realized)
+    _print(metrics)
     return metrics
 
 
-def _plot(curves: pd.DataFrame, path: Path, window: str) -> None:
+def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Path, pdm: float, ratios: tuple[float, ...],
+              rates: dict[float, float]) -> dict[str, dict[str, float]]:
+    """Mispredictions each policy realized on the VMs created in the window, per latency ratio."""
+    out: dict[str, dict[str, float]] = {}
+    for ratio in ratios:
+        table, _ = truth_table(raw_dir, ratio)
+        for (policy, r), d in decisions.items():
+            if r is None or r == ratio:
+                s = summarize(outcomes(vms, d, table, pdm), rates.get(ratio, 0.0))
+                out.setdefault(_name(policy, r), {})[f"{ratio:g}"] = s["mispredictions_conservative"]
+    return out
+
+
+def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement, label: str,
+             window_vms: int, unscored: int, warm: int) -> dict[str, Any]:
+    head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
+    policies: dict[str, Any] = {}
+    for name, curve in fleet.groupby("policy", sort=False):
+        rec = recommend(curve, sp.recommend_tolerance)
+        policies[name] = {
+            "recommended_pool_sockets": int(rec.pool_sockets),
+            "recommended": {k: round(float(rec[k]), 5) for k in ("savings", "server_cost_saving", "local_gb_per_server",
+                                                                 "gb_per_pool", "move_rate")},
+            "realized_mispredictions": realized.get(name, {}),
+        }
+        if name in head.index:
+            r = head.loc[name]
+            policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
+                "savings", "savings_per_server_peaks", "server_cost_saving", "move_rate", "local_gb_per_server",
+                "gb_per_pool")}
+    base = table[table.policy == "all_local"]
+    return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
+            "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
+            "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
+            "servers": int(base.servers.sum()), "max_move_rate": sp.max_move_rate,
+            "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
+            "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
+            "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
+            "policies": policies}
+
+
+def _print(m: dict[str, Any]) -> None:
+    print(f"simulate: {m['window_vms']} VMs created in the window ({m['window']}); {m['warmup_vms_alive_at_window_start']} "
+          f"warm-up VMs alive at its start (all local in every policy); {m['servers']} servers in {m['clusters']} "
+          f"clusters ({m['assignment']}); moves <= {m['max_move_rate']:.1%} of VMs")
+    print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'mispredicted':>13s}  recommended")
+    for name, p in m["policies"].items():
+        h = p.get("at_headline", {})
+        mis = ", ".join(f"{100 * v:.2f}% @{r}" for r, v in p["realized_mispredictions"].items()) or "-"
+        rec = p["recommended"]
+        print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% {100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% "
+              f"{100 * h.get('move_rate', np.nan):5.2f}% {mis:>13s}  {p['recommended_pool_sockets']} sockets: "
+              f"{rec['local_gb_per_server']:.0f} GB/server + {rec['gb_per_pool']:.0f} GB/pool, saves "
+              f"{100 * rec['savings']:+.2f}% DRAM ({100 * rec['server_cost_saving']:+.2f}% server cost)")
+
+
+def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name, c in curves.groupby("policy", sort=False):
-        ax.plot(c.pool_sockets, c.savings_pct, marker="o", label=name)
-    ax.set(xscale="log", xlabel="pool size (sockets)", ylabel="DRAM saved vs all-local (%)",
-           title=f"DRAM saved by pooling ({window})")
-    ax.set_xticks(sorted(curves.pool_sockets.unique()), [str(k) for k in sorted(curves.pool_sockets.unique())])
+        mis = realized.get(name, {})
+        tag = f" ({', '.join(f'{100 * v:.1f}% mispredicted @{r}' for r, v in mis.items())})" if mis else ""
+        ax.plot(c.pool_sockets, c.savings_pct, marker="o", label=name + tag,
+                ls="-" if name.startswith("combined") else "--" if name.startswith("static") else ":")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(curves.pool_sockets.unique())
+    ax.set_xticks(ticks, [str(k) for k in ticks])
+    ax.minorticks_off()
+    ax.set(xlabel="pool size (sockets)", ylabel="DRAM saved vs all-local (%)",
+           title=f"DRAM a provider buys, steady state\n{window}")
     ax.axhline(0, color="k", lw=0.5)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     save_figure(fig, path)

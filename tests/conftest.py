@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,14 @@ def small_raw(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def small_walks_raw(tmp_path_factory) -> Path:
+    """The same small fleet under the `walks` mechanisms (issue 13: CI runs both variants)."""
+    out = tmp_path_factory.mktemp("raw_walks") / "raw"
+    generate(LabParams(seed=5, repetitions=2), SMALL_FLEET, out, variant="walks")
+    return out
+
+
+@pytest.fixture(scope="session")
 def small_tables(small_raw) -> dict[str, pd.DataFrame]:
     return read_tables(small_raw)
 
@@ -35,26 +44,28 @@ def tables(small_tables) -> dict[str, pd.DataFrame]:
 SMALL_AS_OF = "2026-01-08"
 
 
-def small_params() -> dict:
+def small_params(variant: str = "pond") -> dict:
     """params.yaml shrunk for SMALL_FLEET: the as-of day leaves 4 days to evaluate on."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["generate"]["variant"] = variant
     params["generate"]["fleet"].update(n_days=SMALL_FLEET.n_days, vms_per_day=SMALL_FLEET.vms_per_day,
                                        n_customers=SMALL_FLEET.n_customers)
     params["base"].update(seed=SMALL_FLEET.seed, as_of=SMALL_AS_OF)
     params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
+    params["backtest"] = {"nights": 2}
     return params
 
 
 NIGHT = ("features", "train_li", "train_um", "optimize", "evaluate")
 
 
-def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT) -> Path:
+def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str = "pond") -> Path:
     """The nightly stages on ``raw`` with small_params(), in-process, outputs under ``wd``."""
     from pipelines.cli import main
 
     wd.mkdir(parents=True, exist_ok=True)
-    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    (wd / "params.yaml").write_text(yaml.safe_dump(small_params(variant)))
     argv = {
         "features": ["--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
         "train_li": ["--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
@@ -73,17 +84,46 @@ def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT) -> Path:
     return wd
 
 
-@pytest.fixture(scope="session")
-def small_bundle(tmp_path_factory, small_raw) -> Path:
-    """features -> train_li -> train_um -> optimize -> evaluate on the small fleet, in-process."""
-    wd = tmp_path_factory.mktemp("bundle")
+@contextmanager
+def own_mlflow(wd: Path):
+    """A session fixture's MLflow store of its own (monkeypatch is function-scoped)."""
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{wd / 'mlflow.db'}"
     try:
-        run_night(small_raw, wd)
+        yield
     finally:
         if old is None:
             os.environ.pop("MLFLOW_TRACKING_URI", None)
         else:
             os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def _night_fixture(raw: Path, wd: Path, variant: str) -> Path:
+    with own_mlflow(wd):
+        run_night(raw, wd, variant=variant)
     return wd
+
+
+@pytest.fixture(scope="session")
+def small_bundle(tmp_path_factory, small_raw) -> Path:
+    """features -> train_li -> train_um -> optimize -> evaluate on the small fleet, in-process."""
+    return _night_fixture(small_raw, tmp_path_factory.mktemp("bundle"), "pond")
+
+
+@pytest.fixture(scope="session")
+def small_walks_bundle(tmp_path_factory, small_walks_raw) -> Path:
+    """The same night on the `walks` variant's small fleet."""
+    return _night_fixture(small_walks_raw, tmp_path_factory.mktemp("bundle_walks"), "walks")
+
+
+@pytest.fixture(scope="session")
+def small_backtest(tmp_path_factory, small_raw, small_bundle) -> Path:
+    """`pond backtest` (2 nights ending at SMALL_AS_OF) on the small fleet; its per-night outputs."""
+    from core.params import Params
+    from pipelines import backtest
+
+    wd = tmp_path_factory.mktemp("backtest")
+    with own_mlflow(wd):
+        backtest.run(Params(**small_params()), None, small_raw, small_bundle / "features", small_bundle / "li",
+                     wd / "out", wd / "plots", wd / "backtest.json")
+    return wd / "out"

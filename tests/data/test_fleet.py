@@ -52,3 +52,26 @@ def test_fleet_matches_published_untouched_memory(default_lab, tmp_path):
                         FeatureParams(as_of="2026-01-28"))
     off = [(c.name, round(c.value, 2), c.target) for c in fleet_checks(vms, feats.has_history) if not c.ok]
     assert not off, off
+
+
+def test_walks_variant_changes_mechanisms_not_the_contract(default_lab):
+    """The `walks` fleet: more slowdown from page walks and bandwidth queueing, so more workloads
+    slow down past 25% at 182% latency (33% against 23% of the population at seed 42); same tables."""
+    walks = build_lab(LabParams(seed=42), "walks")
+    assert list(walks.workloads.columns) == list(default_lab.workloads.columns)
+    assert list(walks.slowdowns.columns) == list(default_lab.slowdowns.columns)
+
+    def at_full(lab):
+        t = lab.truth[(lab.truth.latency_ratio == 1.82) & (lab.truth.spilled_pct == 100)]
+        return t.slowdown_pct
+
+    assert (at_full(walks) > 25).mean() > (at_full(default_lab) > 25).mean() + 0.05
+
+
+def test_walks_variant_weakens_customer_persistence():
+    """A customer's VMs agree less on untouched memory in `walks` (wider spread, faster drift)."""
+    def within_customer_sd(variant):
+        vms = build_vms(build_lab(LabParams(seed=5), variant), SMALL_FLEET, variant)
+        return vms.groupby("customer_id").untouched_fraction.std().median()
+
+    assert within_customer_sd("walks") > within_customer_sd("pond")

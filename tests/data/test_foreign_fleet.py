@@ -66,9 +66,10 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
          "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
         ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
          "--metrics", str(wd / "m/evaluate.json"), "--plots", str(wd / "plots")],
-        ["simulate", "--raw", str(raw), "--features", str(wd / "features"), "--policy", str(wd / "policy.json"),
-         "--li", str(wd / "li"), "--um", str(wd / "um"), "--metrics", str(wd / "m/simulate.json"),
-         "--plots", str(wd / "plots/sim")],
+        ["backtest", "--raw", str(raw), "--features", str(wd / "features"), "--li", str(wd / "li"),
+         "--out", str(wd / "backtest"), "--plots", str(wd / "plots/bt"), "--metrics", str(wd / "m/backtest.json")],
+        ["simulate", "--raw", str(raw), "--nightly", str(wd / "backtest"), "--out", str(wd / "sim"),
+         "--metrics", str(wd / "m/simulate.json"), "--plots", str(wd / "plots/sim")],
         ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(wd / "m"),
          "--out", str(wd / "bundle"), "--metrics", str(wd / "m/register.json")],
     ]
@@ -121,7 +122,8 @@ def test_dvc_repro_on_the_imported_export(foreign, tmp_path):
                                  "outs": ["data/raw"]}
     (repo / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
     out = _run(["dvc", "repro"], repo)
-    for stage in ("generate", "features", "train_li", "train_um", "optimize", "evaluate", "simulate", "register"):
+    for stage in ("generate", "features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate",
+                  "register"):
         assert f"Running stage '{stage}'" in out, stage
     assert "have no lab workload" in out
     assert json.loads((repo / "metrics/evaluate.json").read_text())["combined"]["lab_truth_share"] == 0.0

@@ -37,6 +37,7 @@ def small_repo(dst: Path) -> Path:
     params["base"]["as_of"] = "2026-01-08"
     params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
+    params["backtest"]["nights"] = 2
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
     return dst
@@ -54,7 +55,9 @@ def test_repro_twice_then_new_seed(repo):
                  "data/features/snapshot/workload_history.parquet", "data/features/snapshot/request_shapes.parquet",
                  "metrics/features.json", "metrics/calibration.json", "plots/calibration/calibration.png",
                  "data/models/li/manifest.json", "metrics/train_li.json",
-                 "data/models/um/um.onnx", "metrics/train_um.json", "plots/optimize/frontier.csv"):
+                 "data/models/um/um.onnx", "metrics/train_um.json", "plots/optimize/frontier.csv",
+                 "metrics/backtest.json", "data/backtest/2026-01-08/scores.parquet", "data/simulate/sizing.csv",
+                 "plots/simulate/savings.png"):
         assert (repo / path).exists(), path
     policy = json.loads((repo / "data/policy/policy.json").read_text())
     assert policy["expected"]["mispredictions_bound"] <= policy["misprediction_budget"] + 1e-12

@@ -3,6 +3,7 @@ the solver chose from, and the chosen pair replays exactly what `evaluate` reali
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from core.params import Params
@@ -11,13 +12,23 @@ from tests.conftest import small_params
 pytestmark = pytest.mark.slow
 
 
-def test_two_nights_with_regret(small_raw, small_bundle, tmp_path, monkeypatch):
+@pytest.mark.parametrize("variant", ["pond", "walks"])
+def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
+    """Both built-in fleet variants (issue 13): the walks fleet's mechanisms differ, the contract does not."""
     from pipelines import backtest
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    nights = backtest.run(Params(**small_params()), 2, small_raw, small_bundle / "features", small_bundle / "li",
-                          tmp_path / "out", tmp_path / "plots")
-    assert len(nights) == 2 and (tmp_path / "out" / "nights.csv").exists()
+    if variant == "pond":        # the shared fixture: simulate's tests replay its nights
+        out = request.getfixturevalue("small_backtest")
+        nights = pd.read_csv(out / "nights.csv")
+    else:
+        raw, bundle = request.getfixturevalue("small_walks_raw"), request.getfixturevalue("small_walks_bundle")
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+        out = tmp_path / "out"
+        nights = backtest.run(Params(**small_params(variant)), 2, raw, bundle / "features", bundle / "li",
+                              out, tmp_path / "plots")
+    assert len(nights) == 2 and (out / "nights.csv").exists()
+    for night in nights.as_of:       # what simulate decides the next day with: a policy per ratio, the scores
+        assert {"policy_r1.82.json", "policy_r2.22.json", "scores.parquet"} <= {p.name for p in (out / night).iterdir()}
     assert nights.chosen_pool.to_numpy() == pytest.approx(nights.realized_pool.to_numpy(), abs=1e-9)
     assert nights.chosen_mispredictions.to_numpy() == pytest.approx(nights.realized_mispredictions.to_numpy(),
                                                                     abs=1e-9)

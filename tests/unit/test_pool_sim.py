@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from evaluation.packing import ServerShape, first_fit
-from evaluation.pool_sim import Placement, SimParams, Sweep, dram_savings, place
+from evaluation.pool_sim import Placement, SimParams, Sweep, place
+from evaluation.sizing import fleet_sizing
 
 # Servers of 4 vCPUs and 10 GB. a runs 0-10 s with 6 GB; b (5-9 s, 6 GB) cannot join a (4 GB
 # free) and opens server 1; c arrives at 10 s, the second a leaves (departures go first), so it
@@ -45,18 +46,31 @@ def test_sweep_peaks_by_hand() -> None:
     assert sweep.peaks("all", np.zeros(4, int), TRACE.memory_gb.to_numpy()).tolist() == [12.0]
 
 
-def test_dram_savings_by_hand() -> None:
+def _lower_bound(placement, start, end, memory, policies, sockets):
+    """fleet_sizing's per-server-peak figures (every server and pool at its own peak) over the whole trace."""
+    out = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
+                       np.ones(len(start)), memory, policies, sockets, (0, int(end.max()) + 1), 4.0, 1.0)
+    return out.groupby(["policy", "pool_sockets"], sort=False).peak_required_gb.sum()
+
+
+def test_per_server_peaks_by_hand() -> None:
     placement = place(TRACE, START, END, SHAPE)
     assert (placement.assignment, placement.host.tolist(), placement.sockets_per_host) == ("first_fit", [0, 1, 0, 0], 2)
     half = np.floor(0.5 * TRACE.memory_gb.to_numpy())            # 3, 3, 2, 2 GB on the pool
-    out = dram_savings(placement, START, END, TRACE.memory_gb.to_numpy(), {"half": half}, (2, 4)).set_index("pool_sockets")
+    out = _lower_bound(placement, START, END, TRACE.memory_gb.to_numpy(), {"half": half}, (2, 4))
     # all local: server peaks 8 + 6 = 14.  Local halves: max(3, 2+2) + 3 = 7.
     # 2-socket pools = one server each: pool peaks 4 + 3 = 7 -> 14 GB, no saving.
     # 4-socket pool spans both servers: 3 (0-5 s), 6 (5-9), 3, 2, 4 (12-15), 2 -> peak 6 -> 13 GB.
-    assert out.loc[2, ["all_local_gb", "local_peak_gb", "pool_peak_gb"]].tolist() == [14.0, 7.0, 7.0]
-    assert out.loc[2, "savings"] == pytest.approx(0.0)
-    assert out.loc[4, "pool_peak_gb"] == 6.0
-    assert out.loc[4, "savings"] == pytest.approx(1 / 14)
+    assert out[("all_local", 0)] == 14.0 and out[("half", 2)] == 14.0 and out[("half", 4)] == 13.0
+
+
+def test_peaks_within_a_window_start_from_the_level_carried_in() -> None:
+    sweep = Sweep(START, END)
+    group = np.zeros(4, int)
+    # from 11 s on: c (10-15) is alive, then d joins at 12: 8; a+b's 12 GB at 5-9 s is before the window
+    assert sweep.peaks("all", group, TRACE.memory_gb.to_numpy(), (11, 40)).tolist() == [8.0]
+    # from 6 s to 8 s: a and b are both alive when it starts, nothing arrives: the carried 12
+    assert sweep.peaks("all", group, TRACE.memory_gb.to_numpy(), (6, 8)).tolist() == [12.0]
 
 
 def test_trace_servers_are_used_and_pools_never_split_a_server() -> None:
@@ -64,16 +78,16 @@ def test_trace_servers_are_used_and_pools_never_split_a_server() -> None:
     placement = place(trace, START, END, SHAPE)
     assert placement.assignment == "trace" and placement.host.tolist() == [0, 1, 0, 0]
     placement = Placement(placement.cluster, placement.host, 4, "trace", 0)   # 4-socket servers
-    out = dram_savings(placement, START, END, TRACE.memory_gb.to_numpy(), {"none": np.zeros(4)}, (2, 4, 8))
-    assert out.pool_sockets.tolist() == [4, 8]
-    assert (out.savings == 0).all()
+    out = _lower_bound(placement, START, END, TRACE.memory_gb.to_numpy(), {"none": np.zeros(4)}, (2, 4, 8))
+    assert [k for _, k in out.index] == [0, 4, 8]
+    assert (out == out[("all_local", 0)]).all()
 
 
 def test_pools_stay_within_a_cluster() -> None:
     two = pd.concat([TRACE, TRACE.assign(vm_id=list("efgh"), cluster_id="c1")], ignore_index=True)
     start, end = np.r_[START, START], np.r_[END, END]
     placement = place(two, start, end, SHAPE)
-    out = dram_savings(placement, start, end, two.memory_gb.to_numpy(), {"half": np.floor(0.5 * two.memory_gb.to_numpy())},
-                       (64,))
+    out = _lower_bound(placement, start, end, two.memory_gb.to_numpy(),
+                       {"half": np.floor(0.5 * two.memory_gb.to_numpy())}, (64,))
     # each cluster is the by-hand case: 28 GB all-local, 2 x 13 GB pooled
-    assert out.all_local_gb.item() == 28.0 and out.required_gb.item() == 26.0
+    assert out[("all_local", 0)] == 28.0 and out[("half", 64)] == 26.0

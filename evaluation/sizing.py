@@ -1,0 +1,269 @@
+"""What a provider buys: one local-DRAM size per server and one pool capacity per pool, per cluster
+(Pond §6.1, §6.5).
+
+**Replay** (Pond's simulator). Every VM runs on its trace server, its memory split local/pool by
+a policy; local memory per server and pool memory per pool are tracked at second resolution.
+Before the measured window (warm-up) VMs are placed as the trace placed them, unchecked, so that
+at the window's start servers hold what they hold in production. From the window's start on, a
+VM whose local part does not fit its server's free local DRAM, or whose pool part does not fit
+its pool's free capacity, is *moved*: to the lowest-numbered server of its cluster where its
+local part, pool part and vCPUs fit. A VM that fits nowhere stays, over capacity, and counts as
+a move too (the cluster would need another server). Only arrivals within the window are counted.
+
+**Sizing.** Per cluster, the local GB per server ``L`` and GB per pool ``P`` that minimize
+``servers x L + pools x P`` with moves <= ``max_move_rate`` x the window's arrivals. The search
+is two-step. An approximate count, each window arrival's level on its trace server and pool as
+if no VM had moved, gives for a few pool capacities the smallest ``L`` within the budget
+(vectorized, an order statistic). The cheapest (L, P) is then checked with the exact replay
+(compiled, one pass over the events), and ``L`` bisected on the exact count to 1 GB. The all-local
+baseline is sized the same way with no pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import pandas as pd
+
+from evaluation.pool_sim import Sweep, global_index
+
+PRECISION_GB = 1.0      # L is bisected to this
+POOL_CANDIDATES = 12    # pool capacities tried by the approximate count
+
+
+@cache
+def _kernel():
+    """The compiled replay; built on first use so importing this module stays cheap."""
+    import numba
+
+    @numba.njit(cache=True)
+    def replay(ev_vm, ev_arrival, server, pool_of, cores, local, pool, checked, counted,
+               cap_local, cap_pool, cap_cores, max_moves):  # pragma: no cover - compiled
+        n_srv = pool_of.shape[0]
+        used_l = np.zeros(n_srv)
+        used_c = np.zeros(n_srv)
+        used_p = np.zeros(pool_of.max() + 1 if n_srv else 0)
+        where = np.full(server.shape[0], -1, np.int64)
+        moves = 0
+        stuck = 0
+        eps = 1e-6
+        for e in range(ev_vm.shape[0]):
+            v = ev_vm[e]
+            if ev_arrival[e]:
+                s = server[v]
+                if checked[v] and not (used_l[s] + local[v] <= cap_local + eps
+                                       and used_p[pool_of[s]] + pool[v] <= cap_pool + eps):
+                    found = -1
+                    for t in range(n_srv):
+                        if (used_l[t] + local[v] <= cap_local + eps and used_p[pool_of[t]] + pool[v] <= cap_pool + eps
+                                and used_c[t] + cores[v] <= cap_cores + eps):
+                            found = t
+                            break
+                    if counted[v]:
+                        moves += 1
+                        if found < 0:
+                            stuck += 1
+                        if moves > max_moves:
+                            return moves, stuck
+                    if found >= 0:
+                        s = found
+                where[v] = s
+                used_l[s] += local[v]
+                used_c[s] += cores[v]
+                used_p[pool_of[s]] += pool[v]
+            else:
+                s = where[v]
+                used_l[s] -= local[v]
+                used_c[s] -= cores[v]
+                used_p[pool_of[s]] -= pool[v]
+        return moves, stuck
+
+    return replay
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster's VMs overlapping the window (time-ordered events, servers numbered from 0)."""
+
+    ev_vm: np.ndarray        # VM index per event, by time, departures first at equal seconds
+    ev_arrival: np.ndarray   # bool per event
+    server: np.ndarray       # trace server per VM
+    cores: np.ndarray
+    memory_gb: np.ndarray
+    counted: np.ndarray      # bool per VM: arrived within the window
+    cap_cores: float         # vCPUs per server (at least the trace's own peak on any server)
+
+    @property
+    def n_servers(self) -> int:
+        return int(self.server.max()) + 1 if len(self.server) else 0
+
+    def pools(self, servers_per_pool: int) -> np.ndarray:
+        """Pool index per server: consecutive servers, ``servers_per_pool`` to a pool."""
+        return np.arange(self.n_servers) // servers_per_pool
+
+    def budget(self, max_move_rate: float) -> int:
+        return int(np.floor(max_move_rate * self.counted.sum() + 1e-9))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    local_gb: float          # per server
+    pool_gb: float           # per pool
+    servers: int
+    pools: int
+    moves: int               # exact replay, window arrivals
+    stuck: int               # of the moves, VMs that fitted nowhere
+
+    @property
+    def required_gb(self) -> float:
+        return self.servers * self.local_gb + self.pools * self.pool_gb
+
+
+def moves(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_cap: float, pool_cap: float,
+          max_moves: int | None = None) -> tuple[int, int]:
+    """(moves, of which fitted nowhere) among the window's arrivals, by the exact replay; stops
+    counting past ``max_moves``."""
+    pool_gb = np.asarray(pool_gb, float)
+    return _kernel()(c.ev_vm, c.ev_arrival, c.server, c.pools(servers_per_pool), c.cores,
+                     c.memory_gb - pool_gb, pool_gb, c.counted, c.counted, float(local_cap), float(pool_cap),
+                     float(c.cap_cores), len(c.server) + 1 if max_moves is None else int(max_moves))
+
+
+def approximate_frontier(local_level: np.ndarray, pool_level: np.ndarray, budget: int) -> list[tuple[float, float]]:
+    """(L, P) pairs within ``budget`` arrivals over capacity, as if none had moved: for each of a few
+    pool capacities P (the levels of the arrivals the budget could leave over P), the smallest L.
+    ``*_level``: each window arrival's level right after it arrived, on its server and its pool."""
+    n = len(local_level)
+    if n == 0:
+        return [(0.0, 0.0)]
+    by_pool = np.sort(pool_level)[::-1]
+    ranks = np.unique(np.linspace(0, min(budget, n - 1), min(budget + 1, POOL_CANDIDATES)).round().astype(int))
+    out = []
+    for j in ranks:
+        p = float(by_pool[j])
+        over = pool_level > p + 1e-9
+        left = budget - int(over.sum())
+        rest = np.sort(local_level[~over])[::-1]
+        out.append((float(rest[left]) if left < len(rest) else 0.0, p))
+    return out
+
+
+def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np.ndarray,
+         pool_level: np.ndarray, max_move_rate: float) -> Sizing:
+    """The cheapest (L, P) of the approximate frontier, made feasible and tight on the exact replay.
+    ``*_level``: per VM, its server's and its pool's level right after it arrived (trace placement)."""
+    budget = c.budget(max_move_rate)
+    n_pools = int(c.pools(servers_per_pool).max()) + 1 if c.n_servers else 0
+    has_pool = bool(np.any(np.asarray(pool_gb) > 0))
+    lvl_l = np.asarray(local_level, float)[c.counted]
+    lvl_p = np.asarray(pool_level, float)[c.counted] if has_pool else np.zeros(len(lvl_l))
+    frontier = approximate_frontier(lvl_l, lvl_p, budget)
+    local, cap_pool = min(frontier, key=lambda lp: c.n_servers * lp[0] + n_pools * lp[1])
+    top = float(lvl_l.max(initial=0.0))   # with L = top and P = the pool's top level, no VM ever moves
+
+    def feasible(cap_local: float) -> bool:
+        return moves(c, pool_gb, servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
+
+    if feasible(local):                  # the exact count is usually below the approximate one
+        lo, hi = max(local - max(0.1 * local, 16.0), 0.0), local
+        if feasible(lo):
+            lo, hi = 0.0, lo
+    else:
+        lo, hi, step = local, local, max(0.05 * local, PRECISION_GB)
+        while True:
+            hi = min(hi + step, top)
+            if feasible(hi):
+                break
+            if hi >= top:                # moved VMs crowd other pools: give pools their top level
+                cap_pool, lo = float(lvl_p.max(initial=0.0)), 0.0
+                break
+            lo, step = hi, 2 * step
+    while hi - lo > PRECISION_GB:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+    hi = float(np.ceil(hi - 1e-9))       # whole GB
+    m, stuck = moves(c, pool_gb, servers_per_pool, hi, cap_pool)
+    return Sizing(hi, float(cap_pool), c.n_servers, n_pools if has_pool else 0, int(m), int(stuck))
+
+
+def in_window(start_s: np.ndarray, end_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
+    """VMs alive at some second of the window (the others cannot change what it needs)."""
+    return (np.asarray(start_s) < window[1]) & (np.maximum(end_s, np.asarray(start_s) + 1) > window[0])
+
+
+def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray, cores: np.ndarray,
+             memory_gb: np.ndarray, window: tuple[int, int], server_vcpus: float) -> list[tuple[np.ndarray, Cluster]]:
+    """(VM indices, Cluster) per cluster code, for VMs that all overlap the window."""
+    start_s, end_s = np.asarray(start_s, np.int64), np.maximum(np.asarray(end_s, np.int64), np.asarray(start_s) + 1)
+    g = global_index(cluster, host)
+    peak_cores = Sweep(start_s, end_s).peaks("host", g, np.asarray(cores, float))
+    out = []
+    order = np.argsort(cluster, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, np.diff(cluster[order]) != 0, True]) if len(cluster) else np.zeros(1, int)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = order[lo:hi]
+        n = len(idx)
+        t = np.concatenate([end_s[idx], start_s[idx]])
+        arrival = np.r_[np.zeros(n, bool), np.ones(n, bool)]
+        vm = np.r_[np.arange(n), np.arange(n)]
+        ev = np.lexsort((vm, arrival, t))       # by time, departures first, then row order
+        server = np.asarray(host)[idx].astype(np.int64)
+        cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
+        out.append((idx, Cluster(vm[ev].astype(np.int64), arrival[ev], server, np.asarray(cores, float)[idx],
+                                 np.asarray(memory_gb, float)[idx], np.asarray(start_s[idx] >= window[0]), cap)))
+    return out
+
+
+def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
+                 sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
+                 pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
+                 max_move_rate: float) -> pd.DataFrame:
+    """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
+    the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
+    every server and pool bought at its own peak within the window, which no provider can buy)."""
+    keep = in_window(start_s, end_s, window)
+    start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
+    cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
+    memory = np.asarray(memory_gb, float)[keep]
+    sweep = Sweep(start, end)
+    server = global_index(cluster, host)
+    cl = clusters(start, end, cluster, host, np.asarray(cores, float)[keep], memory, window, server_vcpus)
+
+    def per_cluster(group: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+        owner = np.zeros(len(peaks), np.int64)
+        owner[group] = cluster
+        return np.bincount(owner, weights=peaks, minlength=int(cluster.max()) + 1 if len(cluster) else 0)
+
+    rows = []
+    zeros = np.zeros(len(memory))
+    base_level = sweep.at_arrival("host", server, memory)
+    base_peak = per_cluster(server, sweep.peaks("host", server, memory, window))
+    for idx, c in cl:
+        s = size(c, zeros[idx], 1, base_level[idx], zeros[idx], max_move_rate)
+        rows.append({"policy": "all_local", "pool_sockets": 0, "cluster": int(cluster[idx[0]]), **_row(c, s),
+                     "peak_required_gb": float(base_peak[cluster[idx[0]]])})
+    for name, pool_all in policies.items():
+        pool = np.asarray(pool_all, float)[keep]
+        local_level = sweep.at_arrival("host", server, memory - pool)
+        local_peak = per_cluster(server, sweep.peaks("host", server, memory - pool, window))
+        for k in pool_sockets:
+            if k % sockets_per_server:
+                continue     # a pool cannot split a server
+            spp = k // sockets_per_server
+            pool_id = global_index(cluster, host // spp)
+            pool_level = sweep.at_arrival(("pool", spp), pool_id, pool)
+            pool_peak = per_cluster(pool_id, sweep.peaks(("pool", spp), pool_id, pool, window))
+            for idx, c in cl:
+                code = int(cluster[idx[0]])
+                s = size(c, pool[idx], spp, local_level[idx], pool_level[idx], max_move_rate)
+                rows.append({"policy": name, "pool_sockets": k, "cluster": code, **_row(c, s),
+                             "peak_required_gb": float(local_peak[code] + pool_peak[code])})
+    return pd.DataFrame(rows)
+
+
+def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
+    return {"window_vms": int(c.counted.sum()), "servers": s.servers, "pools": s.pools,
+            "local_gb_per_server": s.local_gb, "gb_per_pool": s.pool_gb, "required_gb": s.required_gb,
+            "moves": s.moves, "stuck": s.stuck}

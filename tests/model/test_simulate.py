@@ -1,0 +1,77 @@
+"""`pond simulate` on the small fleet's backtest nights: every VM is decided by the night before
+its creation, VMs before the first night fall back to all local, and the sizing adds up."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.params import Params
+from models.decision import decide, policy_knobs
+from models.policy import read_policy
+from pipelines import simulate
+from telemetry.io import read_tables
+from tests.conftest import small_params
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sim(small_raw, small_backtest, tmp_path_factory):
+    wd = tmp_path_factory.mktemp("sim")
+    metrics = simulate.run(Params(**small_params()), small_raw, small_backtest, wd / "simulate.json", wd / "plots",
+                           wd / "out")
+    return wd, metrics
+
+
+def test_every_vm_is_decided_by_the_night_before_its_creation(small_raw, small_backtest):
+    vms = read_tables(small_raw, ["vms"])["vms"].set_index("vm_id")
+    nights = simulate._nights(small_backtest)
+    assert [n.name for n in nights] == ["2026-01-07", "2026-01-08"]
+    for night in nights:
+        scores = pd.read_parquet(night / "scores.parquet")
+        created = vms.loc[scores.vm_id, "created_at"].dt.tz_convert(None).dt.normalize()
+        assert (created == pd.Timestamp(night.name) + pd.Timedelta(days=1)).all()   # the next day, no other
+        um = json.loads((night / "um" / "manifest.json").read_text())
+        assert pd.Timestamp(um["as_of"]) == pd.Timestamp(night.name)                 # trained that night
+        for ratio in (1.82, 2.22):
+            assert read_policy(night / f"policy_r{ratio:g}.json")["as_of"] == night.name
+
+
+def test_fallback_before_the_first_night_and_decisions_as_the_night_made_them(small_raw, small_backtest):
+    vms = read_tables(small_raw, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
+    nights = simulate._nights(small_backtest)
+    first = pd.Timestamp(nights[0].name, tz="UTC") + pd.Timedelta(days=1)
+    in_window = (vms.created_at >= first).to_numpy() & (vms.created_at < first + pd.Timedelta(days=2)).to_numpy()
+    decisions, _, scored = simulate._decisions(vms, in_window, nights, (1.82, 2.22))
+    assert scored.sum() == in_window.sum() > 0
+    for d in decisions.values():
+        assert (d["pool_gb"][~in_window] == 0).all() and (d["decision"][~in_window] == "local_only").all()
+    night = nights[1]
+    s = pd.read_parquet(night / "scores.parquet")
+    idx = pd.Series(np.arange(len(vms)), index=vms.vm_id).loc[s.vm_id].to_numpy()
+    knobs = policy_knobs(read_policy(night / "policy_r2.22.json"))["combined"]
+    own = decide(vms.memory_gb.to_numpy()[idx], s.has_history.to_numpy(), s["p_insensitive_r2.22"].to_numpy(),
+                 s.um_raw.to_numpy(), knobs)
+    assert np.array_equal(decisions[("combined", 2.22)]["pool_gb"][idx], own["pool_gb"])
+
+
+def test_sizing_adds_up(sim):
+    wd, m = sim
+    by_cluster = pd.read_csv(wd / "out" / "sizing_by_cluster.csv")
+    fleet = pd.read_csv(wd / "out" / "sizing.csv")
+    base = by_cluster[by_cluster.policy == "all_local"]
+    assert m["all_local_gb"] == pytest.approx(base.required_gb.sum())
+    assert (by_cluster.required_gb == by_cluster.servers * by_cluster.local_gb_per_server
+            + by_cluster.pools * by_cluster.gb_per_pool).all()
+    # every configuration meets the move budget on every cluster
+    assert (by_cluster.moves <= np.floor(m["max_move_rate"] * by_cluster.window_vms + 1e-9)).all()
+    row = fleet[(fleet.policy == "static_15pct") & (fleet.pool_sockets == 16)].iloc[0]
+    assert m["policies"]["static_15pct"]["at_headline"]["savings"] == pytest.approx(
+        1 - row.required_gb / m["all_local_gb"], abs=1e-5)
+    assert {"combined_r1.82", "combined_r2.22", "static_15pct"} <= set(m["policies"])
+    assert set(m["policies"]["static_15pct"]["realized_mispredictions"]) == {"1.82", "2.22"}
+    assert (wd / "plots" / "savings.png").exists()

@@ -1,0 +1,71 @@
+"""Pool sizing as a provider buys DRAM, on traces small enough to work out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluation.sizing import approximate_frontier, fleet_sizing
+
+# One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
+#   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
+#   b: server 1, 20-70 s, 12 GB      c: server 0, 60-90 s,  4 GB
+# Window [10, 100): a, b and c are counted; levels at their arrivals: 16 (w + a), 12, 4.
+START, END = np.array([0, 10, 20, 60]), np.array([50, 40, 70, 90])
+SERVER = np.array([0, 0, 1, 0])
+MEMORY = np.array([8.0, 8.0, 12.0, 4.0])
+CORES = np.ones(4)
+WINDOW = (10, 100)
+
+
+def sized(rate: float, policies: dict | None = None, start=START, end=END, server=SERVER, memory=MEMORY,
+          window=WINDOW, pool_sockets=(2,)):
+    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 1, CORES[: len(start)], memory,
+                       policies or {}, pool_sockets, window, 4.0, rate)
+    return out.set_index(["policy", "pool_sockets"])
+
+
+def test_no_move_allowed_the_exact_replay_overrules_the_approximate_count():
+    """The approximate count says L = 12 costs one move (a). Replayed, a moves to server 1 and
+    then b fits nowhere (8 + 12 > 12 on either server): two moves. Only L = 16 moves none."""
+    assert set(approximate_frontier(np.array([16.0, 12.0, 4.0]), np.zeros(3), 1)) == {(12.0, 0.0)}
+    r = sized(0.4).loc[("all_local", 0)]           # budget floor(0.4 x 3) = 1 move
+    assert (r.local_gb_per_server, r.servers, r.required_gb, r.moves, r.stuck) == (16.0, 2, 32.0, 0, 0)
+    assert r.peak_required_gb == 28.0              # each server at its own window peak: 16 + 12
+    r = sized(0.0).loc[("all_local", 0)]
+    assert (r.local_gb_per_server, r.moves) == (16.0, 0)
+
+
+def test_two_moves_allowed():
+    """Budget 2: at L = 4, a and b fit nowhere (stuck, counted), c fits once w and a have left;
+    at L = 3, c does not fit either: three moves."""
+    r = sized(2 / 3).loc[("all_local", 0)]
+    assert (r.local_gb_per_server, r.moves, r.stuck, r.required_gb) == (4.0, 2, 2, 8.0)
+
+
+def test_a_shared_pool_saves_what_servers_cannot():
+    """a (server 0, 0-50 s) and b (server 1, 50-100 s), 16 GB each, half on the pool. All local:
+    each server needs 16 GB (32). One 2-socket pool: 8 GB local per server, and the pool holds
+    a's then b's 8 GB (a leaves as b arrives): 2 x 8 + 8 = 24 GB. 1-socket pools: 2 x 8 + 2 x 8."""
+    start, end, server, memory = np.array([0, 50]), np.array([50, 100]), np.array([0, 1]), np.array([16.0, 16.0])
+    out = sized(0.0, {"half": np.array([8.0, 8.0])}, start, end, server, memory, (0, 100), (1, 2))
+    assert out.loc[("all_local", 0), "required_gb"] == 32.0
+    two = out.loc[("half", 2)]
+    assert (two.local_gb_per_server, two.gb_per_pool, two.pools, two.required_gb, two.moves) == (8.0, 8.0, 1, 24.0, 0)
+    one = out.loc[("half", 1)]
+    assert (one.pools, one.required_gb) == (2, 32.0)
+    assert 1 - two.required_gb / out.loc[("all_local", 0), "required_gb"] == pytest.approx(0.25)
+
+
+def test_a_full_pool_moves_the_vm_to_another_pool():
+    """Two 1-socket pools. x (server 0, 0-100 s) fills pool 0 (4 GB); y arrives on server 0 at
+    10 s with 4 GB on the pool: with P = 4 it cannot stay, server 1's pool is empty, so it moves
+    there (one move, not stuck), and z (2 GB, local, server 1) needs L = 6 beside it. With no
+    move allowed, pools need 8 GB: 2 x 8 + 2 x 8 = 32 GB against 2 x 6 + 2 x 4 = 20."""
+    start, end, server = np.array([0, 10, 20]), np.array([100, 100, 100]), np.array([0, 0, 1])
+    memory, pool = np.array([8.0, 8.0, 2.0]), np.array([4.0, 4.0, 0.0])
+    strict = sized(0.0, {"p": pool}, start, end, server, memory, (0, 200), (1,)).loc[("p", 1)]
+    assert (strict.gb_per_pool, strict.local_gb_per_server, strict.moves) == (8.0, 8.0, 0)
+    loose = sized(0.5, {"p": pool}, start, end, server, memory, (0, 200), (1,)).loc[("p", 1)]
+    assert (loose.gb_per_pool, loose.local_gb_per_server, loose.moves, loose.stuck) == (4.0, 6.0, 1, 0)
+    assert (strict.required_gb, loose.required_gb) == (32.0, 20.0)
