@@ -39,7 +39,7 @@ def _kernel():
     import numba
 
     @numba.njit(cache=True)
-    def replay(ev_vm, ev_arrival, server, pool_of, cores, local, pool, checked, counted,
+    def replay(ev_vm, ev_arrival, server, pool_of, cores, local, pool, counted,
                cap_local, cap_pool, cap_cores, max_moves):  # pragma: no cover - compiled
         n_srv = pool_of.shape[0]
         used_l = np.zeros(n_srv)
@@ -53,7 +53,7 @@ def _kernel():
             v = ev_vm[e]
             if ev_arrival[e]:
                 s = server[v]
-                if checked[v] and not (used_l[s] + local[v] <= cap_local + eps
+                if counted[v] and not (used_l[s] + local[v] <= cap_local + eps
                                        and used_p[pool_of[s]] + pool[v] <= cap_pool + eps):
                     found = -1
                     for t in range(n_srv):
@@ -61,12 +61,11 @@ def _kernel():
                                 and used_c[t] + cores[v] <= cap_cores + eps):
                             found = t
                             break
-                    if counted[v]:
-                        moves += 1
-                        if found < 0:
-                            stuck += 1
-                        if moves > max_moves:
-                            return moves, stuck
+                    moves += 1
+                    if found < 0:
+                        stuck += 1
+                    if moves > max_moves:
+                        return moves, stuck
                     if found >= 0:
                         s = found
                 where[v] = s
@@ -127,7 +126,7 @@ def moves(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_cap: flo
     counting past ``max_moves``."""
     pool_gb = np.asarray(pool_gb, float)
     return _kernel()(c.ev_vm, c.ev_arrival, c.server, c.pools(servers_per_pool), c.cores,
-                     c.memory_gb - pool_gb, pool_gb, c.counted, c.counted, float(local_cap), float(pool_cap),
+                     c.memory_gb - pool_gb, pool_gb, c.counted, float(local_cap), float(pool_cap),
                      float(c.cap_cores), len(c.server) + 1 if max_moves is None else int(max_moves))
 
 

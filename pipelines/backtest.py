@@ -80,18 +80,22 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> d
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
                  policy: dict) -> None:
     """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
-    next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with."""
-    cols: dict[str, np.ndarray] = {"vm_id": vms.vm_id.to_numpy()}
+    next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
+    `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
+    done = pd.read_parquet(night / "evaluation" / "decisions.parquet",
+                           columns=["vm_id", "has_history", "um_raw", "p_insensitive"])
+    cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
         path = night / f"policy_r{ratio:g}.json"
         if np.isclose(ratio, policy["latency_ratio"]):
             path.write_text((night / "policy.json").read_text())
-        else:
-            optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
-                         night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
-                         night / "plots" / f"frontier_r{ratio:g}.png")
+            cols[f"p_insensitive_r{ratio:g}"] = done.p_insensitive
+            continue
+        optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
+                     night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
+                     night / "plots" / f"frontier_r{ratio:g}.png")
         s = score(Models.from_policy(read_policy(path), li_dir, night / "um"), vms, history)
-        cols.update({"has_history": s.has_history, "um_raw": s.um_raw, f"p_insensitive_r{ratio:g}": s.p_insensitive})
+        cols[f"p_insensitive_r{ratio:g}"] = s.p_insensitive
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
 
@@ -105,10 +109,15 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
     counters = counters_source(raw_dir)
-    rows = []
+    rows, skipped = [], []
     with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp:
         for k in range(n_nights - 1, -1, -1):     # one night at a time, as the nightly job runs
             as_of = (last - pd.Timedelta(days=k)).date().isoformat()
+            day = vmf[vmf.day == (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()].reset_index(drop=True)
+            if day.empty:                          # a gap in an imported trace: nothing to decide or judge
+                print(f"backtest: night {as_of} skipped: no VM was created on the next day")
+                skipped.append(as_of)
+                continue
             p = params.with_as_of(as_of)
             night = tmp / as_of
             feats = night / "features"
@@ -123,7 +132,6 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots")
             policy = json.loads((night / "policy.json").read_text())
-            day = vmf[vmf.day == pd.Timestamp(ev["day"]).date()].reset_index(drop=True)
             night_scores(p, night, li_dir, day, pd.read_parquet(feats / "snapshot" / "workload_history.parquet"), policy)
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r = night_regret(policy, li_dir, night / "um", night / "evaluation" / "decisions.parquet")
@@ -141,6 +149,9 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
                 "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
                 **input_drift(vmf, pd.Timestamp(as_of), p.train_um.train_days, p.features.customer_columns),
             })
+        if not rows:
+            raise ConfigError(f"backtest: no VM was created on the day after any of the {n_nights} nights ending "
+                              f"{last.date()}; move base.as_of or import a trace that covers those days")
         nights = pd.DataFrame(rows)
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
@@ -148,7 +159,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
     within = int((nights.realized_mispredictions <= nights.budget).sum())
     if metrics_path is not None:
         write_json(metrics_path, {
-            "nights": len(nights), "nights_within_budget": within,
+            "nights": len(nights), "nights_skipped_no_vms": len(skipped), "nights_within_budget": within,
             "nights_within_budget_worst_case": int((nights.realized_worst_case <= nights.budget).sum()),
             "realized_mispredictions_max": float(nights.realized_mispredictions.max()),
             "realized_pool_mean": float(nights.realized_pool.mean()),

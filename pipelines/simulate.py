@@ -36,8 +36,6 @@ from models.policy import read_policy
 from telemetry.io import AtomicDir, read_tables, write_json
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
-STRAWMAN = 0.15         # Fig. 21: every VM with 15% of its memory on the pool
-DAY_S = 86_400
 
 
 def _seconds(vms: pd.DataFrame) -> tuple[pd.Timestamp, np.ndarray, np.ndarray]:
@@ -95,8 +93,11 @@ def _name(policy: str, ratio: float | None) -> str:
     return policy if ratio is None else f"{policy}_r{ratio:g}"
 
 
-def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series:
-    """The smallest pool whose saving is within ``tolerance`` of the best pool size's."""
+def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series | None:
+    """The smallest pool whose saving is within ``tolerance`` of the best pool size's; None (buy no
+    pool) when no pool size saves DRAM."""
+    if curve.savings.max() <= 0:
+        return None
     ok = curve[curve.savings >= curve.savings.max() - tolerance - 1e-12]
     return ok.sort_values("pool_sockets").iloc[0]
 
@@ -105,12 +106,11 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
     base = table[table.policy == "all_local"]
     base_gb, base_peak = base.required_gb.sum(), base.peak_required_gb.sum()
-    g = table[table.policy != "all_local"].groupby(["policy", "pool_sockets"], sort=False)
-    out = g.agg(required_gb=("required_gb", "sum"), peak_required_gb=("peak_required_gb", "sum"),
-                servers=("servers", "sum"), pools=("pools", "sum"), moves=("moves", "sum"), stuck=("stuck", "sum"),
-                window_vms=("window_vms", "sum"),
-                local_gb=("local_gb_per_server", lambda s: float((s * table.loc[s.index, "servers"]).sum())),
-                pool_gb=("gb_per_pool", lambda s: float((s * table.loc[s.index, "pools"]).sum()))).reset_index()
+    t = table[table.policy != "all_local"].assign(local_gb=lambda d: d.local_gb_per_server * d.servers,
+                                                  pool_gb=lambda d: d.gb_per_pool * d.pools)
+    out = t.groupby(["policy", "pool_sockets"], sort=False)[
+        ["required_gb", "peak_required_gb", "servers", "pools", "moves", "stuck", "window_vms", "local_gb", "pool_gb"]
+    ].sum().reset_index()
     out["all_local_gb"], out["all_local_peak_gb"] = base_gb, base_peak
     out["savings"] = 1 - out.required_gb / base_gb if base_gb else 0.0
     out["savings_per_server_peaks"] = 1 - out.peak_required_gb / base_peak if base_peak else 0.0
@@ -195,13 +195,17 @@ def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Path, pdm: float, rat
 def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement, label: str,
              window_vms: int, unscored: int, warm: int) -> dict[str, Any]:
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
+    base = table[table.policy == "all_local"]
+    all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,
+                 "local_gb_per_server": round(float(base.required_gb.sum() / max(base.servers.sum(), 1)), 5),
+                 "move_rate": round(float(base.moves.sum() / max(base.window_vms.sum(), 1)), 5)}
     policies: dict[str, Any] = {}
     for name, curve in fleet.groupby("policy", sort=False):
         rec = recommend(curve, sp.recommend_tolerance)
         policies[name] = {
-            "recommended_pool_sockets": int(rec.pool_sockets),
-            "recommended": {k: round(float(rec[k]), 5) for k in ("savings", "server_cost_saving", "local_gb_per_server",
-                                                                 "gb_per_pool", "move_rate")},
+            "recommended_pool_sockets": 0 if rec is None else int(rec.pool_sockets),   # 0: no pool, all local
+            "recommended": all_local if rec is None else {k: round(float(rec[k]), 5) for k in (
+                "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate")},
             "realized_mispredictions": realized.get(name, {}),
         }
         if name in head.index:
@@ -209,7 +213,6 @@ def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimPa
             policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
                 "savings", "savings_per_server_peaks", "server_cost_saving", "move_rate", "local_gb_per_server",
                 "gb_per_pool")}
-    base = table[table.policy == "all_local"]
     return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
             "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
@@ -229,10 +232,14 @@ def _print(m: dict[str, Any]) -> None:
         h = p.get("at_headline", {})
         mis = ", ".join(f"{100 * v:.2f}% @{r}" for r, v in p["realized_mispredictions"].items()) or "-"
         rec = p["recommended"]
-        print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% {100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% "
-              f"{100 * h.get('move_rate', np.nan):5.2f}% {mis:>13s}  {p['recommended_pool_sockets']} sockets: "
-              f"{rec['local_gb_per_server']:.0f} GB/server + {rec['gb_per_pool']:.0f} GB/pool, saves "
-              f"{100 * rec['savings']:+.2f}% DRAM ({100 * rec['server_cost_saving']:+.2f}% server cost)")
+        advice = (f"no pool: all local ({rec['local_gb_per_server']:.0f} GB/server) is cheaper at every size"
+                  if p["recommended_pool_sockets"] == 0 else
+                  f"{p['recommended_pool_sockets']} sockets: {rec['local_gb_per_server']:.0f} GB/server + "
+                  f"{rec['gb_per_pool']:.0f} GB/pool, saves {100 * rec['savings']:+.2f}% DRAM "
+                  f"({100 * rec['server_cost_saving']:+.2f}% server cost)")
+        print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% "
+              f"{100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% {100 * h.get('move_rate', np.nan):5.2f}% "
+              f"{mis:>13s}  {advice}")
 
 
 def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:

@@ -36,3 +36,17 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     assert (nights.regret == nights.hindsight_pool - nights.chosen_pool).all()
     within = nights.chosen_mispredictions <= nights.budget
     assert (nights.regret[within] >= -1e-12).all()   # a feasible choice can never beat the hindsight best
+
+
+def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(small_raw, small_bundle, tmp_path):
+    """An imported trace with a gap: the night cannot be judged, so it is skipped and counted; when every
+    night is skipped, backtest stops with a message naming the days, before training anything."""
+    from core.errors import ConfigError
+    from pipelines import backtest
+
+    params = small_params()
+    params["base"]["as_of"] = "2026-01-12"          # the small fleet's last day: nothing is created after it
+    with pytest.raises(ConfigError, match="no VM was created on the day after any of the 1 nights ending 2026-01-12"):
+        backtest.run(Params(**params), 1, small_raw, small_bundle / "features", small_bundle / "li",
+                     tmp_path / "out", tmp_path / "plots")
+    assert not (tmp_path / "out").exists()
