@@ -1,6 +1,6 @@
 """Serving figures on this machine (issue 6), after `dvc repro`:
 
-    python benchmarks/serving.py [--duration 20] [--connections 16] [--in-process-only]
+    python benchmarks/serving.py [--duration 12] [--connections 16] [--in-process-only]
 
 1. In process: the next day's requests one VM per call through ``Engine.allocate_one``, in arrival
    order (enrichment, both models' scores, the decision; P(insensitive) per history key and the
@@ -9,12 +9,15 @@
    same day with the cache emptied before every call, and what one forest run per request would
    cost. Beside them, the machine's own tail: plain Python work of the same p50 length.
 2. In process, batch: 100,000 requests in one call to ``Engine.allocate`` -> decisions/s.
-3. HTTP: `pond serve` (one uvicorn worker) under 16 keep-alive connections on /v1/allocations, and
-   batches of 1,000 on /v1/allocations/batch.
-4. The peer: `mlflow models serve` of the same RandomForest (the r1.82/PDM 5 forest logged by
-   train_li, skops) under the same load on /invocations, one row per request; the ratio.
-
-The load generator (benchmarks/loadgen.py) runs in its own process beside the server.
+3. HTTP, every target under the same load from wrk (a standard load generator; the benchmark
+   installs Debian's `wrk` when it is missing and it may): ``--connections`` keep-alive connections,
+   2 wrk threads, ``--duration`` seconds each, one target after another on this machine:
+   - the ceiling: a bare Starlette route echoing its body (benchmarks/echo_app.py), same uvicorn;
+   - `pond serve` with 1 and with 2 workers: /v1/allocations, one VM per request, and
+     /v1/allocations/batch with 1,000 VMs per request (2 connections);
+   - the peer: `mlflow models serve` of the same RandomForest (the r1.82/PDM 5 forest logged by
+     train_li) on /invocations, one row per request.
+   Reported: requests/s, p50/p99 as wrk measures them, non-2xx and socket errors, and the ratios.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -36,11 +40,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from features.history import KEY  # noqa: E402
 from models.bundle import BundlePaths  # noqa: E402
 from serving.engine import Engine  # noqa: E402
 from serving.offline import request_columns, time_one_by_one  # noqa: E402
 from telemetry.request import FIELDS as REQUEST_FIELDS  # noqa: E402
+from telemetry.request import HISTORY_KEY as KEY  # noqa: E402
 
 PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",
                     ROOT / "data/features/snapshot")
@@ -128,28 +132,51 @@ def in_process(engine: Engine, vms: pd.DataFrame, repeats: int = 3) -> dict:
 
 
 def _start(cmd: list[str], env: dict, ready_url: str, timeout: float = 180) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
             if httpx.get(ready_url, timeout=2).status_code == 200:
+                time.sleep(3.0 if "--workers" in cmd else 0.5)   # every worker warmed
                 return proc
         except httpx.TransportError:
             pass
         if proc.poll() is not None:
-            raise RuntimeError(f"{cmd[0:4]} exited: {proc.stderr.read()[-2000:]}")
+            log.seek(0)
+            raise RuntimeError(f"{cmd[0:4]} exited: {log.read()[-2000:]}")
         time.sleep(0.5)
     proc.kill()
     raise RuntimeError(f"{cmd[0:4]} not ready after {timeout} s")
 
 
+def _wrk_binary() -> str:
+    """Debian's wrk, installed here when missing (as root with apt), else a clear message."""
+    found = shutil.which("wrk")
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=False, capture_output=True)
+        found = shutil.which("wrk")
+    if found is None:
+        raise SystemExit("benchmarks/serving.py: wrk is not installed: `apt-get install wrk` (Debian/Ubuntu) "
+                         "or `brew install wrk`, then run again (or pass --in-process-only)")
+    return found
+
+
 def _load(url: str, bodies: list[str], connections: int, duration: float) -> dict:
+    """wrk against ``url``, the bodies round-robin (benchmarks/wrk/bodies.lua)."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
         fh.write("\n".join(bodies))
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/loadgen.py"), url, fh.name, "-c", str(connections),
-                          "-d", str(duration)], capture_output=True, text=True, check=True)
-    os.unlink(fh.name)
-    return json.loads(res.stdout)
+    try:
+        res = subprocess.run([_wrk_binary(), "-t", str(min(2, connections)), "-c", str(connections),
+                              "-d", f"{duration:g}s", "--timeout", "10s", "-s", str(ROOT / "benchmarks/wrk/bodies.lua"),
+                              url, "--", fh.name], capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(fh.name)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    return {"throughput_rps": round(r["requests"] / (r["duration_us"] / 1e6), 1),
+            "p50_ms": round(r["p50_us"] / 1e3, 3), "p99_ms": round(r["p99_us"] / 1e3, 3),
+            "requests": r["requests"], "non_2xx": r["non_2xx"], "socket_errors": r["socket_errors"],
+            "connections": connections, "seconds": duration}
 
 
 def _latest_forest_uri(tracking_uri: str, name: str) -> str:
@@ -166,7 +193,7 @@ def _latest_forest_uri(tracking_uri: str, name: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=float, default=20)
+    ap.add_argument("--duration", type=float, default=12)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--in-process-only", action="store_true", help="skip the HTTP and MLflow measurements")
     args = ap.parse_args()
@@ -178,23 +205,32 @@ def main() -> None:
         return
 
     env = {**os.environ, "POND_RELOAD_INTERVAL_S": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    reqs = vms.where(vms.notna(), None).to_dict("records")
+    bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in reqs]
+    batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
+               for i in range(0, len(bodies) - 999, 1000)]
     port = _free_port()
-    server = _start([sys.executable, "-m", "pipelines", "serve", "--port", str(port)], env,
-                    f"http://127.0.0.1:{port}/readyz")
+    echo = _start([sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--port", str(port), "--http",
+                   "httptools", "--no-access-log", "--log-level", "warning"], env, f"http://127.0.0.1:{port}/ping")
     try:
-        reqs = vms.where(vms.notna(), None).to_dict("records")
-        bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in reqs]
-        out["pond_http"] = _load(f"http://127.0.0.1:{port}/v1/allocations", bodies, args.connections, args.duration)
-        print(json.dumps({"pond_http": out["pond_http"]}), flush=True)
-        batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
-                   for i in range(0, len(bodies) - 999, 1000)]
-        b = _load(f"http://127.0.0.1:{port}/v1/allocations/batch", batches, 2, args.duration)
-        b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
-        out["pond_http_batch_1000"] = b
-        print(json.dumps({"pond_http_batch_1000": b}), flush=True)
+        out["echo_ceiling"] = _load(f"http://127.0.0.1:{port}/echo", bodies, args.connections, args.duration)
+        print(json.dumps({"echo_ceiling": out["echo_ceiling"]}), flush=True)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        echo.terminate()
+        echo.wait(timeout=30)
+    for workers in (1, 2):
+        port = _free_port()
+        server = _start([sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--workers", str(workers)],
+                        env, f"http://127.0.0.1:{port}/readyz")
+        try:
+            single = _load(f"http://127.0.0.1:{port}/v1/allocations", bodies, args.connections, args.duration)
+            b = _load(f"http://127.0.0.1:{port}/v1/allocations/batch", batches, 2, args.duration)
+            b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
+            out[f"pond_http_{workers}w"], out[f"pond_http_batch_1000_{workers}w"] = single, b
+            print(json.dumps({f"pond_http_{workers}w": single, f"pond_http_batch_1000_{workers}w": b}), flush=True)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
     tracking = os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / 'data/mlflow/mlflow.db'}")
     policy = json.loads(PATHS.policy.read_text())
@@ -216,9 +252,12 @@ def main() -> None:
     finally:
         peer.terminate()
         peer.wait(timeout=30)
-    p, m = out["pond_http"], out["mlflow_models_serve"]
-    out["throughput_ratio_pond_over_mlflow"] = round(p["throughput_rps"] / max(m["throughput_rps"], 1e-9), 1)
-    out["targets"] = {"ratio": 20, "pond_http_p99_ms": 10}
+    p, m, e = out["pond_http_1w"], out["mlflow_models_serve"], out["echo_ceiling"]
+    out["ratios"] = {
+        "pond_1w_over_echo": round(p["throughput_rps"] / e["throughput_rps"], 3),
+        "pond_2w_over_1w": round(out["pond_http_2w"]["throughput_rps"] / p["throughput_rps"], 3),
+        "pond_1w_over_mlflow": round(p["throughput_rps"] / max(m["throughput_rps"], 1e-9), 1)}
+    out["targets"] = {"pond_1w_over_echo": 0.85, "pond_http_p99_ms": 5, "batch_vm_decisions_per_s": 100_000}
     print(json.dumps(out, indent=1))
 
 

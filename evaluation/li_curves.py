@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats
 from sklearn.model_selection import train_test_split
 
-from models.li import insensitive_proba
+from models.runtime import insensitive_proba
 
 
 def cutoff_curve(score: np.ndarray, insensitive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,8 +18,9 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import StratifiedGroupKFold, train_test_split
 
 from evaluation.li_curves import cutoff_curve, li_at_fp
-from models.li import BASELINES, insensitive_proba, make_li_model
+from models.li import BASELINES, make_li_model
 from models.li_rule import CounterRule
+from models.runtime import insensitive_proba
 
 FOREST = "random_forest"
 Maker = Callable[[int], object]

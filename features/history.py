@@ -15,8 +15,9 @@ import pandas as pd
 
 from features.db import connect
 from features.tma import pmu_features
+from telemetry.request import HISTORY_KEY
 
-KEY = ("customer_id", "vm_type", "region")
+KEY = HISTORY_KEY
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, obj: pd.DataFrame | str | Path) -> None:

@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pandas as pd
 
 from core.errors import ModelError
-from features.history import KEY
-from models.onnx_export import onnx_p_insensitive, session, sha256
+from models.runtime import onnx_p_insensitive, session, sha256
 from models.um import HEAD, UmEncoder
+from telemetry.request import HISTORY_KEY as KEY
 
 
 def load_verified(path: Path, expected_sha256: str) -> ort.InferenceSession:

@@ -61,12 +61,5 @@ def make_li_model(seed: int) -> Pipeline:
     ])
 
 
-def insensitive_proba(proba: np.ndarray, classes: list[int] | np.ndarray) -> np.ndarray:
-    """P(class 1 = insensitive) from a classifier's class probabilities; zero when the training
-    set held sensitive workloads only (a forest fit on one class has one column)."""
-    classes = [int(c) for c in classes]
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(proba))
-
-
 BASELINES = {"dram_bound": "tma_dram_bound", "memory_bound": "tma_memory_bound",
              "l3_miss_latency": "l3_miss_latency"}

@@ -1,20 +1,17 @@
-"""ONNX export with parity checked, not assumed (ECOSYSTEM.md), and a content hash for serving."""
+"""ONNX export with parity checked, not assumed (ECOSYSTEM.md). Scoring lives in ``models.runtime``."""
 
 from __future__ import annotations
-
-import hashlib
 
 import lightgbm as lgb
 import numpy as np
 import onnxmltools
-import onnxruntime as ort
 from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
 from sklearn.pipeline import Pipeline
 
 from core.errors import ModelError
 from models import lgbm_onnx
-from models.li import insensitive_proba
+from models.runtime import insensitive_proba, onnx_p_insensitive, session
 
 ONNX_OPSET = 17
 ONNX_OPSET_LIGHTGBM = 15  # the highest onnxmltools' LightGBM converter supports
@@ -26,17 +23,6 @@ def export_li(model: Pipeline, n_features: int) -> bytes:
     onx = to_onnx(model, sample, options={id(forest): {"zipmap": False}}, target_opset=ONNX_OPSET)
     return onx.SerializeToString()
 
-
-def session(onnx_bytes: bytes) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
-
-
-def onnx_p_insensitive(sess: ort.InferenceSession, X: np.ndarray, classes: list[int]) -> np.ndarray:
-    proba = sess.run(["probabilities"], {sess.get_inputs()[0].name: np.asarray(X, dtype=np.float32)})[0]
-    return insensitive_proba(proba, classes)
 
 
 def forest_splits(model: Pipeline, n_trees: int = 10) -> list[tuple[int, float]]:
@@ -105,5 +91,3 @@ def check_regressor_parity(booster: lgb.Booster, onnx_bytes: bytes, X: np.ndarra
     return diff
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import re
 from itertools import repeat
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
 from core.errors import ConfigError, ModelError
 from telemetry import request
 from telemetry.vm_types import family_of, generation_of
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 CATEGORICAL = ["vm_type", "family", "os", "region", "cluster_id"]
 NUMERIC = ["vcpus", "memory_gb", "gb_per_vcpu", "generation"]
@@ -113,6 +115,8 @@ def float32_thresholds(booster: lgb.Booster) -> lgb.Booster:
     text = _THRESHOLD_LINE.sub(fix, text)
     # tree_sizes= indexes trees by byte length, which the rewrite changed; it is optional.
     text = re.sub(r"^tree_sizes=.*\n", "", text, flags=re.MULTILINE)
+    import lightgbm as lgb  # training only: the service scores the ONNX export
+
     return lgb.Booster(model_str=text)
 
 
@@ -133,6 +137,8 @@ class UntouchedModel:
         self.features_ = self.encoder_.features
         X = self.encoder_.encode(vms)
         cat = [self.features_.index(c) for c in CATEGORICAL]
+        import lightgbm as lgb
+
         reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed,
                                 n_jobs=2, verbose=-1)
         reg.fit(X, np.asarray(untouched, dtype=np.float64), feature_name=self.features_, categorical_feature=cat)

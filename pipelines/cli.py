@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import duckdb
-
 from core.errors import PondError
 
 
@@ -75,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """Python's or DuckDB's; duckdb is looked up, not imported: the service's install has none."""
+    duckdb = sys.modules.get("duckdb")
+    return isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -127,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     except PondError as exc:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2
-    except (MemoryError, duckdb.OutOfMemoryException) as exc:
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
         print(f"pond {args.stage}: error: out of memory ({exc}). Fix: raise POND_DUCKDB_MEMORY "
               "(default 2GB) or run on a machine with more memory", file=sys.stderr)
         return 3

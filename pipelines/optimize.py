@@ -26,7 +26,7 @@ from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from features.history import KEY
 from models.inference import load_verified
-from models.onnx_export import onnx_p_insensitive
+from models.runtime import onnx_p_insensitive
 from optimize.solver import Grid, best, error_rate, grid
 from telemetry.io import write_json
 

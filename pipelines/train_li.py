@@ -29,7 +29,8 @@ from evaluation.li_select import FOREST, candidates, nested, oof_scores, select
 from evaluation.plots import pyplot, save_figure
 from models.li import BASELINES, make_li_model, training_set
 from models.li_rule import export_rule
-from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, sha256
+from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
+from models.runtime import sha256
 from pipelines.tracking import start_run
 from telemetry.io import AtomicDir, read_tables, write_json
 

@@ -31,7 +31,8 @@ from core.errors import ConfigError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from evaluation.um_backtest import backtest, solver_curve, tradeoff
-from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits, sha256
+from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
+from models.runtime import sha256
 from models.um import ConformalOffset, customer_columns_of
 from models.um_protocol import fit_night, night
 from pipelines.tracking import start_run

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install the project with its test dependencies. Idempotent.
+# Create .venv (once) and install the project from the hashed lock of one role. Idempotent.
+#   POND_ROLE=dev (default: pipeline + service + tests) | train (pipeline + service) | serve (service only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+ROLE=${POND_ROLE:-dev}
+[ -f "requirements/$ROLE.txt" ] || { echo "setup: no lock requirements/$ROLE.txt (POND_ROLE is serve, train or dev)" >&2; exit 1; }
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v -E "^(WARNING: Location|  )" || true
-.venv/bin/python -c "import telemetry, features, duckdb, sklearn, lightgbm, onnxruntime, mlflow, fastapi" \
-  || { echo "setup: installation failed" >&2; exit 1; }
+quiet() { grep -v -E "^(WARNING: Location|  )" || true; }
+.venv/bin/python -m pip install -q --require-hashes -r "requirements/$ROLE.txt" 2>&1 | quiet
+.venv/bin/python -m pip install -q --no-deps -e . 2>&1 | quiet
+case "$ROLE" in
+  serve) check="serving.app, onnxruntime, fastapi" ;;
+  *) check="telemetry, features, duckdb, sklearn, lightgbm, onnxruntime, mlflow, fastapi" ;;
+esac
+.venv/bin/python -c "import $check" || { echo "setup: installation failed" >&2; exit 1; }

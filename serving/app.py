@@ -24,7 +24,6 @@ import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
@@ -246,6 +245,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        metrics.worker_exit()
 
     otel = settings.opentelemetry   # FastAPI's native OpenTelemetry: per-request cost, off unless asked for
     app = FastAPI(title="pond zNUMA sizing", version="1", lifespan=lifespan,
@@ -346,7 +346,8 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
     @app.get("/metrics")
     def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        body, media_type = metrics.exposition()
+        return Response(body, media_type=media_type)
 
     # The hot path as a plain Starlette route ahead of FastAPI's (which stays for the OpenAPI schema):
     # the handler already parses and validates its body itself, so FastAPI's dependency solving is
@@ -358,3 +359,15 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
                        body_limits={"/v1/allocations": small, "/v1/qos": small},
                        token=token)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """uvicorn's factory for ``pond serve`` (one call per worker): settings from POND_* only, the CLI
+    having exported its options there; the connection limits set on the protocol class uvicorn
+    imports in this worker."""
+    from serving.protocol import BoundedHttpToolsProtocol
+
+    settings = Settings()
+    BoundedHttpToolsProtocol.configure(int(settings.max_header_kb * 1024), settings.max_headers,
+                                       settings.read_timeout_s)
+    return create_app(settings)

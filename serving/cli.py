@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,8 @@ from serving.settings import Settings
 
 # (option, settings field, type): the path options first (predict takes those four)
 SETTING_OPTIONS = (("policy", "policy", Path), ("li", "li_dir", Path), ("um", "um_dir", Path),
-                   ("snapshot", "snapshot_dir", Path), ("host", "host", str), ("port", "port", int))
+                   ("snapshot", "snapshot_dir", Path), ("host", "host", str), ("port", "port", int),
+                   ("workers", "workers", int))
 
 
 def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTING_OPTIONS) -> None:
@@ -30,9 +33,13 @@ def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTIN
                             help=f"(env POND_{field.upper()}; default {default})")
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    return {f: getattr(args, f) for _, f, _ in SETTING_OPTIONS if getattr(args, f, None) is not None}
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """Options given on the command line, over the environment, over the defaults."""
-    given: dict[str, Any] = {f: getattr(args, f) for _, f, _ in SETTING_OPTIONS if getattr(args, f, None) is not None}
+    given = _given(args)
     try:
         return Settings(**given)
     except ValidationError as exc:
@@ -50,13 +57,27 @@ def run(args: argparse.Namespace) -> int:
         counts = frame.decision.value_counts().to_dict()
         print(f"predict: {len(frame)} allocations -> {args.out} (model {engine.version}; {counts})")
         return 0
+    settings.bearer_token()              # refuse a bad token here, before any worker starts
+    for field, value in _given(args).items():   # workers read POND_* (serving.app.app_from_environment)
+        os.environ[f"POND_{field.upper()}"] = str(value)
+    if settings.workers > 1:
+        _multiprocess_metrics_dir()
     import uvicorn
 
-    from serving.app import create_app
+    from serving.protocol import PROTOCOL
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from serving.protocol import bounded_protocol
-    app = create_app(settings)
-    http = bounded_protocol(int(settings.max_header_kb * 1024), settings.max_headers, settings.read_timeout_s)
-    uvicorn.run(app, host=settings.host, port=settings.port, workers=1, log_level="info", access_log=False,
-                proxy_headers=False, http=http)
+    uvicorn.run("serving.app:app_from_environment", factory=True, host=settings.host, port=settings.port,
+                workers=settings.workers, log_level="info", access_log=False, proxy_headers=False, http=PROTOCOL)
     return 0
+
+
+def _multiprocess_metrics_dir() -> None:
+    """An empty PROMETHEUS_MULTIPROC_DIR for the workers' metric files (serving.observability)."""
+    from serving.observability import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    path = Path(given) if given else Path(tempfile.mkdtemp(prefix="pond-metrics-"))
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):      # values of an earlier run would be summed in
+        stale.unlink()
+    os.environ[MULTIPROC_ENV] = str(path)

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from core.errors import InputFormatError, ModelError
-from features.history import KEY
 from features.tma import REQUIRED_EVENTS, pmu_features
 from models.bundle import BundlePaths
 from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
@@ -41,6 +40,7 @@ from models.inference import Models
 from models.policy import read_policy
 from telemetry import request
 from telemetry.io import sha256_file
+from telemetry.request import HISTORY_KEY as KEY
 
 NAN = float("nan")
 # Distinct requests whose UM prediction allocate_one keeps; emptied when full. VMs are deployed in

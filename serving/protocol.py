@@ -109,7 +109,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bounded_protocol(max_header_bytes: int, max_headers: int, read_timeout_s: float) -> type[BoundedHttpToolsProtocol]:
-    """The protocol class with these limits (uvicorn instantiates it per connection)."""
-    return type("PondHttpProtocol", (BoundedHttpToolsProtocol,), {
-        "max_header_bytes": max_header_bytes, "max_headers": max_headers, "read_timeout_s": read_timeout_s})
+    @classmethod
+    def configure(cls, max_header_bytes: int, max_headers: int, read_timeout_s: float) -> None:
+        """Set the limits of every connection this process accepts from now on (uvicorn imports the
+        class by name in each worker, so they cannot travel as a class built at run time)."""
+        cls.max_header_bytes, cls.max_headers, cls.read_timeout_s = max_header_bytes, max_headers, read_timeout_s
+
+
+PROTOCOL = f"{__name__}:BoundedHttpToolsProtocol"

@@ -8,12 +8,13 @@ replaces one attribute; a request reads that attribute once, so it never mixes t
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import PondError
+from core.errors import ConfigError, PondError
 from models import bundle
 from models.bundle import BundlePaths
 from serving.engine import Engine, bundle_version
@@ -44,6 +45,18 @@ class FileSource:
         return Engine.load(self.paths, self.qos_threshold)
 
 
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def check_registry_uri(uri: str) -> None:
+    """A database URI needs MLflow's SQL store, which the ``serve`` install (mlflow-skinny) lacks."""
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme in DATABASE_SCHEMES and importlib.util.find_spec("sqlalchemy") is None:
+        raise ConfigError(f"POND_MLFLOW_TRACKING_URI={uri!r} is a database, which the service's install cannot "
+                          "open: point it at the MLflow server in front of that database (http://host:5000), or "
+                          "install the train role (POND_ROLE=train bash scripts/setup.sh)")
+
+
 class RegistrySource:
     """The bundle an MLflow registered-model alias points at (`champion`, moved by `pond register`).
 
@@ -52,6 +65,7 @@ class RegistrySource:
     """
 
     def __init__(self, model_name: str, alias: str, tracking_uri: str, qos_threshold: float):
+        check_registry_uri(tracking_uri)
         self.model_name, self.alias, self.tracking_uri = model_name, alias, tracking_uri
         self.qos_threshold = qos_threshold
         self.description = f"models:/{model_name}@{alias} ({tracking_uri})"

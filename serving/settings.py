@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1, description="processes serving the port; each loads the bundle and "
+                                                      "reloads it on its own; /metrics sums them")
     api_token: SecretStr | None = None
     require_auth: bool | None = Field(default=None, description="None: on unless bound to loopback")
     max_batch: int = Field(default=10_000, ge=1)

@@ -30,6 +30,7 @@ MEMORY_GB_MAX = 65536.0  # and 24-32 TB of memory
 REQUIRED = ("vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region")
 OPTIONAL = ("cluster_id",)
 FIELDS = REQUIRED + OPTIONAL
+HISTORY_KEY = ("customer_id", "vm_type", "region")   # workload history: earlier VMs of the same key
 SHAPE = ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id")  # what the models see
 TEXT_LIMITS = {"vm_id": ID_MAX_LEN, "customer_id": ID_MAX_LEN, "vm_type": VM_TYPE_MAX_LEN, "os": NAME_MAX_LEN,
                "region": NAME_MAX_LEN, "cluster_id": ID_MAX_LEN}

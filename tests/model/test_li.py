@@ -13,7 +13,8 @@ from core.errors import ContractError, ModelError
 from evaluation.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
 from features.build import lab_features
 from models.li import BASELINES, li_labels, make_li_model, training_set
-from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, onnx_p_insensitive, session
+from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
+from models.runtime import onnx_p_insensitive, session
 
 
 def _slowdowns(rows):

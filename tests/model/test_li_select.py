@@ -6,7 +6,7 @@ import numpy as np
 
 from evaluation.li_select import FOREST, candidates, nested, select
 from models.li_rule import CounterRule, export_rule
-from models.onnx_export import onnx_p_insensitive, session
+from models.runtime import onnx_p_insensitive, session
 
 
 def _rule_world(n=120, noise_features=40, seed=0):

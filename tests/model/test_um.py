@@ -12,14 +12,8 @@ from core.errors import ConfigError
 from core.params import Params
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from features.build import FeatureParams, vm_features
-from models.onnx_export import (
-    boundary_rows,
-    check_regressor_parity,
-    export_um,
-    export_um_onnxmltools,
-    lightgbm_splits,
-    session,
-)
+from models.onnx_export import boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools, lightgbm_splits
+from models.runtime import session
 from models.um import ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
 from models.um_protocol import UmParams, fit_night, night
 

@@ -66,3 +66,16 @@ def test_help_names_the_variables(capsys):
     out = capsys.readouterr().out
     for var in ("POND_POLICY", "POND_LI_DIR", "POND_UM_DIR", "POND_SNAPSHOT_DIR", "POND_HOST", "POND_PORT"):
         assert var in out
+
+
+def test_database_registry_uri_without_sql_store_says_how_to_fix(monkeypatch):
+    import importlib.util
+
+    from serving.reload import check_registry_uri
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sqlalchemy" else real(name, *a))
+    for uri in ("sqlite:///data/mlflow/mlflow.db", "postgresql+psycopg2://u@db/mlflow"):
+        with pytest.raises(ConfigError, match="MLflow server"):
+            check_registry_uri(uri)
+    check_registry_uri("http://127.0.0.1:5000")       # what the serve install follows

@@ -1,0 +1,39 @@
+"""The deployment files name only settings the service has, and the nightly script refuses bad input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import yaml
+
+from serving.settings import Settings
+from tests.conftest import ROOT
+
+DEPLOY = ROOT / "deploy"
+
+
+def _pond_variables(text: str) -> set[str]:
+    return set(re.findall(r"\b(POND_[A-Z_]+)\b", text))
+
+
+def test_deploy_files_set_only_real_settings():
+    fields = {f"POND_{name.upper()}" for name in Settings.model_fields} | {"POND_MLFLOW_TRACKING_URI"}
+    for path in (DEPLOY / "Dockerfile", DEPLOY / "compose.yaml", DEPLOY / "systemd" / "pond-nightly.service"):
+        unknown = _pond_variables(path.read_text()) - fields
+        assert not unknown, f"{path.name} sets {sorted(unknown)}, which serving.settings.Settings does not read"
+
+
+def test_compose_runs_the_service_against_the_registry_server():
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    env = compose["services"]["pond"]["environment"]
+    assert env["POND_MLFLOW_TRACKING_URI"] == "http://mlflow:5000" and env["POND_REGISTRY_MODEL"] == "pond-znuma"
+    assert compose["services"]["pond"]["depends_on"]["mlflow"]["condition"] == "service_healthy"
+    docker = (DEPLOY / "Dockerfile").read_text()
+    assert "USER pond" in docker and "/readyz" in docker and "requirements/serve.txt" in docker
+
+
+def test_nightly_script_refuses_a_bad_day_before_running_anything(tmp_path):
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "nightly.sh"), "--as-of", "28/01/2026"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "YYYY-MM-DD" in out.stderr and "nightly: 20" not in out.stdout

@@ -1,0 +1,76 @@
+"""`pond serve --workers 2`: both processes answer, each reloads a new bundle, /metrics sums them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from telemetry.io import write_atomic
+from tests.conftest import ROOT
+from tests.serving.conftest import request_of
+from tests.serving.test_uvicorn import _free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _counter(text: str, endpoint: str) -> float:
+    pattern = rf'^pond_requests_total{{endpoint="{re.escape(endpoint)}",status="200"}} (\S+)$'
+    return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
+
+
+def test_two_workers_share_the_port_reload_and_sum_their_metrics(small_bundle, tmp_path, next_day_vms):
+    for d in ("li", "um"):
+        shutil.copytree(small_bundle / d, tmp_path / d)
+    shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "snapshot")
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    port, prom = _free_port(), tmp_path / "prom"
+    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--workers", "2",
+           "--policy", str(tmp_path / "policy.json"), "--li", str(tmp_path / "li"), "--um", str(tmp_path / "um"),
+           "--snapshot", str(tmp_path / "snapshot")]
+    env = {**os.environ, "POND_RELOAD_INTERVAL_S": "0.3", "PROMETHEUS_MULTIPROC_DIR": str(prom)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=(tmp_path / "serve.log").open("w"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    req = request_of(next(next_day_vms.itertuples()))
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.3)
+        time.sleep(2.0)                       # the second worker may still be warming up
+        first = {httpx.post(f"{base}/v1/allocations", json=req).json()["model_version"] for _ in range(60)}
+        assert len(first) == 1
+        assert len(list(prom.glob("counter_*.db"))) == 2, "both workers answered"
+        text = httpx.get(f"{base}/metrics").text
+        assert _counter(text, "/v1/allocations") == 60
+        assert re.search(r"^pond_ready 1\.0$", text, re.MULTILINE)
+
+        write_atomic(tmp_path / "policy.json", json.dumps({**policy, "li": {**policy["li"], "threshold": 0.0}}))
+        deadline = time.time() + 30
+        while True:                           # fresh connections reach either worker
+            seen = {httpx.post(f"{base}/v1/allocations", json=req).json()["model_version"] for _ in range(20)}
+            if not seen & first:
+                break
+            assert time.time() < deadline, f"a worker kept the old bundle: {seen}"
+            time.sleep(0.3)
+        assert len(seen) == 1
+        reloads = httpx.get(f"{base}/metrics").text
+        loaded = sum(float(v) for v in re.findall(r'^pond_reloads_total{outcome="loaded"} (\S+)$', reloads, re.MULTILINE))
+        assert loaded == 4                    # each worker: its first load, then the new bundle
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
