@@ -31,6 +31,13 @@ class Check:
             return self.value >= self.target - self.tolerance
         return abs(self.value - self.target) <= self.tolerance
 
+    @property
+    def requirement(self) -> str:
+        """What passing means, as printed: a band, or a floor for a one-sided check."""
+        if self.kind == "min":
+            return f">= {self.target - self.tolerance:g}"
+        return f"{self.target:g} +/- {self.tolerance:g}"
+
 
 def full_pool_slowdown(slowdowns: pd.DataFrame) -> pd.DataFrame:
     """Mean slowdown entirely on pool (spilled 100%) per workload (rows) and latency ratio (columns)."""

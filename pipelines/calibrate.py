@@ -24,7 +24,7 @@ def run(raw_dir: Path, features_dir: Path, metrics_path: Path, plot_dir: Path) -
     cdf.to_csv(plot_dir / "slowdown_cdf.csv", index=False)
     _plot(cdf, t["vms"], plot_dir / "calibration.png")
     for c in checks:
-        print(f"{'ok ' if c.ok else 'OFF'} {c.name:42s} {c.value:8.2f}  target {c.target} +/- {c.tolerance}")
+        print(f"{'ok ' if c.ok else 'OFF'} {c.name:42s} {c.value:8.2f}  target {c.requirement}")
     print(f"calibrate: {out['passed']}/{out['total']} checks within tolerance")
     return out
 

@@ -61,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     bt.add_argument("nights", type=int, nargs="?", help="nights to replay (default: params backtest.nights)")
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
            plots="plots/backtest", metrics="metrics/backtest.json")
+    v = sub.add_parser("validate", help="which commands a directory of telemetry can feed, before any stage runs")
+    v.add_argument("directory", type=Path, nargs="?", default=Path("data/raw"),
+                   help="contract tables, CSV or Parquet (default data/raw)")
+    rp = sub.add_parser("report", help="tonight's headline figures as one table (and Markdown)")
+    _paths(rp, metrics_dir="metrics", out="reports/tonight.md")
     from serving.cli import SETTING_OPTIONS, add_setting_options
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service")):
@@ -89,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage in ("predict", "serve"):
             from serving import cli as serving_cli
             return serving_cli.run(args)
+        if args.stage == "validate":
+            from pipelines import validate
+            blocked = [c for c, missing in validate.run(args.directory).items() if missing]
+            return 1 if any(c.startswith("dvc repro") for c in blocked) else 0
+        if args.stage == "report":
+            from pipelines import report
+            report.run(args.metrics_dir, args.out)
+            return 0
         if args.stage == "calibrate":
             from pipelines import calibrate
             calibrate.run(args.raw, args.features, args.metrics, args.plots)

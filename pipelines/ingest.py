@@ -15,4 +15,6 @@ def run(out_dir: Path, contract_dir: Path | None, perf_dir: Path | None, perf_me
     write_tables(out_dir, tables)
     counts = {k: len(v) for k, v in tables.items()}
     print(f"import: wrote {counts} to {out_dir}")
+    from pipelines.validate import check, report
+    print(report(*check(out_dir)))
     return counts

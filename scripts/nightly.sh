@@ -27,4 +27,4 @@ echo "nightly: $(date -u +%FT%TZ) night $as_of"
 dvc exp run --set-param "base.as_of=$as_of"
 echo "nightly: params.yaml now holds base.as_of: $as_of (dvc exp run --set-param); commit it with dvc.lock"
 [ "$push" = 0 ] || dvc push
-dvc metrics show metrics/evaluate.json metrics/register.json
+pond report

@@ -24,6 +24,7 @@ import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
@@ -248,8 +249,11 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         metrics.worker_exit()
 
     otel = settings.opentelemetry   # FastAPI's native OpenTelemetry: per-request cost, off unless asked for
-    app = FastAPI(title="pond zNUMA sizing", version="1", lifespan=lifespan,
-                  telemetry={"tracing": otel, "metrics": otel, "logs": otel})
+    # /docs and /redoc with their scripts served from the package (fastapi-offline), not a CDN: the
+    # service runs on networks without one. No Swagger validator call either.
+    app = FastAPIOffline(title="pond zNUMA sizing", version="1", lifespan=lifespan,
+                         telemetry={"tracing": otel, "metrics": otel, "logs": otel},
+                         swagger_ui_parameters={"validatorUrl": None})
     app.state.holder, app.state.metrics, app.state.settings = holder, metrics, settings
 
     def current() -> Engine:

@@ -75,3 +75,11 @@ def test_walks_variant_weakens_customer_persistence():
         return vms.groupby("customer_id").untouched_fraction.std().median()
 
     assert within_customer_sd("walks") > within_customer_sd("pond")
+
+
+def test_calibration_checks_print_what_passing_means():
+    from evaluation.calibration import Check
+
+    band, floor = Check("a", 31.6, 26, 6, "s"), Check("b", 74.4, 50, 0, "s", kind="min")
+    assert band.requirement == "26 +/- 6" and floor.requirement == ">= 50"
+    assert Check("c", 49.9, 50, 0, "s", kind="min").ok is False and floor.ok

@@ -199,3 +199,18 @@ def test_work_per_request_is_bounded_before_validation(small_bundle, requests_):
         assert ok.status_code == 200 and ok.json()["allocations"][0]["customer_history"] is False
         for body in ({"requests": "all"}, [1, 2]):
             assert c.post("/v1/allocations/batch", json=body).status_code == 422
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_pages_load_nothing_from_outside(client, page):
+    """An air-gapped network has no CDN: every script, style and icon a docs page names is served here."""
+    import re
+
+    r = client.get(page)
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    assert "://" not in r.text, re.findall(r"\S*://\S*", r.text)
+    assets = re.findall(r'(?:src|href)="([^"]+)"', r.text) + re.findall(r"(?:url|spec-url): ?'([^']+)'", r.text)
+    assert any(a.endswith(".js") for a in assets)
+    for asset in assets:
+        got = client.get(asset)
+        assert got.status_code == 200 and len(got.content) > 0, asset

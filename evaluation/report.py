@@ -1,0 +1,79 @@
+"""Tonight's headline figures in one table (``pond report``): what an operator reads each morning
+instead of ``dvc metrics show``'s thousands of columns. Every figure comes from a stage's metrics
+file; a stage that has not run is a row that says so, never a guess."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Metrics = dict[str, dict[str, Any]]   # stage name -> its metrics/<stage>.json (absent: not run)
+HEADLINE_RATIO = "r1.82_pdm5"
+
+
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def _get(m: Metrics, stage: str, *keys: str) -> Any:
+    node: Any = m.get(stage)
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def headline(m: Metrics) -> list[tuple[str, str, str]]:
+    """(figure, value, where it comes from) rows."""
+    rows: list[tuple[str, str, str]] = []
+
+    def row(name: str, stage: str, value: str | None) -> None:
+        if stage not in m:
+            value = f"not run (metrics/{stage}.json missing)"
+        elif value is None:
+            value = f"not in metrics/{stage}.json (written by another version?)"
+        rows.append((name, value, f"metrics/{stage}.json"))
+
+    li = m.get("train_li", {}).get(HEADLINE_RATIO, {})
+    sel, rule = li.get("selection.heldout_li.selected"), li.get("selection.best_rule")
+    rule_li = li.get(f"selection.heldout_li.{rule}", float("nan"))
+    row("LI at FP 2%, held-out workloads (182%, PDM 5)", "train_li", None if sel is None else
+        f"{sel:.1f}% ({li.get('selection.method')}; best rule {rule} {rule_li:.1f}%)")
+    um = m.get("train_um", {})
+    gbm, static = um.get("gbm.um_at_op4"), um.get("static.um_at_op4")
+    row("UM at OP 4%, backtest nights", "train_um",
+        None if gbm is None else f"{_pct(gbm)} (static fraction {_pct(static)})")
+    o = m.get("optimize", {})
+    row("policy (solver)", "optimize", None if not o else
+        f"LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'))}, expected pool "
+        f"{_pct(o.get('pool_share'))}, mispredictions bound {_pct(o.get('mispredictions_bound'), 2)}")
+    c = _get(m, "evaluate", "combined") or {}
+    row(f"next day {_get(m, 'evaluate', 'day')}: pool share, realized mispredictions", "evaluate", None if not c else
+        f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "
+        f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})")
+    b = m.get("backtest", {})
+    row("backtest: nights within budget, mean regret", "backtest", None if not b else
+        f"{b.get('nights_within_budget')} of {b.get('nights')}, {100 * b.get('regret_mean', float('nan')):.2f} points")
+    s = _get(m, "simulate", "savings_at_headline") or {}
+    sockets = _get(m, "simulate", "headline_pool_sockets")
+    row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else
+        f"combined {_pct(s.get('combined_r1.82'))} (182%), {_pct(s.get('combined_r2.22'))} (222%); "
+        f"static 15% {_pct(s.get('static_15pct'))}")
+    rec = _get(m, "simulate", "policies", "combined_r1.82", "recommended_pool_sockets")
+    row("recommended pool size (182%)", "simulate",
+        None if rec is None else ("no pool: all local is cheapest" if rec == 0 else f"{rec} sockets"))
+    r = m.get("register", {})
+    row("registered", "register", None if not r else
+        f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")
+    return rows
+
+
+def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:
+    lines = [f"# {title}", "", "| figure | value | source |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b.replace('|', '/')} | `{c}` |" for a, b, c in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_text(rows: list[tuple[str, str, str]]) -> str:
+    width = max(len(a) for a, _, _ in rows)
+    return "\n".join(f"{a:<{width}}  {b}" for a, b, _ in rows)

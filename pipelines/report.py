@@ -1,0 +1,32 @@
+"""`pond report`: tonight's headline figures, printed and written as Markdown (evaluation.report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.errors import ConfigError
+from evaluation.report import headline, to_markdown, to_text
+from telemetry.io import write_atomic
+
+STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
+
+
+def run(metrics_dir: Path, out: Path) -> str:
+    metrics = {}
+    for stage in STAGES:
+        path = Path(metrics_dir) / f"{stage}.json"
+        if path.exists():
+            try:
+                metrics[stage] = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"report: {path} is not JSON ({exc}); rerun `dvc repro` to rewrite it") from None
+    if not metrics:
+        raise ConfigError(f"report: no stage metrics in {metrics_dir} (train_li.json, ...): run `dvc repro` first")
+    rows = headline(metrics)
+    night = metrics.get("register", {}).get("as_of") or metrics.get("evaluate", {}).get("day", "?")
+    write_atomic(out, to_markdown(rows, f"pond-znuma, night {night}"))
+    text = to_text(rows)
+    print(text)
+    print(f"report: written to {out}")
+    return text

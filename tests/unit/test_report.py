@@ -1,0 +1,57 @@
+"""`pond report`: the headline table from hand-made metrics, and stages that did not run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.errors import ConfigError
+from evaluation.report import headline, to_markdown
+from pipelines.cli import main
+
+METRICS = {
+    "train_li": {"r1.82_pdm5": {"selection.heldout_li.selected": 45.38, "selection.method": "random_forest",
+                                "selection.best_rule": "dram_bound", "selection.heldout_li.dram_bound": 45.13}},
+    "train_um": {"gbm.um_at_op4": 0.287, "static.um_at_op4": 0.063},
+    "optimize": {"li_threshold": 0.52, "um_target_op": 0.005, "pool_share": 0.487, "mispredictions_bound": 0.0199},
+    "evaluate": {"day": "2026-01-29", "budget": 0.02, "combined": {"pool_share": 0.5, "mispredictions_conservative":
+                                                                    0.0191, "mispredictions_worst_case": 0.0255}},
+    "simulate": {"headline_pool_sockets": 16, "savings_at_headline": {"combined_r1.82": 0.09, "combined_r2.22": 0.07,
+                                                                      "static_15pct": 0.03},
+                 "policies": {"combined_r1.82": {"recommended_pool_sockets": 16}}},
+    "register": {"model_name": "pond-znuma", "as_of": "2026-01-28", "promoted": False},
+}
+
+
+def test_headline_rows_read_each_stage():
+    rows = dict((a, b) for a, b, _ in headline(METRICS))
+    assert rows["LI at FP 2%, held-out workloads (182%, PDM 5)"] == "45.4% (random_forest; best rule dram_bound 45.1%)"
+    assert rows["UM at OP 4%, backtest nights"] == "28.7% (static fraction 6.3%)"
+    day = "next day 2026-01-29: pool share, realized mispredictions"
+    assert rows[day] == "50.0%, 1.91% (worst case 2.55%; budget 2%)"
+    assert rows["DRAM saved at 16-socket pools vs all local"] == "combined 9.0% (182%), 7.0% (222%); static 15% 3.0%"
+    assert rows["recommended pool size (182%)"] == "16 sockets"
+    assert rows["registered"] == "pond-znuma night 2026-01-28: challenger"
+    assert rows["backtest: nights within budget, mean regret"] == "not run (metrics/backtest.json missing)"
+
+
+def test_markdown_has_one_row_per_figure():
+    text = to_markdown(headline(METRICS), "night")
+    assert text.startswith("# night\n") and text.count("\n| ") == 1 + 1 + len(headline(METRICS))
+
+
+def test_cli_writes_markdown_and_refuses_an_empty_dir(tmp_path, capsys):
+    for stage, m in METRICS.items():
+        (tmp_path / f"{stage}.json").write_text(json.dumps(m))
+    assert main(["report", "--metrics-dir", str(tmp_path), "--out", str(tmp_path / "r.md")]) == 0
+    assert "pond-znuma, night 2026-01-28" in (tmp_path / "r.md").read_text()
+    assert "16 sockets" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", "--metrics-dir", str(empty), "--out", str(tmp_path / "x.md")]) == 2
+    assert not (tmp_path / "x.md").exists()
+    (empty / "optimize.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not JSON"):
+        from pipelines.report import run
+        run(empty, tmp_path / "x.md")
