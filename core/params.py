@@ -70,48 +70,57 @@ class LabParams(Section):
     """params.yaml ``generate.lab`` (``seed`` comes from ``base.seed``)."""
 
     section = "generate.lab"
-    seed: int = 0
-    population: int = Field(1000, ge=158)   # workload behaviours VMs run; the lab measures 158 of them
-    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)
-    spill_levels: tuple[float, ...] = Field((0, 10, 25, 50, 75, 100), min_length=2)
-    repetitions: int = Field(3, ge=1)
-    noise_pp: float = Field(0.3, ge=0)        # run-to-run noise, absolute percentage points
-    noise_rel: float = Field(0.04, ge=0)      # and relative to the slowdown
-    counter_noise: float = Field(0.15, ge=0)  # lab runs multiplex ~200 events over 33 groups
+    seed: int = Field(0, description="set by base.seed")
+    population: int = Field(1000, ge=158,
+                            description="workload behaviours the fleet's VMs run; the lab measures 158 of them")
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
+                                              description="pool/local latency ratios the lab measures slowdowns at")
+    spill_levels: tuple[float, ...] = Field((0, 10, 25, 50, 75, 100), min_length=2,
+                                            description="% of a workload's footprint placed on the pool in lab runs")
+    repetitions: int = Field(3, ge=1, description="lab runs per workload, ratio and spill level")
+    noise_pp: float = Field(0.3, ge=0, description="run-to-run slowdown noise, absolute percentage points")
+    noise_rel: float = Field(0.04, ge=0, description="run-to-run slowdown noise, relative to the slowdown")
+    counter_noise: float = Field(0.15, ge=0,
+        description="relative noise of lab counters (runs multiplex ~200 events over 33 groups)")
 
 
 class FleetParams(Section):
     """params.yaml ``generate.fleet`` (``seed`` comes from ``base.seed``)."""
 
     section = "generate.fleet"
-    seed: int = 0
-    start: Day = "2026-01-01"
-    n_days: int = Field(35, ge=1)
-    vms_per_day: float = Field(4000.0, gt=0)
-    n_customers: int = Field(1500, ge=1)             # established at the start
-    new_customers_per_day: float = Field(6.0, ge=0)
-    n_regions: int = Field(4, ge=1)
-    clusters_per_region: int = Field(3, ge=1)
-    deployments_per_customer: float = Field(4.0, gt=0)
-    deployment_days: float = Field(3.0, gt=0)       # mean active span of a deployment
-    windows_share: float = Field(0.3, ge=0, le=1)
-    untouched_logit_sd: float = Field(1.1, ge=0)    # spread of customers' latent untouched level
-    drift_per_day: float = Field(0.02, ge=0)        # sd of customers' linear drift (logit per day)
-    counter_coverage: float = Field(0.97, ge=0, le=1)  # share of VMs whose early counters were collected
-    counter_noise: float = Field(0.10, ge=0)
+    seed: int = Field(0, description="set by base.seed")
+    start: Day = Field("2026-01-01", description="first day of the trace")
+    n_days: int = Field(35, ge=1, description="days of VM creations")
+    vms_per_day: float = Field(4000.0, gt=0, description="mean VM creations per day")
+    n_customers: int = Field(1500, ge=1, description="customers established at the start")
+    new_customers_per_day: float = Field(6.0, ge=0, description="customers arriving per day")
+    n_regions: int = Field(4, ge=1, description="regions")
+    clusters_per_region: int = Field(3, ge=1, description="clusters per region")
+    deployments_per_customer: float = Field(4.0, gt=0, description="mean deployments a customer owns")
+    deployment_days: float = Field(3.0, gt=0, description="mean active span of a deployment, days")
+    windows_share: float = Field(0.3, ge=0, le=1, description="share of VMs running Windows")
+    untouched_logit_sd: float = Field(1.1, ge=0, description="spread of customers' latent untouched level (logit)")
+    drift_per_day: float = Field(0.02, ge=0, description="sd of customers' linear drift of that level (logit per day)")
+    counter_coverage: float = Field(0.97, ge=0, le=1,
+                                    description="share of VMs whose first-hour counters were collected")
+    counter_noise: float = Field(0.10, ge=0, description="relative noise of VM counters")
 
 
 class FeatureParams(Section):
     """params.yaml ``features`` (``as_of`` comes from ``base.as_of``)."""
 
     section = "features"
-    as_of: Day                      # last day of data the snapshot may use
-    window_days: int = Field(7, ge=1)
-    percentiles: tuple[int, ...] = (50, 80, 90, 95, 99)   # -> cust_p<q>, the UM model's customer inputs
-    history_days: int = Field(28, ge=1)
-    counter_delay_s: int = Field(3600, ge=0)   # counters cover the first hour of a VM
-    min_history_vms: int = Field(1, ge=1)
-    request_shapes: int = Field(50_000, ge=1)  # distinct recent requests the service predicts when it loads
+    as_of: Day = Field(description="set by base.as_of: last day of data the snapshot may use")
+    window_days: int = Field(7, ge=1, description="days of ended VMs behind a customer's untouched percentiles")
+    percentiles: tuple[int, ...] = Field((50, 80, 90, 95, 99),
+                                         description="customer untouched percentiles: the UM model's inputs cust_p<q>")
+    history_days: int = Field(28, ge=1, description="days of first-hour counters behind a workload history")
+    counter_delay_s: int = Field(3600, ge=0,
+        description="counters cover a VM's first this many seconds; history uses them only after")
+    min_history_vms: int = Field(1, ge=1,
+                                 description="VMs a (customer, VM type, region) needs to have a workload history")
+    request_shapes: int = Field(50_000, ge=1,
+        description="distinct recent requests the service predicts when it loads (its UM cache)")
 
     @field_validator("percentiles")
     @classmethod
@@ -135,29 +144,37 @@ class LiParams(Section):
     """params.yaml ``train_li``: one forest per (latency ratio, PDM), curves from random halves."""
 
     section = "train_li"
-    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)
-    pdms: tuple[float, ...] = Field((5.0,), min_length=1)
-    n_splits: int = Field(100, ge=2)
-    fp_targets_pct: tuple[float, ...] = (1.0, 2.0, 5.0)
-    band_level: float = Field(0.99, gt=0, lt=1)
-    select_fp_pct: float = Field(2.0, gt=0, lt=100)   # the operating FP at which forest and rules compete
-    select_splits: int = Field(20, ge=2)              # outer halves judging the selection procedure
-    cv_folds: int = Field(5, ge=2)                    # inner folds (workloads as groups)
-    oof_repeats: int = Field(3, ge=1)                 # out-of-fold scores averaged: the solver's FP counts
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1, description="one LI model per latency ratio")
+    pdms: tuple[float, ...] = Field((5.0,), min_length=1,
+                                    description="and per performance degradation margin (% slowdown)")
+    n_splits: int = Field(100, ge=2,
+                          description="random 50/50 splits of the lab's workloads behind the held-out curves")
+    fp_targets_pct: tuple[float, ...] = Field((1.0, 2.0, 5.0),
+                                              description="FP levels (% of workloads) the metrics report LI at")
+    band_level: float = Field(0.99, gt=0, lt=1,
+                              description="confidence level of the t-interval of the mean over splits")
+    select_fp_pct: float = Field(2.0, gt=0, lt=100,
+        description="the operating FP at which the forest and the single-counter rules compete")
+    select_splits: int = Field(20, ge=2, description="outer halves that judge the selection procedure (nested CV)")
+    cv_folds: int = Field(5, ge=2, description="inner folds, workloads as groups")
+    oof_repeats: int = Field(3, ge=1, description="out-of-fold scores averaged: the solver's FP counts")
 
 
 class UmParams(Section):
     """params.yaml ``train_um``."""
 
     section = "train_um"
-    target_op: float = Field(0.04, gt=0, lt=1)   # Pond's production target: 4% of VMs overpredicted
-    train_days: int = Field(21, ge=1)
-    calib_days: int = Field(3, ge=1)
-    calib_lag_days: int = Field(4, ge=0)
-    backtest_nights: int = Field(14, ge=1)
-    alphas: tuple[float, ...] = Field((0.002, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3), min_length=1)
+    target_op: float = Field(0.04, gt=0, lt=1,
+        description="overprediction target the metrics report (Pond's production target: 4% of VMs)")
+    train_days: int = Field(21, ge=1, description="days of ended VMs a nightly UM model trains on")
+    calib_days: int = Field(3, ge=1, description="days held out for split-conformal calibration")
+    calib_lag_days: int = Field(4, ge=0, description="lag of the calibration days, so that long-lived VMs have ended")
+    backtest_nights: int = Field(14, ge=1,
+                                 description="rolling nights before base.as_of whose outcomes the solver reads")
+    alphas: tuple[float, ...] = Field((0.002, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3), min_length=1,
+                                      description="quantiles trained for the trade-off curve")
     target_grid: tuple[float, ...] = Field((0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3),
-                                           min_length=1)
+                                           min_length=1, description="OP targets the solver may choose (shares of VMs)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "UmParams":
@@ -172,43 +189,52 @@ class OptimizeParams(Section):
     """params.yaml ``optimize``: the policy's targets (Pond Eq. 1) and how sure the solver must be."""
 
     section = "optimize"
-    pdm: float = Field(5.0, gt=0)              # performance degradation margin, % slowdown
-    tp: float = Field(98.0, gt=0, le=100)      # at least tp % of VMs within the PDM
-    latency_ratio: float = Field(1.82, ge=1)   # pool/local latency the policy is for
-    confidence: float | None = Field(0.9, gt=0, lt=1)   # quantile of a night's mispredictions; null = the mean
-    samples: int = Field(4000, ge=100)         # joint draws (lab error rate x backtest night) for the bound
-    recent_days: int = Field(7, ge=1)          # VMs up to as_of whose LI scores stand for the next day's
+    pdm: float = Field(5.0, gt=0, description="performance degradation margin, % slowdown")
+    tp: float = Field(98.0, gt=0, le=100, description="at least tp % of VMs within the PDM (100 - tp: the budget)")
+    latency_ratio: float = Field(1.82, ge=1, description="pool/local latency the policy is for")
+    confidence: float | None = Field(0.9, gt=0, lt=1,
+        description="quantile of a night's mispredictions that must be within the budget; null = the mean")
+    samples: int = Field(4000, ge=100, description="joint draws (lab error rate x backtest night) behind that quantile")
+    recent_days: int = Field(7, ge=1, description="days of VMs up to as_of whose LI scores stand for the next day's")
 
 
 class SimParams(Section):
     """params.yaml ``simulate``."""
 
     section = "simulate"
-    pool_sockets: tuple[int, ...] = Field((2, 4, 8, 16, 32, 64), min_length=1)
-    socket_vcpus: float = Field(48.0, gt=0)      # first-fit servers when the trace names none: Pond's Intel
-    socket_memory_gb: float = Field(384.0, gt=0)  # socket, 24 cores x 2 threads and 384 GB of DDR4
-    sockets_per_server: int = Field(2, ge=1)
-    static_fractions: tuple[float, ...] = (0.1, 0.15, 0.3, 0.5)   # 15%: Fig. 21's strawman
-    dram_cost_share: float = Field(0.5, gt=0, le=1)   # DRAM ~50% of server cost (CALIBRATION.md)
-    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1)   # one nightly policy each
-    max_move_rate: float = Field(0.001, ge=0, le=1)   # VMs a sized cluster may move, share of the window's
-    warmup_days: int = Field(7, ge=0)                 # static-only replay: days replayed before the window
-    recommend_tolerance: float = Field(0.005, ge=0)   # recommended pool: the smallest within this of the best
+    pool_sockets: tuple[int, ...] = Field((2, 4, 8, 16, 32, 64), min_length=1,
+                                          description="pool sizes replayed, sockets per pool")
+    socket_vcpus: float = Field(48.0, gt=0,
+        description="vCPUs per socket of first-fit servers when the trace names none (Pond's Intel socket)")
+    socket_memory_gb: float = Field(384.0, gt=0, description="GB of DRAM per socket of those servers")
+    sockets_per_server: int = Field(2, ge=1, description="sockets per server")
+    static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
+                                                description="static pool shares replayed (15%: Fig. 21's strawman)")
+    dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (CALIBRATION.md)")
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
+                                              description="one nightly policy per pool latency, each sized")
+    max_move_rate: float = Field(0.001, ge=0, le=1, description="VMs a sized cluster may move, share of the window's")
+    warmup_days: int = Field(7, ge=0, description="--static-only: days replayed before the measured window")
+    recommend_tolerance: float = Field(0.005, ge=0,
+        description="recommended pool: the smallest within this share of the best saving")
 
 
 class BacktestParams(Section):
     """params.yaml ``backtest``: the nightly job replayed night by night (``pond backtest``)."""
 
     section = "backtest"
-    nights: int = Field(7, ge=1)   # ending at base.as_of; their next days are simulate's window
+    nights: int = Field(7, ge=1,
+        description="nightly jobs replayed, ending at base.as_of; their next days are simulate's window")
 
 
 class GateParams(Section):
     """params.yaml ``register``."""
 
     section = "register"
-    model_name: str = Field("pond-znuma", min_length=1)
-    max_pool_share_drop: float = Field(0.02, ge=0, le=1)  # share of GB the candidate may give up vs the champion
+    model_name: str = Field("pond-znuma", min_length=1,
+                            description="MLflow registered model the night's bundle becomes a version of")
+    max_pool_share_drop: float = Field(0.02, ge=0, le=1,
+        description="the gate: share of GB the candidate may give up against the champion on the same VMs")
 
 
 INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("features",): "as_of"}
@@ -216,15 +242,16 @@ INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("featur
 
 class BaseParams(Section):
     section = "base"
-    seed: int = 42
-    as_of: Day = "2026-01-28"   # the nightly job's day: train on data up to it, serve the next day
+    seed: int = Field(42, description="every random draw of every stage")
+    as_of: Day = Field("2026-01-28", description="the nightly job's day: train on data up to it, serve the next day")
 
 
 class GenerateParams(Section):
     section = "generate"
-    variant: Literal["pond", "walks"] = "pond"   # mechanism strengths (telemetry.fleet.lab.VARIANTS)
-    lab: LabParams = Field(default_factory=LabParams)
-    fleet: FleetParams = Field(default_factory=FleetParams)
+    variant: Literal["pond", "walks"] = Field("pond",
+        description="mechanism strengths of the built-in fleet (telemetry/fleet/lab.py VARIANTS)")
+    lab: LabParams = Field(default_factory=LabParams, description="the built-in lab")
+    fleet: FleetParams = Field(default_factory=FleetParams, description="the built-in VM fleet")
 
 
 # The section is called `register` (DVC stage name); pydantic warns that the name shadows ABCMeta's

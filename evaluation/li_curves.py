@@ -15,6 +15,7 @@ import numpy as np
 from scipy import stats
 from sklearn.model_selection import train_test_split
 
+from core.progress import progress
 from models.runtime import insensitive_proba
 
 
@@ -65,7 +66,8 @@ class SplitStudy:
 
 def split_study(X: np.ndarray, y: np.ndarray, baselines: dict[str, np.ndarray],
                 make_model: Callable[[int], object], n_splits: int, seed: int,
-                fp_grid: np.ndarray, thresholds: np.ndarray, method: str = "random_forest") -> SplitStudy:
+                fp_grid: np.ndarray, thresholds: np.ndarray, method: str = "random_forest",
+                desc: str = "train_li") -> SplitStudy:
     """Fit on a random half, score the other half, ``n_splits`` times; baselines on the same halves."""
     rng = np.random.default_rng(seed)
     idx = np.arange(len(y))
@@ -73,7 +75,7 @@ def split_study(X: np.ndarray, y: np.ndarray, baselines: dict[str, np.ndarray],
     li_t = np.empty((n_splits, len(thresholds)))
     fp_t = np.empty((n_splits, len(thresholds)))
     stratify = y if np.bincount(y, minlength=2).min() >= 2 else None
-    for i in range(n_splits):  # 100 model fits on ~80 rows: the loop is over splits, not data
+    for i in progress(range(n_splits), desc=desc, unit="splits"):  # 100 fits on ~80 rows: a loop over splits
         split_seed = int(rng.integers(2**31 - 1))
         train, test = train_test_split(idx, test_size=0.5, random_state=split_seed, stratify=stratify)
         model = make_model(split_seed).fit(X[train], y[train])

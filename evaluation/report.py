@@ -74,6 +74,23 @@ def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def to_html(rows: list[tuple[str, str, str]], title: str, images: dict[str, bytes]) -> str:
+    """One self-contained page: the table and every PNG inline (data URIs), for an air-gapped
+    network where `dvc plots show`'s page cannot fetch Vega from its CDN."""
+    import base64
+    from html import escape
+
+    body = [f"<h1>{escape(title)}</h1>", "<table><tr><th>figure</th><th>value</th><th>source</th></tr>"]
+    body += [f"<tr><td>{escape(a)}</td><td>{escape(b)}</td><td><code>{escape(c)}</code></td></tr>" for a, b, c in rows]
+    body.append("</table>")
+    for name, data in images.items():
+        body += [f"<h2>{escape(name)}</h2>",
+                 f'<img alt="{escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">']
+    style = "body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px 8px}img{max-width:100%}"
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+
+
 def to_text(rows: list[tuple[str, str, str]]) -> str:
     width = max(len(a) for a, _, _ in rows)
     return "\n".join(f"{a:<{width}}  {b}" for a, b, _ in rows)

@@ -27,6 +27,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
+from core.progress import progress
 from evaluation.pool_sim import Sweep, global_index
 
 PRECISION_GB = 1.0      # L is bisected to this
@@ -243,7 +244,7 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
         s = size(c, zeros[idx], 1, base_level[idx], zeros[idx], max_move_rate)
         rows.append({"policy": "all_local", "pool_sockets": 0, "cluster": int(cluster[idx[0]]), **_row(c, s),
                      "peak_required_gb": float(base_peak[cluster[idx[0]]])})
-    for name, pool_all in policies.items():
+    for name, pool_all in progress(policies.items(), len(policies), desc="simulate: sizing", unit="policies"):
         pool = np.asarray(pool_all, float)[keep]
         local_level = sweep.at_arrival("host", server, memory - pool)
         local_peak = per_cluster(server, sweep.peaks("host", server, memory - pool, window))

@@ -7,7 +7,8 @@ import pandas as pd
 
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from models.um import ConformalOffset
-from models.um_protocol import UmParams, fit_night, labels, night
+from core.progress import progress
+from models.um_protocol import UmParams, fit_night, labels, night, usable
 
 
 def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -19,9 +20,9 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> t
     nights, sweep = [], []
     known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
     last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
-    for k in range(p.backtest_nights - 1, -1, -1):  # one model per night: the loop is over nights
+    for k in progress(range(p.backtest_nights - 1, -1, -1), desc=f"train_um night {as_of}: backtest", unit="nights"):
         n = night(vm_features, last - pd.Timedelta(days=k), p, known_by)
-        if n.next_day.empty or n.train.empty or n.calib.empty:
+        if not usable(n):
             continue  # before the data starts, or a day without VMs: nothing to learn or score
         model, cal = fit_night(n, p.target_op, p.target_op, seed)
         raw = model.predict(n.next_day)
@@ -55,7 +56,7 @@ def tradeoff(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> t
     n = night(vm_features, as_of, p)
     u, mem = labels(n.next_day)
     rows = []
-    for alpha in p.alphas:  # one LightGBM fit per quantile on the curve
+    for alpha in progress(p.alphas, desc=f"train_um night {as_of}: trade-off", unit="quantiles"):  # a fit each
         model, _ = fit_night(n, alpha, p.target_op, seed)
         um, op = um_op(model.predict(n.next_day), u, mem)
         rows.append({"method": "gbm", "knob": alpha, "um": um, "op": op})

@@ -50,6 +50,19 @@ def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
                  int((day & ~ended).sum()))
 
 
+def usable(n: Night) -> bool:
+    """A night the backtest can fit and score: VMs to train on, to calibrate on and to score."""
+    return not (n.next_day.empty or n.train.empty or n.calib.empty)
+
+
+def usable_nights(vms: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> int:
+    """How many of ``as_of``'s UM backtest nights (``evaluation.um_backtest``) can be used: 0 means
+    `train_um` stops. Reads only ``created_at``, ``deleted_at`` and ``untouched_fraction``."""
+    known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+    last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
+    return sum(usable(night(vms, last - pd.Timedelta(days=k), p, known_by)) for k in range(p.backtest_nights))
+
+
 def fit_night(n: Night, alpha: float, target: float, seed: int) -> tuple[UntouchedModel, ConformalOffset]:
     if len(n.train) == 0:
         raise ConfigError(f"night {n.as_of.date()}: no VMs ended in the training window; "

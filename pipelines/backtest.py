@@ -26,6 +26,7 @@ from scipy import stats
 
 from core.errors import ConfigError
 from core.params import Params
+from core.progress import progress
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.regret import realized_grid
@@ -111,7 +112,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
     counters = counters_source(raw_dir)
     rows, skipped = [], []
     with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp:
-        for k in range(n_nights - 1, -1, -1):     # one night at a time, as the nightly job runs
+        for k in progress(range(n_nights - 1, -1, -1), desc="backtest", unit="nights"):   # in order, as nightly
             as_of = (last - pd.Timedelta(days=k)).date().isoformat()
             day = vmf[vmf.day == (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()].reset_index(drop=True)
             if day.empty:                          # a gap in an imported trace: nothing to decide or judge
@@ -187,7 +188,13 @@ def _plot(nights: pd.DataFrame, path: Path) -> None:
     c.plot(x, nights.ks_max, marker="o", label="max KS over UM inputs")
     c.plot(x, nights.psi_max, marker="s", label="max PSI over UM inputs")
     c.set(title="Input drift: next day vs training window")
+    from matplotlib.dates import DateFormatter, DayLocator
+    step = max(1, len(x) // 10)            # one tick per night, at most about ten
     for ax in (a, b, c):
         ax.legend(fontsize=8)
+        ax.xaxis.set_major_locator(DayLocator(interval=step))
+        ax.xaxis.set_major_formatter(DateFormatter("%m-%d"))
+        ax.xaxis.set_minor_locator(DayLocator())
+        ax.set_xlabel("evaluation day")
         ax.tick_params(axis="x", rotation=45)
     save_figure(fig, path)

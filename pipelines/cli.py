@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import PondError
+from core.progress import QUIET_ENV
+
+if TYPE_CHECKING:
+    from core.params import Params
 
 
 def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
@@ -18,6 +24,7 @@ def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pond", description=__doc__)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines (same as POND_QUIET=1)")
     sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
     _paths(sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw"), out="data/raw")
     i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
@@ -64,18 +71,32 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="which commands a directory of telemetry can feed, before any stage runs")
     v.add_argument("directory", type=Path, nargs="?", default=Path("data/raw"),
                    help="contract tables, CSV or Parquet (default data/raw)")
+    t = sub.add_parser("template", help="a complete telemetry directory in the contract's format (CSV), to start from")
+    t.add_argument("out", type=Path, help="directory to write workloads/slowdowns/vms/vm_counters.csv into")
+    t.add_argument("--days", type=int, default=21, help="days of VM creations (default 21)")
+    t.add_argument("--vms-per-day", type=float, default=300, help="VM creations per day (default 300)")
     rp = sub.add_parser("report", help="tonight's headline figures as one table (and Markdown)")
-    _paths(rp, metrics_dir="metrics", out="reports/tonight.md")
-    from serving.cli import SETTING_OPTIONS, add_setting_options
+    _paths(rp, metrics_dir="metrics", out="reports/tonight.md", plots_dir="plots")
+    d = sub.add_parser("docs", help="write docs/configuration.md and the README's pipeline picture from the code")
+    d.add_argument("--check", action="store_true", help="write nothing; exit 1 when either differs from the code")
+    from serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service")):
         sp = sub.add_parser(name, help=text, description=f"{text}. Each option overrides its POND_* environment "
-                                                          "variable, which overrides the default.")
+                                                          "variable, which overrides the default.",
+                            epilog=environment_help() if name == "serve" else None,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         add_setting_options(sp, SETTING_OPTIONS if name == "serve" else SETTING_OPTIONS[:4])
         if name == "predict":
             sp.add_argument("requests", type=Path, help="CSV or Parquet with the vms request columns")
             sp.add_argument("--out", type=Path, required=True, help="allocations file (.parquet or .csv)")
     return ap
+
+
+def _params_if_any(path: Path) -> "Params | None":
+    """params.yaml when there is one (then base.as_of is checked against the trace's days)."""
+    from core.params import load
+    return load(path) if path.exists() else None
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -86,21 +107,28 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.quiet:
+        os.environ[QUIET_ENV] = "1"
     try:
         if args.stage == "import":
             from pipelines import ingest
-            ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial)
+            ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial,
+                       _params_if_any(args.params))
             return 0
         if args.stage in ("predict", "serve"):
             from serving import cli as serving_cli
             return serving_cli.run(args)
         if args.stage == "validate":
             from pipelines import validate
-            blocked = [c for c, missing in validate.run(args.directory).items() if missing]
+            blocked = [c for c, missing in validate.run(args.directory, _params_if_any(args.params)).items()
+                       if missing]
             return 1 if any(c.startswith("dvc repro") for c in blocked) else 0
+        if args.stage == "docs":
+            from pipelines import reference
+            return reference.run(args.check)
         if args.stage == "report":
             from pipelines import report
-            report.run(args.metrics_dir, args.out)
+            report.run(args.metrics_dir, args.out, args.plots_dir)
             return 0
         if args.stage == "calibrate":
             from pipelines import calibrate
@@ -108,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from core.params import load
         params = load(args.params)
-        if args.stage == "generate":
+        if args.stage == "template":
+            from pipelines import template, validate
+            template.run(params, args.out, args.days, args.vms_per_day)
+            validate.run(args.out, params)
+        elif args.stage == "generate":
             from pipelines import generate
             generate.run(params, args.out)
         elif args.stage == "features":

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.params import Params
+from core.progress import Steps
 from features.build import empty_inputs, lab_features, request_shapes, snapshot, summary, vm_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
@@ -28,6 +29,8 @@ def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
 
 def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     p = params.features
+    step = Steps("features", 4)
+    step("reading the workloads and vms tables")
     tables = read_tables(raw_dir, ["workloads", "vms"])
     workloads, vms = tables["workloads"], tables["vms"]
     require_events(workloads, "workloads")
@@ -35,8 +38,11 @@ def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dic
     counters = counters_source(raw_dir)
     columns = pq.read_schema(counters).names if isinstance(counters, Path) else list(counters.columns)
     require_events(pd.DataFrame(columns=columns), COUNTERS)
+    step(f"features of {len(vms):,} VMs: customer untouched percentiles and workload history as of each VM's creation")
     vm_feats = vm_features(vms, counters, p)
+    step(f"the snapshot as of {p.snapshot_time.date()} (what the service loads)")
     cust, hist = snapshot(vms, counters, events, p)
+    step("writing")
     with AtomicDir(out_dir) as tmp:
         lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)
         vm_feats.to_parquet(tmp / "vm_features.parquet", index=False)

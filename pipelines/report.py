@@ -1,4 +1,5 @@
-"""`pond report`: tonight's headline figures, printed and written as Markdown (evaluation.report)."""
+"""`pond report`: tonight's headline figures, printed and written as Markdown and as one
+self-contained HTML page with every plot inline (evaluation.report)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import json
 from pathlib import Path
 
 from core.errors import ConfigError
-from evaluation.report import headline, to_markdown, to_text
+from evaluation.report import headline, to_html, to_markdown, to_text
 from telemetry.io import write_atomic
 
 STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
 
 
-def run(metrics_dir: Path, out: Path) -> str:
+def run(metrics_dir: Path, out: Path, plots_dir: Path = Path("plots")) -> str:
     metrics = {}
     for stage in STAGES:
         path = Path(metrics_dir) / f"{stage}.json"
@@ -25,8 +26,12 @@ def run(metrics_dir: Path, out: Path) -> str:
         raise ConfigError(f"report: no stage metrics in {metrics_dir} (train_li.json, ...): run `dvc repro` first")
     rows = headline(metrics)
     night = metrics.get("register", {}).get("as_of") or metrics.get("evaluate", {}).get("day", "?")
-    write_atomic(out, to_markdown(rows, f"pond-znuma, night {night}"))
+    title = f"pond-znuma, night {night}"
+    write_atomic(out, to_markdown(rows, title))
+    images = {p.relative_to(plots_dir).as_posix(): p.read_bytes() for p in sorted(Path(plots_dir).rglob("*.png"))}
+    page = out.with_suffix(".html")
+    write_atomic(page, to_html(rows, title, images))
     text = to_text(rows)
     print(text)
-    print(f"report: written to {out}")
+    print(f"report: written to {out} and {page} ({len(images)} plots inline, no outside URL)")
     return text

@@ -59,7 +59,8 @@ def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
                 name = model_name(ratio, pdm)
                 X, y, names, ids = training_set(features, slowdowns, ratio, pdm)
                 base = {m: X[:, names.index(col)] for m, col in BASELINES.items()}
-                study = split_study(X, y, base, make_li_model, n_splits, seed, FP_GRID_PCT / 100, THRESHOLDS)
+                study = split_study(X, y, base, make_li_model, n_splits, seed, FP_GRID_PCT / 100, THRESHOLDS,
+                                    desc=f"train_li {model_name(ratio, pdm)}")
                 m = metrics.setdefault(name, {"workloads": len(y), "insensitive_share": float(y.mean())})
                 for method, values in study.li_at_fp.items():
                     mean, lo, hi = mean_band(values, level)

@@ -12,13 +12,15 @@ from pathlib import Path
 import pandas as pd
 
 from core.errors import ContractError, PondError
+from core.params import Params
 from features.tma import require_events
+from models.um_protocol import usable_nights
 from telemetry.contract import TABLES, validate_table, validate_tables
 from telemetry.io import find_table, read_raw
 
+REPRO = "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)"
 NEEDS: dict[str, tuple[str, ...]] = {
-    "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)":
-        ("workloads", "slowdowns", "vms", "vm_counters"),
+    REPRO: ("workloads", "slowdowns", "vms", "vm_counters"),
     "pond calibrate": ("workloads", "slowdowns", "vms"),
     "pond simulate --static-only (DRAM with static pools, no models)": ("vms",),
 }
@@ -30,8 +32,35 @@ HOW = {
 }
 
 
-def check(directory: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """(state per table: ok / missing / the error, problems per command: empty when it can run)."""
+def _ready(vms: pd.DataFrame, days: set, as_of: pd.Timestamp, params: Params) -> bool:
+    first_night = as_of - pd.Timedelta(days=params.backtest.nights - 1)
+    return (as_of + pd.Timedelta(days=1)).date() in days and usable_nights(vms, first_night, params.train_um) > 0
+
+
+def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
+    """Why ``base.as_of`` cannot be tonight's night on this trace (empty when it can), with the days
+    that would do: `evaluate` scores the VMs created the day after it, and every `backtest` night
+    needs a UM backtest night with VMs to train, calibrate and score (``models.um_protocol``)."""
+    as_of = pd.Timestamp(params.base.as_of)
+    if _ready(vms, days := set(vms["created_at"].dt.date), as_of, params):
+        return []
+    start, end = vms["created_at"].min().normalize().tz_localize(None), vms["created_at"].max().normalize().tz_localize(None)
+    first = next((d for d in pd.date_range(start, end - pd.Timedelta(days=1)) if _ready(vms, days, d, params)), None)
+    last = next((d for d in pd.date_range(end - pd.Timedelta(days=1), start, freq="-1D")
+                 if _ready(vms, days, d, params)), None) if first is not None else None
+    trace = f"the trace's VMs were created from {start.date()} to {end.date()}"
+    if first is None:
+        return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}), nor can any other day with "
+                f"these params: every night needs {params.backtest.nights} backtest nights, each with VMs that ended "
+                f"within train_um.train_days ({params.train_um.train_days}) and train_um.calib_days before it, and "
+                "VMs created the next day. Fix: a longer trace, or lower backtest.nights / train_um.calib_lag_days"]
+    return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}). Fix: set base.as_of in "
+            f"params.yaml to a day from {first.date()} to {last.date()}"]
+
+
+def check(directory: Path, params: Params | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(state per table: ok / missing / the error, problems per command: empty when it can run).
+    With ``params``, also whether ``base.as_of`` fits the trace's days."""
     state: dict[str, str] = {}
     valid: dict[str, pd.DataFrame] = {}
     for table in TABLES:
@@ -57,6 +86,8 @@ def check(directory: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
         valid.pop("vms")
     problems = {cmd: [f"{t} {'is missing' if state[t] == 'missing' else 'is not usable'}: {HOW[t]}"
                       for t in needs if t not in valid] for cmd, needs in NEEDS.items()}
+    if params is not None and "vms" in valid:
+        problems[REPRO] += timeline(valid["vms"], params)
     return state, problems
 
 
@@ -68,9 +99,9 @@ def report(state: dict[str, str], problems: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-def run(directory: Path) -> dict[str, list[str]]:
+def run(directory: Path, params: Params | None = None) -> dict[str, list[str]]:
     if not Path(directory).is_dir():
         raise PondError(f"validate: {directory} is not a directory of contract tables (CSV or Parquet)")
-    state, problems = check(directory)
+    state, problems = check(directory, params)
     print(report(state, problems))
     return problems

@@ -33,6 +33,17 @@ def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTIN
                             help=f"(env POND_{field.upper()}; default {default})")
 
 
+def environment_help() -> str:
+    """The settings with no option (environment only), for ``pond serve --help``."""
+    lines = ["settings read from the environment only (docs/configuration.md lists them all):"]
+    options = {field for _, field, _ in SETTING_OPTIONS}
+    for name, info in Settings.model_fields.items():
+        if name not in options:
+            default = "unset" if info.default is None else info.default
+            lines.append(f"  POND_{name.upper():22s} {info.description} (default {default})")
+    return "\n".join(lines)
+
+
 def _given(args: argparse.Namespace) -> dict[str, Any]:
     return {f: getattr(args, f) for _, f, _ in SETTING_OPTIONS if getattr(args, f, None) is not None}
 

@@ -26,30 +26,34 @@ def is_loopback(host: str) -> bool:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="POND_", extra="forbid", populate_by_name=True)
 
-    policy: Path = Path("data/policy/policy.json")
-    li_dir: Path = Path("data/models/li")
-    um_dir: Path = Path("data/models/um")
-    snapshot_dir: Path = Path("data/features/snapshot")
-    registry_model: str | None = Field(default=None, description="follow models:/<name>@<alias> in MLflow instead of files")
-    registry_alias: str = "champion"
+    policy: Path = Field(default=Path("data/policy/policy.json"), description="the policy `optimize` wrote")
+    li_dir: Path = Field(default=Path("data/models/li"), description="the LI models `train_li` wrote")
+    um_dir: Path = Field(default=Path("data/models/um"), description="the UM model `train_um` wrote")
+    snapshot_dir: Path = Field(default=Path("data/features/snapshot"),
+                               description="the nightly snapshot `features` wrote (customer and workload history)")
+    registry_model: str | None = Field(default=None,
+                                       description="follow models:/<name>@<alias> in MLflow instead of files")
+    registry_alias: str = Field(default="champion", description="the alias of the registered model to follow")
     mlflow_tracking_uri: str = Field(default="sqlite:///data/mlflow/mlflow.db",
                                      validation_alias=AliasChoices("POND_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI"),
                                      description="where the registry lives")
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
+    host: str = Field(default="127.0.0.1", description="address to bind; other than loopback requires a token")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port")
     workers: int = Field(default=1, ge=1, description="processes serving the port; each loads the bundle and "
                                                       "reloads it on its own; /metrics sums them")
-    api_token: SecretStr | None = None
-    require_auth: bool | None = Field(default=None, description="None: on unless bound to loopback")
-    max_batch: int = Field(default=10_000, ge=1)
+    api_token: SecretStr | None = Field(default=None, description="bearer token required on /v1/ and /metrics "
+                                                                   "(at least 16 characters)")
+    require_auth: bool | None = Field(default=None, description="unset: on unless bound to loopback")
+    max_batch: int = Field(default=10_000, ge=1, description="requests per batch call (422 beyond)")
     max_body_mb: float = Field(default=4.0, gt=0, description="largest batch body (413 beyond); 10,000 requests "
                                                                 "without counters are 1.6 MB")
     max_request_kb: float = Field(default=64.0, gt=0, description="largest body of one VM's request or QoS call")
     max_header_kb: float = Field(default=32.0, gt=0, description="request line and headers (431 beyond)")
     max_headers: int = Field(default=100, ge=8, description="headers per request (431 beyond)")
     read_timeout_s: float = Field(default=15.0, gt=0, description="a request must arrive whole within this (408)")
-    qos_threshold: float = Field(default=0.5, gt=0, le=1)
+    qos_threshold: float = Field(default=0.5, gt=0, le=1,
+                                 description="/v1/qos flags a VM when its probability of exceeding the PDM is at least this")
     opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 
     def bundle_paths(self) -> BundlePaths:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.progress import Steps
 from telemetry.fleet.lab import Lab, LabParams, build_lab
 from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
 from telemetry.contract import TRUTH_FILE
@@ -21,8 +22,12 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
              variant: str = "pond") -> dict[str, int]:
     """Write the four contract tables and the population's slowdown truth to ``out_dir``
     (replaced whole); return row counts."""
+    step = Steps("generate", 3)
+    step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
     lab = build_lab(lab_params, variant)
+    step(f"fleet: {fleet_params.n_days} days of ~{fleet_params.vms_per_day:,.0f} VMs")
     vms = build_vms(lab, fleet_params, variant)
+    step(f"writing {len(vms):,} VMs and their counters")
     with AtomicDir(out_dir) as tmp:
         lab.workloads.to_parquet(tmp / "workloads.parquet", index=False)
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+import yaml
+
+from core.params import Params
 from pipelines.cli import main
-from pipelines.validate import check
+from pipelines.validate import REPRO, check
+from tests.conftest import small_params
 
 
 def _vms_only(small_tables, d):
@@ -14,11 +18,34 @@ def _vms_only(small_tables, d):
     return d
 
 
-def test_built_in_fleet_feeds_every_command(small_raw, capsys):
-    state, problems = check(small_raw)
+def test_built_in_fleet_feeds_every_command(small_raw, tmp_path, capsys):
+    state, problems = check(small_raw, Params(**small_params()))
     assert all(s.startswith("ok (") for s in state.values()) and not any(problems.values())
-    assert main(["validate", str(small_raw)]) == 0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 0
     assert "BLOCKED" not in capsys.readouterr().out
+
+
+def test_a_night_outside_the_trace_names_the_days_that_fit(small_raw, tmp_path, capsys):
+    """The small fleet's VMs were created 2026-01-01 to 01-12; with the small params a night needs
+    2 backtest nights, each with a usable UM night (train, calibration and next-day VMs), and VMs
+    created the day after it: the first such night is 01-05, the last 01-11."""
+    late = small_params()
+    late["base"]["as_of"] = "2026-03-01"
+    _, problems = check(small_raw, Params(**late))
+    assert problems[REPRO] == ["base.as_of 2026-03-01 cannot be a night on this trace (the trace's VMs were created "
+                               "from 2026-01-01 to 2026-01-12). Fix: set base.as_of in params.yaml to a day from "
+                               "2026-01-05 to 2026-01-11"]
+    for day, ok in (("2026-01-04", False), ("2026-01-05", True), ("2026-01-11", True), ("2026-01-12", False)):
+        late["base"]["as_of"] = day
+        assert (check(small_raw, Params(**late))[1][REPRO] == []) is ok, day
+    late["backtest"]["nights"] = 40
+    _, problems = check(small_raw, Params(**late))
+    assert "nor can any other day with these params" in problems[REPRO][0]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**late, "backtest": {"nights": 2}, "base": {"seed": 5,
+                                                           "as_of": "2026-03-01"}}))
+    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 1
+    assert "a day from 2026-01-05 to 2026-01-11" in capsys.readouterr().out
 
 
 def test_vms_alone_names_what_each_command_lacks(small_tables, tmp_path, capsys):
@@ -49,6 +76,22 @@ def test_one_bad_table_does_not_hide_the_others(small_raw, tmp_path):
 
 
 def test_import_ends_with_what_the_tables_feed(small_raw, tmp_path, capsys):
-    assert main(["import", str(small_raw), "--out", str(tmp_path / "raw")]) == 0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    assert main(["--params", str(tmp_path / "params.yaml"), "import", str(small_raw), "--out", str(tmp_path / "raw")]) == 0
     out = capsys.readouterr().out
     assert "import: wrote" in out and "ready   dvc repro" in out
+
+
+def test_committed_templates_are_the_template_format(tmp_path):
+    """docs/byo/templates: a few rows of each table, with exactly the columns `pond template` writes; every table
+    check passes, and validate says why four VMs of one day cannot make a night."""
+    from tests.conftest import ROOT
+
+    state, problems = check(ROOT / "docs/byo/templates", Params())
+    assert all(s.startswith("ok (") for s in state.values()), state
+    assert "nor can any other day with these params" in problems[REPRO][0]
+    assert main(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
+    for table in ("workloads", "slowdowns", "vms", "vm_counters"):
+        committed = pd.read_csv(ROOT / "docs/byo/templates" / f"{table}.csv", nrows=0).columns.tolist()
+        assert committed == pd.read_csv(tmp_path / "t" / f"{table}.csv", nrows=0).columns.tolist(), table
+    assert "workload_id" not in pd.read_csv(tmp_path / "t" / "vms.csv", nrows=0).columns

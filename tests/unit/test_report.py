@@ -55,3 +55,20 @@ def test_cli_writes_markdown_and_refuses_an_empty_dir(tmp_path, capsys):
     with pytest.raises(ConfigError, match="not JSON"):
         from pipelines.report import run
         run(empty, tmp_path / "x.md")
+
+
+def test_html_page_is_self_contained(tmp_path):
+    """The offline page: every plot inline as a data URI, no outside URL (issue 17)."""
+    import base64
+
+    for stage, m in METRICS.items():
+        (tmp_path / f"{stage}.json").write_text(json.dumps(m))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+    (tmp_path / "plots" / "simulate").mkdir(parents=True)
+    (tmp_path / "plots" / "simulate" / "savings.png").write_bytes(png)
+    assert main(["report", "--metrics-dir", str(tmp_path), "--out", str(tmp_path / "r.md"),
+                 "--plots-dir", str(tmp_path / "plots")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"data:image/png;base64,{base64.b64encode(png).decode()}" in page
+    assert "<h2>simulate/savings.png</h2>" in page and "16 sockets" in page
+    assert "://" not in page and "src=\"http" not in page

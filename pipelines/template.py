@@ -1,0 +1,30 @@
+"""`pond template DIR`: a complete telemetry directory in the contract's format, to start from.
+
+It is the built-in fleet written as a provider's export would be (CSV, no lab ``workload_id`` on
+the VMs), sized so that `pond import` of it and `dvc repro` run in minutes: a user replaces its
+rows with their own, table by table, and keeps every column name.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from core.params import FleetParams, Params
+from telemetry.fleet import generate
+from telemetry.io import AtomicDir, read_tables
+
+
+def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[str, int]:
+    fleet = FleetParams(**{**params.generate.fleet.model_dump(), "n_days": days, "vms_per_day": vms_per_day,
+                           "n_customers": max(20, int(vms_per_day // 2))})
+    with tempfile.TemporaryDirectory(prefix="pond-template-") as tmp:
+        generate(params.generate.lab, fleet, Path(tmp) / "raw", params.generate.variant)
+        tables = read_tables(Path(tmp) / "raw")
+    tables["vms"] = tables["vms"].drop(columns=["workload_id"])   # a provider's VMs carry no lab workload
+    with AtomicDir(out_dir) as dst:
+        for name, df in tables.items():
+            df.to_csv(dst / f"{name}.csv", index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+    counts = {k: len(v) for k, v in tables.items()}
+    print(f"template: wrote {counts} to {out_dir} as CSV ({days} days of VMs from {fleet.start})")
+    return counts

@@ -1,0 +1,31 @@
+"""Progress lines of the long stages (issue 17): plain lines in a log, nothing when quiet."""
+
+from __future__ import annotations
+
+from core.progress import Steps, line, progress
+
+
+def test_line_has_count_elapsed_and_eta():
+    assert line(40, 100, 31.0, "train_li r1.82_pdm5", "splits") == \
+        "train_li r1.82_pdm5: 40/100 splits (40%), 0:00:31 elapsed, ETA 0:00:46"
+    assert line(3, None, 5.0, "x", "nights") == "x: 3 nights, 0:00:05 elapsed"
+
+
+def test_plain_lines_the_first_then_every_tenth(capsys, monkeypatch):
+    monkeypatch.delenv("POND_QUIET", raising=False)
+    assert list(progress(range(100), desc="d", unit="u")) == list(range(100))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 11 and lines[0].startswith("d: 1/100 u (1%)") and lines[-1].startswith("d: 100/100 u (100%)")
+    assert list(progress(range(3), desc="n", unit="nights")) == [0, 1, 2]
+    assert [s.split(",")[0] for s in capsys.readouterr().err.splitlines()] == \
+        ["n: 1/3 nights (33%)", "n: 2/3 nights (67%)", "n: 3/3 nights (100%)"]
+
+
+def test_quiet_prints_nothing(capsys, monkeypatch):
+    monkeypatch.setenv("POND_QUIET", "1")
+    assert list(progress(range(5), desc="d")) == list(range(5))
+    Steps("features", 2)("reading")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("POND_QUIET", "0")
+    Steps("features", 2)("reading")
+    assert capsys.readouterr().err.startswith("features [1/2] reading (0:00:00 elapsed)")

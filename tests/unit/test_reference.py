@@ -1,0 +1,52 @@
+"""The configuration reference and the README's pipeline picture are what the code reads (issue 17)."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from core.params import Params
+from pipelines.reference import REFERENCE, params_rows, render_reference, stale
+from serving.settings import Settings
+from tests.conftest import ROOT
+
+CODE = ("core", "features", "models", "optimize", "evaluation", "telemetry", "pipelines", "serving", "scripts",
+        "deploy", "benchmarks", ".ci")
+VARIABLE = re.compile(r"\b(?:POND|MLFLOW|PROMETHEUS)_[A-Z0-9_]+")
+
+
+def _leaves(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in tree.items():
+        out += _leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+    return out
+
+
+def test_committed_docs_are_generated_from_the_code():
+    assert stale(ROOT) == [], "run `pond docs` and commit docs/configuration.md and README.md"
+
+
+def test_every_params_key_is_documented():
+    text = render_reference()
+    committed = _leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    keys = [k for k, *_ in params_rows()]
+    every_field = set(_leaves(Params().model_dump())) - {"generate.lab.seed", "generate.fleet.seed", "features.as_of"}
+    assert set(committed) <= set(keys) == every_field and len(keys) == len(set(keys)) == 65
+    for key in keys:
+        assert f"| `{key}` |" in text, key
+    assert all(row[4] for row in params_rows()), "every key has a meaning"
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    text = (ROOT / REFERENCE).read_text()
+    read = set()
+    for folder in CODE:
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and path.suffix in ("", ".py", ".sh", ".yaml", ".service", ".timer") \
+                    and "__pycache__" not in path.parts:
+                read |= set(VARIABLE.findall(path.read_text(errors="ignore")))
+    read |= {f"POND_{name.upper()}" for name in Settings.model_fields}
+    assert {"POND_QOS_THRESHOLD", "POND_MAX_BODY_MB", "POND_DUCKDB_MEMORY", "POND_ROLE"} <= read
+    missing = sorted(v for v in read if f"`{v}`" not in text)
+    assert missing == []
