@@ -155,9 +155,19 @@ class LiParams(Section):
                               description="confidence level of the t-interval of the mean over splits")
     select_fp_pct: float = Field(2.0, gt=0, lt=100,
         description="the operating FP at which the forest and the single-counter rules compete")
+    select_band: tuple[float, float] = Field(
+        (0.5, 2.5), description="the candidates compete on their LI averaged over FP from select_fp_pct x the first "
+                                "to x the second (1-5% at 2%): one FP point on ~80 workloads moves by whole workloads")
     select_splits: int = Field(20, ge=2, description="outer halves that judge the selection procedure (nested CV)")
     cv_folds: int = Field(5, ge=2, description="inner folds, workloads as groups")
     oof_repeats: int = Field(3, ge=1, description="out-of-fold scores averaged: the solver's FP counts")
+
+    @model_validator(mode="after")
+    def _band(self) -> "LiParams":
+        lo, hi = self.select_band
+        if not (0 < lo <= 1 <= hi and hi * self.select_fp_pct < 100):
+            raise ValueError("select_band must be [lo, hi] with 0 < lo <= 1 <= hi and hi x select_fp_pct < 100")
+        return self
 
 
 class UmParams(Section):

@@ -73,14 +73,15 @@ def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
                                                    "li_pct": 100 * mean, "li_lo": 100 * lo, "li_hi": 100 * hi}))
                 groups = np.asarray(ids, dtype=object)
                 makers = candidates(names)
-                fp_sel = p.select_fp_pct / 100
-                nest = nested(X, y, groups, makers, fp_sel, FP_GRID_PCT / 100, p.select_splits, p.cv_folds, seed)
-                winner, inner = select(X, y, groups, makers, fp_sel, p.cv_folds, seed)
+                band = p.select_fp_pct / 100 * np.linspace(*p.select_band, 9)
+                nest = nested(X, y, groups, makers, band, FP_GRID_PCT / 100, p.select_splits, p.cv_folds, seed)
+                winner, inner = select(X, y, groups, makers, band, p.cv_folds, seed)
                 k_sel = int(np.argmin(np.abs(FP_GRID_PCT - p.select_fp_pct)))
                 held = {mth: float(c[:, k_sel].mean()) for mth, c in nest.curves.items()}
                 rules = {mth: v for mth, v in held.items() if mth in BASELINES}
                 best_rule = max(rules, key=rules.get) if rules else None
                 m.update({"selection.method": winner, "selection.fp_pct": p.select_fp_pct,
+                          "selection.fp_band_pct": [round(100 * float(band[0]), 3), round(100 * float(band[-1]), 3)],
                           **{f"selection.heldout_li.{mth}": round(100 * v, 2) for mth, v in held.items()},
                           "selection.best_rule": best_rule,
                           "selection.margin_over_best_rule": round(100 * (held["selected"] - rules[best_rule]), 2)

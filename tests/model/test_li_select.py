@@ -26,10 +26,11 @@ def test_rule_wins_where_it_is_truly_better():
     X, y, names = _rule_world()
     makers = candidates(names)
     assert list(makers) == ["dram_bound", "memory_bound", FOREST]
-    won, li = select(X, y, np.arange(len(y)), makers, 0.02, 5, seed=0)
+    won, li = select(X, y, np.arange(len(y)), makers, np.array([0.02]), 5, seed=0)
     assert won == "dram_bound"
     assert li["dram_bound"] >= np.mean(y) and li["dram_bound"] >= li[FOREST]   # every insensitive one, at FP <= 2%
-    study = nested(X, y, np.arange(len(y)), makers, 0.02, np.array([0.02]), n_outer=4, n_folds=4, seed=0)
+    study = nested(X, y, np.arange(len(y)), makers, np.linspace(0.01, 0.05, 9), np.array([0.02]), n_outer=4, n_folds=4,
+                   seed=0)
     assert study.winners == ["dram_bound"] * 4
     assert np.array_equal(study.curves["selected"], study.curves["dram_bound"])
 
