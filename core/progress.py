@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TypeVar
 
@@ -52,6 +53,21 @@ def progress(items: Iterable[T], total: int | None = None, desc: str = "", unit:
         if bucket != shown:
             shown = bucket
             print(line(done, total, time.monotonic() - start, desc, unit), file=sys.stderr, flush=True)
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """No progress inside (a stage run as one step of another: `backtest`'s nightly `train_um`);
+    the environment is as it was afterwards."""
+    before = os.environ.get(QUIET_ENV)
+    os.environ[QUIET_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(QUIET_ENV, None)
+        else:
+            os.environ[QUIET_ENV] = before
 
 
 class Steps:

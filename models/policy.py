@@ -90,15 +90,22 @@ class Policy(_Strict):
 
 def read_policy(path: Path) -> dict[str, Any]:
     """The checked policy, as the plain dict the decision code takes; ModelError naming file and field."""
+    return load_policy(path)[0]
+
+
+def load_policy(path: Path) -> tuple[dict[str, Any], bytes]:
+    """``read_policy`` and the bytes it was parsed from, read once: whoever labels what it serves with a
+    hash of the file must hash these bytes, not read the file again (it may be replaced in between)."""
     try:
-        raw = json.loads(Path(path).read_bytes())
+        data = Path(path).read_bytes()
+        raw = json.loads(data)
     except FileNotFoundError:
         raise ModelError(f"{path} not found: run `dvc repro` (or point the service at a bundle)") from None
     except (OSError, ValueError) as exc:
         raise ModelError(f"{path} is not readable JSON ({type(exc).__name__}: {str(exc)[:120]}); "
                          "regenerate it with `dvc repro`") from None
     try:
-        return Policy.model_validate(raw).model_dump(mode="json")
+        return Policy.model_validate(raw).model_dump(mode="json"), data
     except ValidationError as exc:
         e = exc.errors()[0]
         field = ".".join(str(x) for x in e["loc"]) or "(the whole file)"

@@ -26,7 +26,7 @@ from scipy import stats
 
 from core.errors import ConfigError
 from core.params import Params
-from core.progress import progress
+from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.regret import realized_grid
@@ -127,7 +127,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
             cust, hist = snapshot(tables["vms"], counters, events, p.features)
             cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
-            um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots")
+            with silenced():                       # one line per night (above), not train_um's own
+                um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots")
             optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
                          night / "plots" / "frontier.csv", night / "plots" / "frontier.png")
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",

@@ -37,7 +37,7 @@ from features.tma import REQUIRED_EVENTS, pmu_features
 from models.bundle import BundlePaths
 from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
 from models.inference import Models
-from models.policy import read_policy
+from models.policy import load_policy
 from telemetry import request
 from telemetry.io import sha256_file
 from telemetry.request import HISTORY_KEY as KEY
@@ -50,12 +50,13 @@ NAN = float("nan")
 UM_CACHE_ENTRIES = 65_536
 
 
-def verify_snapshot(snapshot_dir: Path) -> dict[str, Any]:
-    """The snapshot's manifest, every file it lists checked against its sha256 (a snapshot written
-    before the manifest listed files is taken as it is)."""
+def verify_snapshot(snapshot_dir: Path) -> tuple[dict[str, Any], bytes]:
+    """The snapshot's manifest and its bytes, every file it lists checked against its sha256 (a
+    snapshot written before the manifest listed files is taken as it is)."""
     manifest_path = snapshot_dir / "manifest.json"
     try:
-        manifest = json.loads(manifest_path.read_bytes())
+        data = manifest_path.read_bytes()
+        manifest = json.loads(data)
     except FileNotFoundError:
         raise ModelError(f"{manifest_path} not found: run `dvc repro` (or point the service at a bundle)") from None
     except (OSError, ValueError) as exc:
@@ -68,14 +69,19 @@ def verify_snapshot(snapshot_dir: Path) -> dict[str, Any]:
         if not path.is_file() or sha256_file(path) != digest:
             raise ModelError(f"{path}: missing, or its sha256 differs from {manifest_path}'s field files.{name}: "
                              "the snapshot was altered or half-written; rerun `dvc repro`")
-    return manifest
+    return manifest, data
+
+
+def version_of(policy_bytes: bytes, manifest_bytes: bytes) -> str:
+    """Identity of what is served: the policy (which pins both model hashes) and the snapshot's manifest."""
+    h = hashlib.sha256(policy_bytes)
+    h.update(manifest_bytes)
+    return h.hexdigest()[:12]
 
 
 def bundle_version(paths: BundlePaths) -> str:
-    """Identity of what would be served: the policy (which pins both model hashes) and the snapshot."""
-    h = hashlib.sha256(paths.policy.read_bytes())
-    h.update((paths.snapshot_dir / "manifest.json").read_bytes())
-    return h.hexdigest()[:12]
+    """``version_of`` the files as they are now (the poller's cheap check for a new bundle)."""
+    return version_of(paths.policy.read_bytes(), (paths.snapshot_dir / "manifest.json").read_bytes())
 
 
 @dataclass(frozen=True)
@@ -101,8 +107,8 @@ class Engine:
     @classmethod
     def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> "Engine":
         """Load and verify (sha256) both models, score the history table, warm both sessions."""
-        policy = read_policy(paths.policy)
-        snapshot = verify_snapshot(paths.snapshot_dir)
+        policy, policy_bytes = load_policy(paths.policy)
+        snapshot, manifest_bytes = verify_snapshot(paths.snapshot_dir)
         models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
@@ -118,7 +124,7 @@ class Engine:
         # which is how features/customer.py presents it to the model in training
         cust = np.vstack([customers[cust_cols].to_numpy(np.float32),
                           [[0.0] + [NAN] * (len(cust_cols) - 1)]]).astype(np.float32)
-        version = label or bundle_version(paths)
+        version = label or version_of(policy_bytes, manifest_bytes)   # of what was read, not of the files now
         um = policy["um"]
         knobs = policy_knobs(policy)["combined"]
         engine = cls(

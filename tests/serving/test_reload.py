@@ -10,7 +10,7 @@ import time
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
-from serving.engine import Engine
+from serving.engine import Engine, version_of
 from telemetry.io import write_atomic
 from tests.serving.conftest import bundle_paths, request_of, settings_for
 
@@ -61,6 +61,31 @@ def test_swap_under_load(small_bundle, tmp_path, next_day_vms):
     assert failures == []
     assert all(n > 0 for n in seen.values()), seen
     assert 'pond_reloads_total{outcome="loaded"}' in reloads
+
+
+def test_version_names_the_policy_it_decides_with(small_bundle, tmp_path, monkeypatch):
+    """The pipeline replaces policy.json while the service loads it: the engine's version is the hash of the
+    bytes it parsed, not of the file as it is a moment later (that mismatch once labelled policy A's
+    decisions with policy B's version under load)."""
+    import serving.engine as engine_module
+
+    for d in ("li", "um"):
+        shutil.copytree(small_bundle / d, tmp_path / d)
+    shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "features" / "snapshot")
+    a = (small_bundle / "policy.json").read_bytes()
+    b = json.dumps({**json.loads(a), "li": {**json.loads(a)["li"], "threshold": 0.0}}).encode()
+    write_atomic(tmp_path / "policy.json", a)
+    verify = engine_module.verify_snapshot
+
+    def replaced_meanwhile(snapshot_dir):
+        write_atomic(tmp_path / "policy.json", b)
+        return verify(snapshot_dir)
+
+    monkeypatch.setattr(engine_module, "verify_snapshot", replaced_meanwhile)
+    engine = Engine.load(bundle_paths(tmp_path))
+    manifest = (tmp_path / "features" / "snapshot" / "manifest.json").read_bytes()
+    assert engine.policy["li"]["threshold"] == json.loads(a)["li"]["threshold"] != 0.0
+    assert engine.version == version_of(a, manifest) != version_of(b, manifest)
 
 
 def test_service_follows_the_registry_alias(small_bundle, tmp_path, next_day_vms):

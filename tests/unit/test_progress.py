@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.progress import Steps, line, progress
+from core.progress import Steps, line, progress, silenced
 
 
 def test_line_has_count_elapsed_and_eta():
@@ -29,3 +29,19 @@ def test_quiet_prints_nothing(capsys, monkeypatch):
     monkeypatch.setenv("POND_QUIET", "0")
     Steps("features", 2)("reading")
     assert capsys.readouterr().err.startswith("features [1/2] reading (0:00:00 elapsed)")
+
+
+def test_silenced_restores_the_environment(capsys, monkeypatch):
+    monkeypatch.delenv("POND_QUIET", raising=False)
+    outer = progress(range(2), desc="backtest", unit="nights")
+    for _ in outer:
+        with silenced():
+            assert list(progress(range(3), desc="inner")) == [0, 1, 2]
+    import os
+    assert "POND_QUIET" not in os.environ
+    assert [s.split(",")[0] for s in capsys.readouterr().err.splitlines()] == \
+        ["backtest: 1/2 nights (50%)", "backtest: 2/2 nights (100%)"]
+    monkeypatch.setenv("POND_QUIET", "0")
+    with silenced():
+        pass
+    assert os.environ["POND_QUIET"] == "0"
