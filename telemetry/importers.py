@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from telemetry.contract import TABLES, validate_tables
 from telemetry.io import find_table, read_raw
 
 PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
+PLAIN_ALIAS = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 AZURE_V2_COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
                     "avgcpu", "p95maxcpu", "vmcategory", "vmcorecountbucket", "vmmemorybucket"]
 # Open-ended buckets of the public trace, mapped to a representative size.
@@ -29,6 +31,9 @@ def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
 
     Comment lines are skipped; `<not counted>` becomes NaN; an event listed in several groups
     (emon-style lists repeat INST_RETIRED.ANY etc.) takes the mean of its (already scaled) values.
+    perf prints an event as it was named, and `perf list` shows the aliases in lower case: a plain
+    alias (``cycle_activity.stalls_l3_miss``, any case) is upper-cased to the contract's column name; raw
+    and PMU-qualified events (``cpu/event=0x3c/``, ``...:u``) are kept as written.
     """
     values: dict[str, list[float]] = {}
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
@@ -38,6 +43,8 @@ def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
             raise InputFormatError(f"{source} line {lineno}: expected 'value,unit,event,...' "
                                    f"(perf stat -x, output), got {','.join(row)[:80]!r}")
         raw, event = row[0].strip(), row[2].strip()
+        if PLAIN_ALIAS.fullmatch(event):
+            event = event.upper()
         if raw in PERF_NOT_COUNTED:
             val = np.nan
         else:

@@ -26,6 +26,17 @@ def test_parse_perf_stat():
     assert math.isnan(s["UOPS_EXECUTED.X87"])
 
 
+def test_perf_aliases_in_lower_case_become_the_contract_columns():
+    """`perf list` shows aliases in lower case and perf prints them as typed (README: Producing each table)."""
+    text = ("12,,cycle_activity.stalls_l3_miss,100,100.00,,\n"
+            "30,,CPU_CLK_UNHALTED.Thread,100,100.00,,\n"
+            "7,,cpu/event=0x3c/,100,100.00,,\n"
+            "5,,inst_retired.any:u,100,100.00,,\n")
+    s = parse_perf_stat(text)
+    assert s.to_dict() == {"CYCLE_ACTIVITY.STALLS_L3_MISS": 12.0, "CPU_CLK_UNHALTED.THREAD": 30.0,
+                           "cpu/event=0x3c/": 7.0, "inst_retired.any:u": 5.0}
+
+
 def test_parse_perf_stat_rejects_other_formats():
     with pytest.raises(InputFormatError, match="line 1"):
         parse_perf_stat("hello world\n", "run.txt")
