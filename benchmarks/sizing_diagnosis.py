@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 from core.params import load  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import fleet_sizing  # noqa: E402
-from pipelines.simulate import _decisions, _name, _nights, _seconds, _static, summarize_sizing  # noqa: E402
+from pipelines.simulate import (  # noqa: E402
+    _decisions, _name, _nights, _seconds, _static, nightly_window, summarize_sizing)
 
 
 def main() -> None:
@@ -41,8 +42,7 @@ def main() -> None:
     vms = pd.read_parquet(ROOT / "data/raw/vms.parquet").sort_values("vm_id", kind="stable").reset_index(drop=True)
     t0, start, end = _seconds(vms)
     nights = _nights(ROOT / "data/backtest")
-    days = [pd.Timestamp(n.name, tz=t0.tz) + pd.Timedelta(days=1) for n in nights]
-    window = (int((min(days) - t0).total_seconds()), int((max(days) + pd.Timedelta(days=1) - t0).total_seconds()))
+    window, _, _ = nightly_window(t0, nights)
     created_in = (start >= window[0]) & (start < window[1])
     decisions, _, _ = _decisions(vms, created_in, nights, (1.82,))
     mem = vms.memory_gb.to_numpy(float)

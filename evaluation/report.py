@@ -4,6 +4,8 @@ file; a stage that has not run is a row that says so, never a guess."""
 
 from __future__ import annotations
 
+import base64
+from html import escape
 from typing import Any
 
 Metrics = dict[str, dict[str, Any]]   # stage name -> its metrics/<stage>.json (absent: not run)
@@ -77,9 +79,6 @@ def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:
 def to_html(rows: list[tuple[str, str, str]], title: str, images: dict[str, bytes]) -> str:
     """One self-contained page: the table and every PNG inline (data URIs), for an air-gapped
     network where `dvc plots show`'s page cannot fetch Vega from its CDN."""
-    import base64
-    from html import escape
-
     body = [f"<h1>{escape(title)}</h1>", "<table><tr><th>figure</th><th>value</th><th>source</th></tr>"]
     body += [f"<tr><td>{escape(a)}</td><td>{escape(b)}</td><td><code>{escape(c)}</code></td></tr>" for a, b, c in rows]
     body.append("</table>")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from core.progress import progress
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from models.um import ConformalOffset
-from core.progress import progress
-from models.um_protocol import UmParams, fit_night, labels, night, usable
+from models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
 
 
 def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -18,10 +18,8 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> t
     Strictly before ``as_of``: the last next day scored is ``calib_lag_days`` before it, and only
     outcomes observed by the end of ``as_of`` count (the rest are censored and counted)."""
     nights, sweep = [], []
-    known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
-    last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
-    for k in progress(range(p.backtest_nights - 1, -1, -1), desc=f"train_um night {as_of}: backtest", unit="nights"):
-        n = night(vm_features, last - pd.Timedelta(days=k), p, known_by)
+    for n in progress(backtest_nights(vm_features, as_of, p), p.backtest_nights, f"train_um night {as_of}: backtest",
+                      "nights"):
         if not usable(n):
             continue  # before the data starts, or a day without VMs: nothing to learn or score
         model, cal = fit_night(n, p.target_op, p.target_op, seed)

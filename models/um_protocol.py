@@ -15,6 +15,7 @@ counted (``Night.censored``), so nothing the solver reads depends on the future.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,12 +56,19 @@ def usable(n: Night) -> bool:
     return not (n.next_day.empty or n.train.empty or n.calib.empty)
 
 
-def usable_nights(vms: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> int:
-    """How many of ``as_of``'s UM backtest nights (``evaluation.um_backtest``) can be used: 0 means
-    `train_um` stops. Reads only ``created_at``, ``deleted_at`` and ``untouched_fraction``."""
+def backtest_nights(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> Iterator[Night]:
+    """``as_of``'s UM backtest nights, oldest first: strictly before it (the last next day scored is
+    ``calib_lag_days`` before it), with only the outcomes observed by the end of ``as_of``."""
     known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
     last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
-    return sum(usable(night(vms, last - pd.Timedelta(days=k), p, known_by)) for k in range(p.backtest_nights))
+    for k in range(p.backtest_nights - 1, -1, -1):
+        yield night(vm_features, last - pd.Timedelta(days=k), p, known_by)
+
+
+def usable_nights(vms: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> int:
+    """How many of ``as_of``'s UM backtest nights can be used: 0 means `train_um` stops. Reads only
+    ``created_at``, ``deleted_at`` and ``untouched_fraction``."""
+    return sum(map(usable, backtest_nights(vms, as_of, p)))
 
 
 def fit_night(n: Night, alpha: float, target: float, seed: int) -> tuple[UntouchedModel, ConformalOffset]:

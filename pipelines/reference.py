@@ -102,7 +102,7 @@ def settings_rows() -> list[tuple[str, str, str, str]]:
     options = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
     rows = []
     for name, info in Settings.model_fields.items():
-        variable = f"POND_{name.upper()}"
+        variable = Settings.env_var(name)
         allowed = _allowed(info)
         meaning = (info.description or "") + (f" ({allowed})" if allowed else "")
         rows.append((variable, options.get(name, ""), _default(info), meaning))

@@ -102,6 +102,14 @@ def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series | None:
     return ok.sort_values("pool_sockets").iloc[0]
 
 
+def nightly_window(t0: pd.Timestamp, nights: list[Path]) -> tuple[tuple[int, int], pd.Timestamp, pd.Timestamp]:
+    """The measured window: the backtest nights' next days, as seconds from ``t0``, with its first
+    day and the day after its last."""
+    days = [pd.Timestamp(n.name, tz=t0.tz) + pd.Timedelta(days=1) for n in nights]
+    lo, hi = min(days), max(days) + pd.Timedelta(days=1)
+    return (int((lo - t0).total_seconds()), int((hi - t0).total_seconds())), lo, hi
+
+
 def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
     base = table[table.policy == "all_local"]
@@ -133,9 +141,7 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     if backtest_dir is not None:
         nights = _nights(backtest_dir)
-        days = [pd.Timestamp(n.name, tz=t0.tz) + pd.Timedelta(days=1) for n in nights]
-        lo, hi = min(days), max(days) + pd.Timedelta(days=1)
-        window = (int((lo - t0).total_seconds()), int((hi - t0).total_seconds()))
+        window, lo, hi = nightly_window(t0, nights)
         label = f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
     else:
         first = day0 + pd.Timedelta(days=sp.warmup_days)

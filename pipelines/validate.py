@@ -34,7 +34,13 @@ HOW = {
 
 def _ready(vms: pd.DataFrame, days: set, as_of: pd.Timestamp, params: Params) -> bool:
     first_night = as_of - pd.Timedelta(days=params.backtest.nights - 1)
-    return (as_of + pd.Timedelta(days=1)).date() in days and usable_nights(vms, first_night, params.train_um) > 0
+    return as_of + pd.Timedelta(days=1) in days and usable_nights(vms, first_night, params.train_um) > 0
+
+
+def _creation_days(vms: pd.DataFrame) -> pd.DatetimeIndex:
+    """The days VMs were created on (naive midnights), from the distinct days, not one object per VM."""
+    created = pd.DatetimeIndex(vms["created_at"].dt.normalize().unique())
+    return created.tz_localize(None) if created.tz is not None else created
 
 
 def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
@@ -42,9 +48,10 @@ def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
     that would do: `evaluate` scores the VMs created the day after it, and every `backtest` night
     needs a UM backtest night with VMs to train, calibrate and score (``models.um_protocol``)."""
     as_of = pd.Timestamp(params.base.as_of)
-    if _ready(vms, days := set(vms["created_at"].dt.date), as_of, params):
+    created = _creation_days(vms)
+    if _ready(vms, days := set(created), as_of, params):
         return []
-    start, end = vms["created_at"].min().normalize().tz_localize(None), vms["created_at"].max().normalize().tz_localize(None)
+    start, end = created.min(), created.max()
     first = next((d for d in pd.date_range(start, end - pd.Timedelta(days=1)) if _ready(vms, days, d, params)), None)
     last = next((d for d in pd.date_range(end - pd.Timedelta(days=1), start, freq="-1D")
                  if _ready(vms, days, d, params)), None) if first is not None else None

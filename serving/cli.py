@@ -30,7 +30,7 @@ def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTIN
     for option, field, kind in options:
         default = Settings.model_fields[field].default
         parser.add_argument(f"--{option}", type=kind, default=None, dest=field,
-                            help=f"(env POND_{field.upper()}; default {default})")
+                            help=f"(env {Settings.env_var(field)}; default {default})")
 
 
 def environment_help() -> str:
@@ -40,7 +40,7 @@ def environment_help() -> str:
     for name, info in Settings.model_fields.items():
         if name not in options:
             default = "unset" if info.default is None else info.default
-            lines.append(f"  POND_{name.upper():22s} {info.description} (default {default})")
+            lines.append(f"  {Settings.env_var(name):27s} {info.description} (default {default})")
     return "\n".join(lines)
 
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     settings.bearer_token()              # refuse a bad token here, before any worker starts
     for field, value in _given(args).items():   # workers read POND_* (serving.app.app_from_environment)
-        os.environ[f"POND_{field.upper()}"] = str(value)
+        os.environ[Settings.env_var(field)] = str(value)
     if settings.workers > 1:
         _multiprocess_metrics_dir()
     import uvicorn

@@ -56,6 +56,11 @@ class Settings(BaseSettings):
                                  description="/v1/qos flags a VM when its probability of exceeding the PDM is at least this")
     opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 
+    @classmethod
+    def env_var(cls, field: str) -> str:
+        """The environment variable a field is read from (``POND_<FIELD>``)."""
+        return f"{cls.model_config['env_prefix']}{field.upper()}"
+
     def bundle_paths(self) -> BundlePaths:
         return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir)
 
