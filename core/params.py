@@ -247,6 +247,20 @@ class GateParams(Section):
         description="the gate: share of GB the candidate may give up against the champion on the same VMs")
 
 
+class EngineParams(Section):
+    """params.yaml ``engine``: where the fleet-sized stages run (``core.engine``)."""
+
+    section = "engine"
+    backend: Literal["local", "dask"] = Field("local",
+        description="local: one process (pandas/DuckDB); dask: features and simulate on a dask.distributed "
+                    "cluster, DASK_SCHEDULER_ADDRESS (or pond --scheduler) or a LocalCluster the stage starts")
+    workers: int = Field(2, ge=1, description="dask, no scheduler address: worker processes of the LocalCluster")
+    worker_memory: str = Field("4GiB", min_length=1,
+        description="dask, no scheduler address: memory limit per worker (dask spills, then pauses, above it)")
+    partitions: int = Field(16, ge=1,
+        description="dask: partitions the VMs are shuffled into by customer (a customer's VMs meet in one)")
+
+
 INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("features",): "as_of"}
 
 
@@ -281,6 +295,7 @@ with warnings.catch_warnings():
         backtest: BacktestParams = Field(default_factory=BacktestParams)
         simulate: SimParams = Field(default_factory=SimParams)
         register: GateParams = Field(default_factory=GateParams)
+        engine: EngineParams = Field(default_factory=EngineParams)
 
         @model_validator(mode="before")
         @classmethod

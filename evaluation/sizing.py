@@ -21,13 +21,15 @@ baseline is sized the same way with no pool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from core.progress import progress
+from core.progress import progress, silenced
 from evaluation.pool_sim import Sweep, global_index
 
 PRECISION_GB = 1.0      # L is bisected to this
@@ -267,3 +269,36 @@ def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
     return {"window_vms": int(c.counted.sum()), "servers": s.servers, "pools": s.pools,
             "local_gb_per_server": s.local_gb, "gb_per_pool": s.pool_gb, "required_gb": s.required_gb,
             "moves": s.moves, "stuck": s.stuck}
+
+
+def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_s: np.ndarray, end_s: np.ndarray,
+                            cluster: np.ndarray, host: np.ndarray, sockets_per_server: int, cores: np.ndarray,
+                            memory_gb: np.ndarray, policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...],
+                            window: tuple[int, int], server_vcpus: float, max_move_rate: float) -> pd.DataFrame:
+    """``fleet_sizing``, one task per cluster (``run(fn, tasks)``: here or on Dask), in its row order.
+    Clusters share nothing (servers and pools never span two), so each task is the local code on
+    one cluster's VMs."""
+    keep = in_window(start_s, end_s, window)
+    cluster = np.asarray(cluster)
+    tasks = []
+    for code in np.unique(cluster[keep]):   # a few hundred clusters at most; each one vectorized task
+        i = np.flatnonzero(cluster == code)
+        tasks.append((np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i],
+                      sockets_per_server, np.asarray(cores)[i], np.asarray(memory_gb)[i],
+                      {k: np.asarray(v)[i] for k, v in policies.items()}, pool_sockets, window, server_vcpus,
+                      max_move_rate))
+    parts = run(_quiet_sizing, tasks)
+    if not parts:
+        return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
+                            pool_sockets, window, server_vcpus, max_move_rate)
+    table = pd.concat(parts, ignore_index=True)
+    rank = {name: r for r, name in enumerate(["all_local", *policies])}
+    k_rank = {k: r for r, k in enumerate(pool_sockets)} | {0: -1}
+    order = np.lexsort((table["cluster"].to_numpy(), table["pool_sockets"].map(k_rank).to_numpy(),
+                        table["policy"].map(rank).to_numpy()))
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _quiet_sizing(*args: Any) -> pd.DataFrame:
+    with silenced():
+        return fleet_sizing(*args)

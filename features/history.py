@@ -15,6 +15,7 @@ import pandas as pd
 
 from features.db import connect
 from features.tma import pmu_features
+from telemetry.io import parquet_glob
 from telemetry.request import HISTORY_KEY
 
 KEY = HISTORY_KEY
@@ -22,7 +23,7 @@ KEY = HISTORY_KEY
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, obj: pd.DataFrame | str | Path) -> None:
     if isinstance(obj, (str, Path)):
-        con.sql(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{Path(obj).as_posix()}')")
+        con.sql(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{parquet_glob(Path(obj))}', hive_partitioning = false)")
     else:
         con.register(name, obj)
 

@@ -35,10 +35,9 @@ from models.inference import Models, score
 from models.policy import read_policy
 from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
-from pipelines.features import counters_source
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.io import AtomicDir, counters_source, read_tables, write_json
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,

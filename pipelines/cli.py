@@ -25,8 +25,15 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pond", description=__doc__)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (same as POND_QUIET=1)")
+    ap.add_argument("--engine", choices=("local", "dask"), help="overrides params engine.backend")
+    ap.add_argument("--scheduler", metavar="ADDRESS",
+                    help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (same as DASK_SCHEDULER_ADDRESS); "
+                         "without it the dask engine starts a LocalCluster")
     sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
-    _paths(sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw"), out="data/raw")
+    g = sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw")
+    _paths(g, out="data/raw")
+    partitioned = "write vms and vm_counters as Parquet datasets partitioned by creation day (vms/created_day=.../)"
+    g.add_argument("--partitioned", action="store_true", help=partitioned)
     i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
                        description="--perf-dir: one `perf stat -x,` file per lab run; --perf-meta: CSV with columns "
                                    "file, workload_id, workload_class, footprint_gb; --azure-vmtable: Azure V2 vmtable CSV")
@@ -34,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     _paths(i, perf_dir=None, perf_meta=None, azure_vmtable=None, out="data/raw")
     i.add_argument("--partial", action="store_true",
                    help="replace only the tables given in the set already at --out; the whole set is validated again")
+    i.add_argument("--partitioned", action="store_true", help=partitioned)
     _paths(sub.add_parser("features", help="TMA features, customer percentiles, workload history, snapshot"),
            raw="data/raw", out="data/features", metrics="metrics/features.json")
     _paths(sub.add_parser("calibrate", help="compare the fleet with the published figures"),
@@ -109,11 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.quiet:
         os.environ[QUIET_ENV] = "1"
+    if args.scheduler:
+        from core.engine import SCHEDULER_ENV
+        os.environ[SCHEDULER_ENV] = args.scheduler
     try:
         if args.stage == "import":
             from pipelines import ingest
             ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial,
-                       _params_if_any(args.params))
+                       _params_if_any(args.params), args.partitioned)
             return 0
         if args.stage in ("predict", "serve"):
             from serving import cli as serving_cli
@@ -136,13 +147,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from core.params import load
         params = load(args.params)
+        if args.engine:
+            params = params.model_copy(update={"engine": params.engine.model_copy(update={"backend": args.engine})})
         if args.stage == "template":
             from pipelines import template, validate
             template.run(params, args.out, args.days, args.vms_per_day)
             validate.run(args.out, params)
         elif args.stage == "generate":
             from pipelines import generate
-            generate.run(params, args.out)
+            generate.run(params, args.out, args.partitioned)
         elif args.stage == "features":
             from pipelines import features
             features.run(params, args.raw, args.out, args.metrics)

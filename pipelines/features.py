@@ -7,41 +7,40 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from core.engine import run_all, session
 from core.params import Params
 from core.progress import Steps
 from features.build import empty_inputs, lab_features, request_shapes, snapshot, summary, vm_features
+from features.partitioned import partitioned_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, find_table, read_tables, sha256_file, write_json
-
-COUNTERS = "vm_counters"
-
-
-def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
-    """Parquet is scanned in place by DuckDB (no copy in memory); CSV is read and validated."""
-    path = find_table(raw_dir, COUNTERS)
-    if path is not None and path.suffix == ".parquet":
-        return path
-    return read_tables(raw_dir, [COUNTERS])[COUNTERS]
-
+from telemetry.io import COUNTERS, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
 
 def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     p = params.features
-    step = Steps("features", 4)
+    step = Steps("features", 4 if params.engine.backend == "local" else 3)
     step("reading the workloads and vms tables")
     tables = read_tables(raw_dir, ["workloads", "vms"])
     workloads, vms = tables["workloads"], tables["vms"]
     require_events(workloads, "workloads")
     events = event_columns(workloads, WORKLOADS)
     counters = counters_source(raw_dir)
-    columns = pq.read_schema(counters).names if isinstance(counters, Path) else list(counters.columns)
+    columns = table_columns(counters) if isinstance(counters, Path) else list(counters.columns)
     require_events(pd.DataFrame(columns=columns), COUNTERS)
-    step(f"features of {len(vms):,} VMs: customer untouched percentiles and workload history as of each VM's creation")
-    vm_feats = vm_features(vms, counters, p)
-    step(f"the snapshot as of {p.snapshot_time.date()} (what the service loads)")
-    cust, hist = snapshot(vms, counters, events, p)
+    e = params.engine
+    if e.backend == "local":
+        step(f"features of {len(vms):,} VMs: customer untouched percentiles and workload history as of each "
+             "VM's creation")
+        vm_feats = vm_features(vms, counters, p)
+        step(f"the snapshot as of {p.snapshot_time.date()} (what the service loads)")
+        cust, hist = snapshot(vms, counters, events, p)
+    else:
+        step(f"features of {len(vms):,} VMs and the snapshot as of {p.snapshot_time.date()}, on Dask in "
+             f"{e.partitions} customer partitions")
+        with session(e) as client:
+            vm_feats, cust, hist = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), vms,
+                                                        counters, events, p, e.partitions)
     step("writing")
     with AtomicDir(out_dir) as tmp:
         lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)

@@ -8,7 +8,7 @@ from core.params import Params
 from telemetry.fleet import generate
 
 
-def run(params: Params, out_dir: Path) -> dict[str, int]:
-    counts = generate(params.generate.lab, params.generate.fleet, out_dir, params.generate.variant)
+def run(params: Params, out_dir: Path, partitioned: bool = False) -> dict[str, int]:
+    counts = generate(params.generate.lab, params.generate.fleet, out_dir, params.generate.variant, partitioned)
     print(f"generate: wrote {counts} to {out_dir}")
     return counts

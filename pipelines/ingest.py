@@ -10,10 +10,11 @@ from telemetry.io import read_tables, write_tables
 
 
 def run(out_dir: Path, contract_dir: Path | None, perf_dir: Path | None, perf_meta: Path | None,
-        azure_vmtable: Path | None, partial: bool = False, params: Params | None = None) -> dict[str, int]:
+        azure_vmtable: Path | None, partial: bool = False, params: Params | None = None,
+        partitioned: bool = False) -> dict[str, int]:
     existing = read_tables(out_dir, validate=False) if partial else None
     tables = import_sources(contract_dir, perf_dir, perf_meta, azure_vmtable, existing)
-    write_tables(out_dir, tables)
+    write_tables(out_dir, tables, partitioned)
     counts = {k: len(v) for k, v in tables.items()}
     print(f"import: wrote {counts} to {out_dir}")
     from pipelines.validate import check, report

@@ -37,6 +37,8 @@ OTHER_ENVIRONMENT = (
     ("MLFLOW_DISABLE_TELEMETRY", "true", "train_li, train_um, backtest, register",
      "MLflow's usage telemetry stays off unless this is set to false"),
     ("POND_QUIET", "unset", "every stage (`pond --quiet`)", "1: no progress lines"),
+    ("DASK_SCHEDULER_ADDRESS", "unset", "features, simulate with `engine.backend: dask` (`pond --scheduler`)",
+     "a running Dask scheduler (tcp://host:8786); unset: the stage starts a LocalCluster"),
     ("POND_ROLE", "dev", "scripts/setup.sh", "which lock to install: serve, train or dev"),
     ("PROMETHEUS_MULTIPROC_DIR", "a new temporary directory", "`pond serve --workers N` (N > 1)",
      "where the workers' metric files are summed from"),

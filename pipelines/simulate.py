@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import Params, SimParams
 from evaluation.combined import outcomes, summarize
 from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import place
-from evaluation.sizing import fleet_sizing
+from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
 from evaluation.truth import truth_table
 from models.decision import PolicyKnobs, decide, policy_knobs
 from models.policy import read_policy
@@ -162,10 +163,15 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
         decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
 
     placement = place(vms, start, end, sp, pack_by)
-    table = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
-                         vms["vcpus"].to_numpy(float), mem,
-                         {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()},
-                         sp.pool_sockets, window, sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate)
+    args = (start, end, placement.cluster, placement.host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
+            mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
+            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate)
+    if params.engine.backend == "local":
+        table = fleet_sizing(*args)
+    else:
+        print(f"simulate: sizing on Dask, one task per cluster ({len(np.unique(placement.cluster))} clusters)")
+        with session(params.engine) as client:
+            table = fleet_sizing_by_cluster(lambda fn, tasks: run_all(client, fn, tasks), *args)
     table.insert(3, "cluster_name", pd.factorize(vms[pack_by], sort=True)[1].astype(str)[table.cluster.to_numpy()])
     fleet = summarize_sizing(table, sp)
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},

@@ -16,17 +16,53 @@ from typing import Any, Iterable
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
 
 
+PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet
+DAY_KEY = "created_day"                # their partition: the (VM's) creation day, UTC
+
+
 def find_table(directory: Path, table: str) -> Path | None:
+    """The table's file, or its partitioned dataset (a directory named after the table)."""
     for suffix in (".parquet", ".csv", ".csv.gz"):
         path = directory / f"{table}{suffix}"
         if path.exists():
             return path
-    return None
+    path = directory / table
+    return path if table in PARTITIONED and path.is_dir() else None
+
+
+def _dataset(path: Path) -> "ds.Dataset":
+    return ds.dataset(path, format="parquet", partitioning=ds.partitioning(
+        pa.schema([(DAY_KEY, pa.string())]), flavor="hive"))
+
+
+def table_columns(path: Path) -> list[str]:
+    """Column names of a Parquet file or partitioned dataset, read from the schema only."""
+    if path.is_dir():
+        return [n for n in _dataset(path).schema.names if n != DAY_KEY]
+    return pq.read_schema(path).names
+
+
+def parquet_glob(path: Path) -> str:
+    """What DuckDB's read_parquet scans for a file or a partitioned dataset."""
+    return (path / "**" / "*.parquet").as_posix() if path.is_dir() else path.as_posix()
+
+
+def _read_dataset(path: Path, days: tuple[str, str] | None) -> pd.DataFrame:
+    """A partitioned table in day order (the order it was written in), ``days`` inclusive."""
+    d = _dataset(path)
+    where = None if days is None else (ds.field(DAY_KEY) >= days[0]) & (ds.field(DAY_KEY) <= days[1])
+    columns = [n for n in d.schema.names if n != DAY_KEY]
+    frags = sorted(d.get_fragments(filter=where), key=lambda f: f.path)
+    if not frags:
+        return d.to_table(columns=columns, filter=ds.field(DAY_KEY) == "").to_pandas()
+    return pa.concat_tables([f.to_table(columns=columns) for f in frags]).to_pandas()
 
 
 _READ_FIXES = (  # (error type, what it means, how to fix it), the first match wins
@@ -42,11 +78,13 @@ _READ_FIXES = (  # (error type, what it means, how to fix it), the first match w
 )
 
 
-def read_raw(path: Path, table: str | None = None) -> pd.DataFrame:
+def read_raw(path: Path, table: str | None = None, days: tuple[str, str] | None = None) -> pd.DataFrame:
     """A table's file as it is (CSV or Parquet); any failure to read it is one ContractError that
     names the table and the file, never a parser's traceback."""
     table = table or path.name.split(".")[0]
     try:
+        if path.is_dir() and table in PARTITIONED and not path.name.endswith((".parquet", ".csv", ".csv.gz")):
+            return _read_dataset(path, days)
         if path.name.endswith(".parquet"):
             return pd.read_parquet(path)
         return pd.read_csv(path, dtype_backend="numpy_nullable", low_memory=False, encoding="utf-8")
@@ -60,7 +98,8 @@ def read_raw(path: Path, table: str | None = None) -> pd.DataFrame:
 
 def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
                 validate: bool = True) -> dict[str, pd.DataFrame]:
-    """Read contract tables (Parquet or CSV) from ``directory``; validated unless told otherwise."""
+    """Read contract tables (Parquet, CSV, or a partitioned dataset) from ``directory``; validated
+    unless told otherwise."""
     directory = Path(directory)
     out: dict[str, pd.DataFrame] = {}
     for table in tables:
@@ -70,6 +109,18 @@ def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
                                 fix="run `pond generate` or `pond import DIR` first")
         out[table] = read_raw(path)
     return validate_tables(out) if validate else out
+
+
+COUNTERS = "vm_counters"
+
+
+def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
+    """Parquet (a file or a partitioned dataset) is scanned in place by DuckDB (no copy in memory);
+    CSV is read and validated."""
+    path = find_table(raw_dir, COUNTERS)
+    if path is not None and (path.suffix == ".parquet" or path.is_dir()):
+        return path
+    return read_tables(raw_dir, [COUNTERS])[COUNTERS]
 
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
@@ -152,11 +203,40 @@ class AtomicDir:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame]) -> None:
-    """Write tables as Parquet into ``directory``, replacing it whole."""
+def creation_days(tables: dict[str, pd.DataFrame]) -> dict[str, pd.Series]:
+    """The partition value of each row of the partitioned tables: the (VM's) UTC creation day."""
+    vms = tables["vms"]
+    day = vms["created_at"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")
+    out = {"vms": day}
+    if "vm_counters" in tables:
+        out["vm_counters"] = tables["vm_counters"]["vm_id"].map(pd.Series(day.to_numpy(), index=vms["vm_id"]))
+    return out
+
+
+def write_partitioned(directory: Path, df: pd.DataFrame, day: pd.Series, part: int = 0,
+                      schema: pa.Schema | None = None) -> None:
+    """One Parquet file per day (``<dir>/created_day=YYYY-MM-DD/part-<part>.parquet``), rows in their
+    order; a table written in parts calls this once per part. A row whose day is unknown (a counter
+    of no VM) goes to ``created_day=unknown``."""
+    day = day.fillna("unknown").to_numpy()
+    schema = schema or pa.Schema.from_pandas(df, preserve_index=False)   # a day of all-null ids stays typed
+    for d in pd.unique(day):   # a few dozen days, each one vectorized write
+        out = directory / f"{DAY_KEY}={d}"
+        out.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pandas(df[day == d], schema=schema, preserve_index=False),
+                       out / f"part-{part:05d}.parquet")
+
+
+def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partitioned: bool = False) -> None:
+    """Write tables as Parquet into ``directory``, replacing it whole. ``partitioned``: vms and
+    vm_counters as datasets partitioned by creation day, so a reader can take only the days it needs."""
+    days = creation_days(tables) if partitioned and "vms" in tables else {}
     with AtomicDir(directory) as tmp:
         for name, df in tables.items():
-            df.to_parquet(tmp / f"{name}.parquet", index=False)
+            if name in days:
+                write_partitioned(tmp / name, df, days[name])
+            else:
+                df.to_parquet(tmp / f"{name}.parquet", index=False)
 
 
 def write_atomic(path: Path | str, data: bytes | str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -11,7 +12,7 @@ from core.progress import Steps
 from telemetry.fleet.lab import Lab, LabParams, build_lab
 from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
 from telemetry.contract import TRUTH_FILE
-from telemetry.io import AtomicDir
+from telemetry.io import AtomicDir, creation_days, write_partitioned
 
 __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
 
@@ -19,9 +20,10 @@ __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_
 
 
 def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str,
-             variant: str = "pond") -> dict[str, int]:
+             variant: str = "pond", partitioned: bool = False) -> dict[str, int]:
     """Write the four contract tables and the population's slowdown truth to ``out_dir``
-    (replaced whole); return row counts."""
+    (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
+    partitioned by creation day (``telemetry.io.write_partitioned``)."""
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
     lab = build_lab(lab_params, variant)
@@ -33,13 +35,21 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
-        public.to_parquet(tmp / "vms.parquet", index=False)
+        days = creation_days({"vms": public})["vms"]
+        if partitioned:
+            write_partitioned(tmp / "vms", public, days)
+        else:
+            public.to_parquet(tmp / "vms.parquet", index=False)
+        day_of = pd.Series(days.to_numpy(), index=public["vm_id"])
         writer, n_counters = None, 0
-        for part in iter_counters(vms, lab, fleet_params):
+        for k, part in enumerate(iter_counters(vms, lab, fleet_params)):
             table = pa.Table.from_pandas(part, preserve_index=False)
-            if writer is None:
-                writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)
-            writer.write_table(table)
+            if partitioned:
+                write_partitioned(tmp / "vm_counters", part, part["vm_id"].map(day_of), k, table.schema)
+            else:
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)
+                writer.write_table(table)
             n_counters += len(part)
         if writer is not None:
             writer.close()

@@ -1,0 +1,57 @@
+"""Where the fleet-sized stages run: in this process, or on a dask.distributed cluster.
+
+``engine.backend: dask`` hands the work that grows with the fleet to Dask (one task per customer
+partition in `features`, one per cluster in `simulate`); the code each task runs is the local
+code, so both engines give the same tables. The cluster is the one at ``DASK_SCHEDULER_ADDRESS``
+(``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with
+``engine.worker_memory`` each, started here and stopped when the stage ends. Dask is imported
+only when it is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from core.errors import ConfigError
+from core.params import EngineParams
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+T = TypeVar("T")
+
+
+@contextmanager
+def session(p: EngineParams) -> Iterator[Any | None]:
+    """A ``distributed.Client`` for the stage (None with the local engine)."""
+    if p.backend == "local":
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:   # pragma: no cover - the train install has it
+        raise ConfigError("engine.backend is dask but dask.distributed is not installed: "
+                          "install the train extra (bash scripts/setup.sh)") from None
+    address = os.environ.get(SCHEDULER_ENV)
+    if address:
+        try:
+            client = Client(address, timeout="30s")
+        except OSError as exc:
+            raise ConfigError(f"no Dask scheduler answers at {address} ({exc}): start one "
+                              f"(dask scheduler) or unset {SCHEDULER_ENV} to start a LocalCluster") from None
+        with client:
+            yield client
+        return
+    with LocalCluster(n_workers=p.workers, threads_per_worker=1, memory_limit=p.worker_memory,
+                      processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def run_all(client: Any | None, fn: Callable[..., T], tasks: Iterable[tuple]) -> list[T]:
+    """``fn(*task)`` for every task, in order: here, or one Dask task each."""
+    tasks = list(tasks)
+    if client is None:
+        return [fn(*t) for t in tasks]
+    futures = [client.submit(fn, *t, pure=False) for t in tasks]
+    return client.gather(futures)

@@ -1,0 +1,75 @@
+"""Issue 18: the VM tables as datasets partitioned by creation day, read back as the same tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from telemetry.fleet import generate
+from telemetry.io import DAY_KEY, find_table, read_raw, read_tables, write_tables
+from tests.conftest import SMALL_FLEET
+from telemetry.fleet import LabParams
+
+
+@pytest.fixture(scope="module")
+def partitioned_raw(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("raw_part") / "raw"
+    generate(LabParams(seed=5, repetitions=2), SMALL_FLEET, out, partitioned=True)
+    return out
+
+
+def _by_id(df: pd.DataFrame, key: str) -> pd.DataFrame:
+    return df.sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def test_generate_writes_one_folder_per_creation_day(partitioned_raw, small_tables):
+    days = sorted(p.name for p in (partitioned_raw / "vms").iterdir())
+    created = small_tables["vms"].created_at.dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")
+    assert days == [f"{DAY_KEY}={d}" for d in sorted(created.unique())]
+    assert sorted(p.name for p in (partitioned_raw / "vm_counters").iterdir()) == days
+    assert not (partitioned_raw / "vms.parquet").exists()
+
+
+def test_partitioned_tables_equal_the_single_files(partitioned_raw, small_tables):
+    part = read_tables(partitioned_raw)
+    for name, key in (("vms", "vm_id"), ("vm_counters", "vm_id")):
+        pd.testing.assert_frame_equal(_by_id(part[name], key), _by_id(small_tables[name], key))
+    for name in ("workloads", "slowdowns"):
+        pd.testing.assert_frame_equal(part[name], small_tables[name])
+
+
+def test_a_day_range_reads_only_those_days(partitioned_raw, small_tables):
+    vms = small_tables["vms"]
+    day = vms.created_at.dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")
+    lo, hi = sorted(day.unique())[2], sorted(day.unique())[4]
+    got = read_raw(find_table(partitioned_raw, "vms"), "vms", days=(lo, hi))
+    want = vms[(day >= lo) & (day <= hi)]
+    assert set(got.vm_id) == set(want.vm_id) and len(got) == len(want)
+    assert list(got.columns) == list(vms.columns)
+
+
+def test_a_day_without_any_optional_value_keeps_its_type(tmp_path, small_tables):
+    tables = {k: v.copy() for k, v in small_tables.items()}
+    first = tables["vms"].created_at.dt.date == tables["vms"].created_at.dt.date.min()
+    tables["vms"].loc[first, "workload_id"] = None      # that day's file has no workload_id at all
+    write_tables(tmp_path / "raw", tables, partitioned=True)
+    back = read_tables(tmp_path / "raw")
+    pd.testing.assert_frame_equal(_by_id(back["vms"], "vm_id"), _by_id(tables["vms"], "vm_id"))
+
+
+def test_only_the_fleet_tables_may_be_datasets(tmp_path):
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "vms").mkdir()
+    assert find_table(tmp_path, "workloads") is None
+    assert find_table(tmp_path, "vms") == tmp_path / "vms"
+
+
+def test_features_on_the_partitioned_layout_equal_the_single_files(tmp_path, partitioned_raw, small_bundle):
+    from pipelines.cli import main
+    assert main(["--quiet", "--params", str(small_bundle / "params.yaml"), "features", "--raw", str(partitioned_raw),
+                 "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 0
+    for name in ("vm_features.parquet", "snapshot/workload_history.parquet", "snapshot/customer_percentiles.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "features" / name),
+                                      pd.read_parquet(small_bundle / "features" / name), check_exact=True)
