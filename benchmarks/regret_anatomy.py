@@ -1,0 +1,78 @@
+"""Issue 13: where the regret of a 14-night backtest comes from. After `benchmarks/backtest_variants.py`:
+
+    python benchmarks/regret_anatomy.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+
+Per variant, from the saved nights (no model is trained again):
+- the best *fixed* threshold pair in hindsight: the one pair that, used on every night, gives the most mean
+  realized pool share with at least k of the n nights within the budget, and its mean regret. No nightly solver
+  that does not see the outcomes can be expected to beat it by much;
+- the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown
+  truth of the built-in fleet), beside the lab's out-of-fold estimate the solver must use at the same threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.params import load  # noqa: E402
+from evaluation.regret import realized_grid  # noqa: E402
+from optimize.solver import best, error_rate  # noqa: E402
+from pipelines.optimize import li_candidates, um_candidates  # noqa: E402
+
+
+def anatomy(wd: Path) -> None:
+    o = load(wd / "params.yaml").optimize
+    budget = (100.0 - o.tp) / 100.0
+    li = li_candidates(pd.read_parquet(wd / "li" / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
+    thresholds = li.threshold.to_numpy(float)
+    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
+    pools, mis, hindsight, decisions = [], [], [], []
+    for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
+        targets, _, _ = um_candidates(pd.read_parquet(night / "um" / "heldout_nights.parquet"))
+        offsets = json.loads((night / "um" / "manifest.json").read_text())["offsets"]
+        off = np.r_[np.nan, [offsets[f"{t:g}"] for t in targets[1:]]]
+        d = pd.read_parquet(night / "evaluation" / "decisions.parquet")
+        pool, m = realized_grid(d, thresholds, off, q)
+        pools.append(pool), mis.append(m), decisions.append(d)
+        b = best(pool, m, budget)
+        hindsight.append(pool[b] if b is not None else 0.0)
+    P, M, H = np.array(pools), np.array(mis), np.array(hindsight)
+    n = len(P)
+    print(f"{wd.name}: {n} nights; nightly hindsight-best pool {100 * H.mean():.2f}% on average")
+    for k in (n, n - 1):
+        ok = (M <= budget + 1e-12).sum(axis=0) >= k
+        value = np.where(ok, P.mean(axis=0), -1.0)
+        i, j = np.unravel_index(int(value.argmax()), value.shape)
+        print(f"  best fixed pair with >= {k}/{n} nights within the budget: LI threshold {thresholds[i]:g}, "
+              f"UM target {targets[j]:g}: pool {100 * P[:, i, j].mean():.2f}%, mean regret "
+              f"{100 * (H - P[:, i, j]).mean():.2f} points, worst night {100 * M[:, i, j].max():.2f}%")
+    d = pd.concat(decisions, ignore_index=True)
+    p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
+    print("  threshold | VMs called | fleet error rate among them | lab called / errors | lab estimate")
+    for t in (0.4, 0.5, 0.6, 0.7, 0.77, 0.8, 0.9):
+        called = h & (p >= t)
+        k = int(np.argmin(abs(thresholds - t)))
+        print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | "
+              f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-backtest-variants"))
+    ap.add_argument("--variants", nargs="+", default=["pond", "walks"])
+    a = ap.parse_args()
+    for v in a.variants:
+        anatomy(a.workdir / v)
+
+
+if __name__ == "__main__":
+    main()
