@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numba
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from core.params import load  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import in_window  # noqa: E402
-from pipelines.simulate import _decisions, _name, _nights, _seconds, _static, nightly_window  # noqa: E402
+from pipelines.simulate import _name, _static, nightly_decisions, read_trace  # noqa: E402
 
 
 @numba.njit(cache=True)
@@ -110,12 +109,8 @@ def main() -> None:
     server_c = args.server_scale * sp.sockets_per_server * sp.socket_vcpus
     server_m = args.server_scale * sp.sockets_per_server * sp.socket_memory_gb
     spp = args.pool_sockets // sp.sockets_per_server
-    vms = pd.read_parquet(ROOT / "data/raw/vms.parquet").sort_values("vm_id", kind="stable").reset_index(drop=True)
-    t0, start, end = _seconds(vms)
-    nights = _nights(ROOT / "data/backtest")
-    window, _, _ = nightly_window(t0, nights)
-    created_in = (start >= window[0]) & (start < window[1])
-    decisions, _, _ = _decisions(vms, created_in, nights, (1.82,))
+    vms = read_trace(ROOT / "data/raw")
+    (start, end), window, created_in, decisions = nightly_decisions(vms, ROOT / "data/backtest", (1.82,))
     mem, cores_all = vms.memory_gb.to_numpy(float), vms.vcpus.to_numpy(float)
     pools = {"all_local": np.zeros(len(mem)), **{_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}}
     for f in (0.15, 0.5):

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,7 +29,7 @@ from core.params import load  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import fleet_sizing  # noqa: E402
 from pipelines.simulate import (  # noqa: E402
-    _decisions, _name, _nights, _seconds, _static, nightly_window, summarize_sizing)
+    _name, _static, nightly_decisions, read_trace, summarize_sizing)
 
 
 def main() -> None:
@@ -39,12 +38,8 @@ def main() -> None:
     args = ap.parse_args()
     params = load(ROOT / "params.yaml")
     sp = params.simulate
-    vms = pd.read_parquet(ROOT / "data/raw/vms.parquet").sort_values("vm_id", kind="stable").reset_index(drop=True)
-    t0, start, end = _seconds(vms)
-    nights = _nights(ROOT / "data/backtest")
-    window, _, _ = nightly_window(t0, nights)
-    created_in = (start >= window[0]) & (start < window[1])
-    decisions, _, _ = _decisions(vms, created_in, nights, (1.82,))
+    vms = read_trace(ROOT / "data/raw")
+    (start, end), window, created_in, decisions = nightly_decisions(vms, ROOT / "data/backtest", (1.82,))
     mem = vms.memory_gb.to_numpy(float)
     pools = {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items() if p == "combined"}
     for f in (0.15, 0.5):

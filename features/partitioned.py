@@ -49,7 +49,8 @@ def partitioned_features(run: Runner, vms: pd.DataFrame, counters: pd.DataFrame 
                          p: FeatureParams, partitions: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(vm features, customer percentiles, workload history): what ``vm_features`` and ``snapshot``
     return for the whole fleet, computed one customer partition per task by ``run``."""
-    results = run(_task, [(v, c, events, p) for v, c in _split(vms, counters, partitions)])
+    results = run(_task, [(v, c, events, p) for v, c in _split(vms, counters, partitions)]) \
+        or [_task(vms, counters, events, p)]   # no VM: the local answer, empty tables of the right columns
     feats = pd.concat([r[0] for r in results], ignore_index=True)
     feats = feats.iloc[pd.Index(feats["vm_id"]).get_indexer(vms["vm_id"])].reset_index(drop=True)
     cust = pd.concat([r[1] for r in results], ignore_index=True)

@@ -130,10 +130,26 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     return out.drop(columns=["local_gb", "pool_gb"])
 
 
+def read_trace(raw_dir: Path) -> pd.DataFrame:
+    """The vms table (either layout) in vm_id order: the order every replay indexes its arrays by."""
+    return read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
+
+
+def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...]
+                      ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], np.ndarray, dict]:
+    """((start, end) seconds, window, created-in-window mask, decisions per (policy, ratio)) as `simulate`
+    replays the nightly window; for the sizing benchmarks."""
+    t0, start, end = _seconds(vms)
+    nights = _nights(backtest_dir)
+    window, _, _ = nightly_window(t0, nights)
+    created_in = (start >= window[0]) & (start < window[1])
+    return (start, end), window, created_in, _decisions(vms, created_in, nights, ratios)[0]
+
+
 def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
         out_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
     sp = params.simulate
-    vms = read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
+    vms = read_trace(raw_dir)
     if vms.empty:
         raise ConfigError("simulate: table 'vms' has no rows to replay; import a trace")
     t0, start, end = _seconds(vms)
