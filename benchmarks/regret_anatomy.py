@@ -7,7 +7,9 @@ Per variant, from the saved nights (no model is trained again):
   realized pool share with at least k of the n nights within the budget, and its mean regret. No nightly solver
   that does not see the outcomes can be expected to beat it by much;
 - the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown
-  truth of the built-in fleet), beside the lab's out-of-fold estimate the solver must use at the same threshold.
+  truth of the built-in fleet), beside the lab's out-of-fold estimate the solver must use at the same threshold,
+  and beside that estimate re-weighted to the fleet's scores (the lab's error rate per 0.1-wide score bin, Jeffreys
+  mean, weighted by the fleet's called VMs in each bin): does a shift in where the fleet's scores fall explain the gap?
 """
 
 from __future__ import annotations
@@ -57,12 +59,21 @@ def anatomy(wd: Path) -> None:
               f"{100 * (H - P[:, i, j]).mean():.2f} points, worst night {100 * M[:, i, j].max():.2f}%")
     d = pd.concat(decisions, ignore_index=True)
     p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
-    print("  threshold | VMs called | fleet error rate among them | lab called / errors | lab estimate")
+    in_bin = li.called.to_numpy(float) - np.r_[li.called.to_numpy(float)[1:], 0.0]   # lab workloads per threshold step
+    err_bin = li.errors.to_numpy(float) - np.r_[li.errors.to_numpy(float)[1:], 0.0]
+    print("  threshold | VMs called | fleet error rate among them | lab called / errors | lab estimate | "
+          "re-weighted to the fleet's scores")
     for t in (0.4, 0.5, 0.6, 0.7, 0.77, 0.8, 0.9):
         called = h & (p >= t)
         k = int(np.argmin(abs(thresholds - t)))
+        lo = np.arange(t, 1.0 - 1e-9, 0.1)
+        hi = np.r_[lo[1:], 1.01]
+        rate = [error_rate(in_bin[(thresholds >= a - 1e-9) & (thresholds < b - 1e-9)].sum(),
+                           err_bin[(thresholds >= a - 1e-9) & (thresholds < b - 1e-9)].sum()) for a, b in zip(lo, hi)]
+        weight = [int((called & (p >= a) & (p < b)).sum()) for a, b in zip(lo, hi)]
         print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | "
-              f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}")
+              f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
+              f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}")
 
 
 def main() -> None:

@@ -252,8 +252,9 @@ class EngineParams(Section):
 
     section = "engine"
     backend: Literal["local", "dask"] = Field("local",
-        description="local: one process (pandas/DuckDB); dask: features and simulate on a dask.distributed "
-                    "cluster, DASK_SCHEDULER_ADDRESS (or pond --scheduler) or a LocalCluster the stage starts")
+        description="local: one process (pandas/DuckDB); dask: features, simulate and the UM fits of train_um "
+                    "and backtest (lightgbm.dask) on a dask.distributed cluster, DASK_SCHEDULER_ADDRESS (or pond "
+                    "--scheduler) or a LocalCluster the stage starts")
     workers: int = Field(2, ge=1, description="dask, no scheduler address: worker processes of the LocalCluster")
     worker_memory: str = Field("4GiB", min_length=1,
         description="dask, no scheduler address: memory limit per worker (dask spills, then pauses, above it)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -11,7 +13,8 @@ from models.um import ConformalOffset
 from models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
 
 
-def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, client: Any = None
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per night: realized OP and UM of the raw (alpha = target) and calibrated models on the
     next day; and per night and target OP, the calibrated model's UM and realized OP.
 
@@ -22,7 +25,7 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> t
                       "nights"):
         if not usable(n):
             continue  # before the data starts, or a day without VMs: nothing to learn or score
-        model, cal = fit_night(n, p.target_op, p.target_op, seed)
+        model, cal = fit_night(n, p.target_op, p.target_op, seed, client)
         raw = model.predict(n.next_day)
         u, mem = labels(n.next_day)
         um_raw, op_raw = um_op(raw, u, mem)
@@ -49,13 +52,14 @@ def solver_curve(sweep: pd.DataFrame) -> pd.DataFrame:
                          "vms": g.vms.sum(), "overpredicted": g.overpredicted.sum()}).reset_index()
 
 
-def tradeoff(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int) -> tuple[pd.DataFrame, dict]:
+def tradeoff(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, client: Any = None
+             ) -> tuple[pd.DataFrame, dict]:
     """GBM (one model per target quantile) vs a static fraction, on the day after ``as_of``."""
     n = night(vm_features, as_of, p)
     u, mem = labels(n.next_day)
     rows = []
     for alpha in progress(p.alphas, desc=f"train_um night {as_of}: trade-off", unit="quantiles"):  # a fit each
-        model, _ = fit_night(n, alpha, p.target_op, seed)
+        model, _ = fit_night(n, alpha, p.target_op, seed, client)
         um, op = um_op(model.predict(n.next_day), u, mem)
         rows.append({"method": "gbm", "knob": alpha, "um": um, "op": op})
     fractions = np.round(np.arange(0.0, 0.96, 0.01), 2)

@@ -125,11 +125,13 @@ class UntouchedModel:
 
     The customer inputs are the ``cust_*`` columns of the VMs it is fit on, i.e. whatever
     ``features.percentiles`` made them; ``features_`` records them for export and serving.
+    ``client``: a ``distributed.Client`` to train on its workers (``models.dask_fit``), or None.
     """
 
-    def __init__(self, alpha: float = 0.04, seed: int = 0) -> None:
+    def __init__(self, alpha: float = 0.04, seed: int = 0, client: Any = None) -> None:
         self.alpha = alpha
         self.seed = seed
+        self.client = client
 
     def fit(self, vms: pd.DataFrame, untouched: np.ndarray) -> "UntouchedModel":
         self.vocabulary_ = fit_vocabulary(vms)
@@ -137,12 +139,19 @@ class UntouchedModel:
         self.features_ = self.encoder_.features
         X = self.encoder_.encode(vms)
         cat = [self.features_.index(c) for c in CATEGORICAL]
-        import lightgbm as lgb
+        y = np.asarray(untouched, dtype=np.float64)
+        if self.client is not None:
+            from models.dask_fit import fit_regressor
 
-        reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed,
-                                n_jobs=2, verbose=-1)
-        reg.fit(X, np.asarray(untouched, dtype=np.float64), feature_name=self.features_, categorical_feature=cat)
-        self.booster_ = float32_thresholds(reg.booster_)
+            booster = fit_regressor(self.client, X, y, seed=self.seed, feature_name=self.features_,
+                                    categorical_feature=cat, objective="quantile", alpha=self.alpha)
+        else:
+            import lightgbm as lgb
+
+            reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed,
+                                    n_jobs=2, verbose=-1)
+            booster = reg.fit(X, y, feature_name=self.features_, categorical_feature=cat).booster_
+        self.booster_ = float32_thresholds(booster)
         self.n_features_in_ = X.shape[1]
         return self
 

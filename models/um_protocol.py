@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -71,11 +72,13 @@ def usable_nights(vms: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> 
     return sum(map(usable, backtest_nights(vms, as_of, p)))
 
 
-def fit_night(n: Night, alpha: float, target: float, seed: int) -> tuple[UntouchedModel, ConformalOffset]:
+def fit_night(n: Night, alpha: float, target: float, seed: int, client: Any = None
+              ) -> tuple[UntouchedModel, ConformalOffset]:
+    """The night's model (on ``client``'s Dask workers when given) and its conformal offset."""
     if len(n.train) == 0:
         raise ConfigError(f"night {n.as_of.date()}: no VMs ended in the training window; "
                           "move base.as_of later or raise train_um.train_days")
-    model = UntouchedModel(alpha=alpha, seed=seed).fit(n.train, n.train["untouched_fraction"].to_numpy())
+    model = UntouchedModel(alpha=alpha, seed=seed, client=client).fit(n.train, n.train["untouched_fraction"].to_numpy())
     offset = ConformalOffset(target).fit(model.predict(n.calib), n.calib["untouched_fraction"].to_numpy())
     return model, offset
 

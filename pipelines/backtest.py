@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from core.engine import session
 from core.errors import ConfigError
 from core.params import Params
 from core.progress import progress, silenced
@@ -110,7 +111,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
     events = event_columns(tables["workloads"], WORKLOADS)
     counters = counters_source(raw_dir)
     rows, skipped = [], []
-    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp:
+    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client:
         for k in progress(range(n_nights - 1, -1, -1), desc="backtest", unit="nights"):   # in order, as nightly
             as_of = (last - pd.Timedelta(days=k)).date().isoformat()
             day = vmf[vmf.day == (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()].reset_index(drop=True)
@@ -127,7 +128,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
             cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
             with silenced():                       # one line per night (above), not train_um's own
-                um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots")
+                um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
             optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
                          night / "plots" / "frontier.csv", night / "plots" / "frontier.png")
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",

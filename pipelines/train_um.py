@@ -27,10 +27,12 @@ import numpy as np
 import onnx
 import pandas as pd
 
+from core.engine import session
 from core.errors import ConfigError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from evaluation.um_backtest import backtest, solver_curve, tradeoff
+from models.dask_fit import workers_of
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
 from models.runtime import sha256
 from models.um import ConformalOffset, customer_columns_of
@@ -40,7 +42,12 @@ from telemetry.io import AtomicDir, write_json
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
-        plots_dir: Path) -> dict[str, Any]:
+        plots_dir: Path, client: Any = None) -> dict[str, Any]:
+    """``client``: the caller's Dask client (`backtest` keeps one for all its nights); without it,
+    ``engine.backend: dask`` starts a session for this stage."""
+    if client is None and params.engine.backend != "local":
+        with session(params.engine) as own:
+            return run(params, features_dir, out_dir, metrics_path, plots_dir, own)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     vf = pd.read_parquet(features_dir / "vm_features.parquet")
     have, want = customer_columns_of(vf), params.features.customer_columns
@@ -51,12 +58,14 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
     with start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}) as _, \
             AtomicDir(out_dir) as tmp:
         import mlflow
-        nights, sweep = backtest(vf, as_of, p, seed)
+        if client is not None:
+            print(f"train_um: LightGBM on Dask (lightgbm.dask), {len(workers_of(client))} workers")
+        nights, sweep = backtest(vf, as_of, p, seed, client)
         if nights.empty:
             raise ConfigError(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
                               f"(nights end train_um.calib_lag_days={p.calib_lag_days} days before as_of): move "
                               "base.as_of later, or lower train_um.calib_lag_days / calib_days")
-        curve, metrics = tradeoff(vf, as_of, p, seed)
+        curve, metrics = tradeoff(vf, as_of, p, seed, client)
         metrics.update({
             "backtest_nights": int(len(nights)), "target_op": p.target_op,
             "backtest_censored_vms": int(nights.censored.sum()), "backtest_scored_vms": int(nights.vms.sum()),
@@ -66,7 +75,7 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
             "raw.mean_um": float(nights.um_raw.mean()), "calibrated.mean_um": float(nights.um_calibrated.mean()),
         })
         n = night(vf, as_of, p)
-        model, cal = fit_night(n, p.target_op, p.target_op, seed)
+        model, cal = fit_night(n, p.target_op, p.target_op, seed, client)
         calib_pred = model.predict(n.calib)
         offsets = {f"{t:g}": ConformalOffset(t).fit(calib_pred, n.calib.untouched_fraction).offset_
                    for t in sorted({*p.target_grid, p.target_op})}

@@ -1,19 +1,24 @@
-"""Issue 18: the dask engine gives the local engine's tables (features, simulate) on a LocalCluster."""
+"""Issue 18: the dask engine gives the local engine's tables (features, simulate) and a UM model as good
+(train_um, lightgbm.dask) on a LocalCluster."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from core.engine import session
 from core.errors import ConfigError
 from core.params import EngineParams, Params
 from features.partitioned import customer_partition
+from models.um_protocol import fit_night, night
 from pipelines.cli import main
-from tests.conftest import small_params
+from telemetry.fleet import FleetParams, LabParams, generate
+from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -77,3 +82,58 @@ def test_engine_params_are_validated():
     with pytest.raises(ConfigError, match="engine.backend"):
         Params(**{**small_params(), "engine": {"backend": "spark"}})
     assert EngineParams().backend == "local"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with session(EngineParams(backend="dask", workers=2, worker_memory="1GiB")) as c:
+        yield c
+
+
+def test_um_trains_on_every_worker(client, small_bundle):
+    from distributed import get_task_stream
+
+    vf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
+    n = night(vf, SMALL_AS_OF, Params(**small_params()).train_um)
+    with get_task_stream(client) as stream:
+        model, cal = fit_night(n, 0.04, 0.04, 7, client)
+    trained_on = {t["worker"] for t in stream.data if "_train_part" in str(t["key"])}
+    assert trained_on == set(client.scheduler_info(n_workers=-1)["workers"]) and len(trained_on) == 2
+    text = model.booster_.model_to_string()
+    assert "[machines:" not in text and "[local_listen_port:" not in text   # nothing of the run's ports
+    local, _ = fit_night(n, 0.04, 0.04, 7)
+    assert model.features_ == local.features_ and model.vocabulary_ == local.vocabulary_
+    pred = model.predict(n.next_day)
+    assert np.isfinite(pred).all() and ((pred >= 0) & (pred <= 1)).all() and np.isfinite(cal.offset_)
+
+
+MEDIUM_FLEET = FleetParams(seed=5, n_days=12, vms_per_day=2000, n_customers=600, new_customers_per_day=6)
+
+
+def test_train_um_on_dask_matches_local(tmp_path):
+    """The nightly model's held-out UM at the 4% OP target (calibrated, on each backtest night's next
+    day) and its realized OP, dask against local; the same float32-safe ONNX export, parity-checked.
+
+    Issue 18's bound (0.5 points) is for the built-in fleet (141,061 VMs; measured 0.10 points,
+    README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights, and the
+    dask model is not bit-reproducible (models.dask_fit): over repeated runs its UM was 0.26-0.49
+    points and its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
+    raw = tmp_path / "raw"
+    generate(LabParams(seed=5, repetitions=2), MEDIUM_FLEET, raw)
+    metrics = {}
+    for backend in ("local", "dask"):
+        wd = tmp_path / backend
+        params = str(_params(wd, backend))
+        with own_mlflow(wd):
+            if backend == "local":
+                _features(raw, wd, "local")
+            assert main(["--quiet", "--params", params, "train_um", "--features", str(tmp_path / "local" / "features"),
+                         "--out", str(wd / "um"), "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")]) == 0
+        metrics[backend] = json.loads((wd / "um.json").read_text())
+    local, dask = metrics["local"], metrics["dask"]
+    assert dask["backtest_nights"] == local["backtest_nights"] >= 2
+    assert abs(dask["calibrated.mean_um"] - local["calibrated.mean_um"]) < 0.01
+    assert abs(dask["calibrated.mean_op"] - local["calibrated.mean_op"]) < 0.016
+    assert dask["onnx_parity_max_abs_diff"] < 1e-6
+    manifest = {b: json.loads((tmp_path / b / "um" / "manifest.json").read_text()) for b in metrics}
+    assert manifest["dask"]["features"] == manifest["local"]["features"]
