@@ -1,8 +1,9 @@
 """Where the fleet-sized stages run: in this process, or on a dask.distributed cluster.
 
-``engine.backend: dask`` hands the work that grows with the fleet to Dask (one task per customer
-partition in `features`, one per cluster in `simulate`); the code each task runs is the local
-code, so both engines give the same tables. The cluster is the one at ``DASK_SCHEDULER_ADDRESS``
+``engine.backend: dask`` hands the work that grows with the fleet to Dask: one task per customer
+partition in `features` and per cluster in `simulate` (the local code each, so both engines give
+the same tables), and the UM fits of `train_um` and `backtest` to LightGBM's distributed learner
+(``models.dask_fit``; close to the local model, not equal to it). The cluster is the one at ``DASK_SCHEDULER_ADDRESS``
 (``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with
 ``engine.worker_memory`` each, started here and stopped when the stage ends. Dask is imported
 only when it is asked for.

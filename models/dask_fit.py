@@ -40,7 +40,7 @@ def fit_regressor(client: Any, X: np.ndarray, y: np.ndarray, *, seed: int, featu
     import lightgbm as lgb
     from dask import delayed
 
-    workers = workers_of(client)[:max(1, min(len(workers_of(client)), len(X)))]
+    workers = workers_of(client)[:max(1, len(X))]   # never a worker without rows
     order = np.random.default_rng(seed).permutation(len(X))
     X, y = np.ascontiguousarray(X[order]), np.ascontiguousarray(np.asarray(y, float)[order])
     cut = np.linspace(0, len(X), len(workers) + 1).round().astype(int)
@@ -49,8 +49,7 @@ def fit_regressor(client: Any, X: np.ndarray, y: np.ndarray, *, seed: int, featu
         fx, fy = client.scatter([X[a:b], y[a:b]], workers=[w], hash=False)
         xs.append(da.from_delayed(delayed(fx), shape=(b - a, X.shape[1]), dtype=X.dtype))
         ys.append(da.from_delayed(delayed(fy), shape=(b - a,), dtype=y.dtype))
-    reg = lgb.DaskLGBMRegressor(client=client, random_state=seed, deterministic=True, force_row_wise=True,
-                                verbose=-1, **params)
+    reg = lgb.DaskLGBMRegressor(client=client, random_state=seed, verbose=-1, **params)
     reg.fit(da.concatenate(xs), da.concatenate(ys), feature_name=list(feature_name),
             categorical_feature=list(categorical_feature))
     return lgb.Booster(model_str=_RUN_ONLY.sub("", reg.to_local().booster_.model_to_string()))

@@ -35,12 +35,12 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
-        days = creation_days({"vms": public})["vms"]
         if partitioned:
+            days = creation_days({"vms": public})["vms"]
             write_partitioned(tmp / "vms", public, days)
+            day_of = pd.Series(days.to_numpy(), index=public["vm_id"])
         else:
             public.to_parquet(tmp / "vms.parquet", index=False)
-        day_of = pd.Series(days.to_numpy(), index=public["vm_id"])
         writer, n_counters = None, 0
         for k, part in enumerate(iter_counters(vms, lab, fleet_params)):
             table = pa.Table.from_pandas(part, preserve_index=False)

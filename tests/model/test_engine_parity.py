@@ -116,7 +116,7 @@ def test_train_um_on_dask_matches_local(tmp_path):
 
     Issue 18's bound (0.5 points) is for the built-in fleet (141,061 VMs; measured 0.10 points,
     README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights, and the
-    dask model is not bit-reproducible (models.dask_fit): over repeated runs its UM was 0.26-0.49
+    dask model is not bit-reproducible (models.dask_fit): over 6 runs its UM was 0.19-0.49
     points and its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
     raw = tmp_path / "raw"
     generate(LabParams(seed=5, repetitions=2), MEDIUM_FLEET, raw)
