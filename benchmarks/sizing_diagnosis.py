@@ -2,7 +2,7 @@
 
     python benchmarks/sizing_diagnosis.py
 
-The same sizing as `pond simulate` (evaluation.sizing, first-fit placement, 0.1% moves, pools of 8,
+The same sizing as `pond simulate` (evaluation.sizing, pool-aware first fit, 0.1% moves, pools of 8,
 16 and 32 sockets) for the combined policy at 1.82 and static 15% / 50% pools, in three settings:
 - ``as_is``: the stage's own (warm-up VMs, created before the first modelled night, all local);
 - ``late_window``: the same decisions, DRAM measured over the last days of the window only, after
@@ -55,7 +55,8 @@ def main() -> None:
     for setting, decided, w in (("as_is", pools, window), ("late_window", pools, late), ("steady_proxy", steady, window)):
         table = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
                              vms.vcpus.to_numpy(float), mem, decided, (8, 16, 32), w,
-                             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate)
+                             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
+                             placement.assignment == "first_fit")
         fleet = summarize_sizing(table, sp)
         summary["servers"] = int(fleet.servers.iloc[0])
         for r in fleet.itertuples():

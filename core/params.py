@@ -220,11 +220,15 @@ class SimParams(Section):
     sockets_per_server: int = Field(2, ge=1, description="sockets per server")
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
+    pool_caps: tuple[float, ...] = Field((0.1, 0.15, 0.2, 0.3),
+        description="the nightly combined policy replayed again with no VM over this share on the pool, per cap")
     dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (CALIBRATION.md)")
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
                                               description="one nightly policy per pool latency, each sized")
     max_move_rate: float = Field(0.001, ge=0, le=1, description="VMs a sized cluster may move, share of the window's")
     warmup_days: int = Field(7, ge=0, description="--static-only: days replayed before the measured window")
+    policy_warmup_days: int = Field(3, ge=0,
+        description="nightly: days of the window whose decided VMs fill servers before DRAM is measured")
     recommend_tolerance: float = Field(0.005, ge=0,
         description="recommended pool: the smallest within this share of the best saving")
 

@@ -15,7 +15,9 @@ Ground truth per VM has two parts:
 Two misprediction counts:
 
 - conservative (Pond): a pool-only VM whose workload exceeds the PDM entirely on pool (FP), plus
-  every zNUMA VM whose real untouched memory is smaller than its zNUMA (OP);
+  every zNUMA VM whose real untouched memory is smaller than its zNUMA (OP). A VM the LI model
+  called insensitive but a pool cap gave a zNUMA (``models.decision``) is judged as pool-only: FP
+  if its workload exceeds the PDM entirely on pool, whatever it touches;
 - severity-aware: only those whose spill actually pushes the workload past the PDM. For a zNUMA
   VM, the spill is the touched memory that does not fit the local node, as a share of the touched
   memory, and the slowdown is the workload's mean slowdown at that share (linear between the
@@ -70,12 +72,13 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
     spill_gb = np.maximum(touched - local, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)
-    fp = (d == POOL_ONLY) & (full > pdm)
-    znuma = d == ZNUMA
+    called = np.asarray(decision.get("li_called", d == POOL_ONLY), bool)
+    fp = called & (full > pdm)            # a capped zNUMA of an insensitive call: judged as pool-only
+    znuma = (d == ZNUMA) & ~called
     op = znuma & (touched_so_far > local + 1e-9)          # final, or confirmed while running
     unresolved = znuma & censored & ~op                   # might still be overpredicted
     severe = fp | (op & ~censored & (slowdown_at(table, workload, spill_pct) > pdm))
-    return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "memory_gb": mem,
+    return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "li_called": called, "memory_gb": mem,
                          "pool_gb": decision["pool_gb"], "znuma_gb": decision["znuma_gb"],
                          "false_positive": fp, "overpredicted": op, "op_unresolved": unresolved,
                          "severe": severe, "censored": censored, "lab_truth": ~np.isnan(full),
@@ -88,7 +91,7 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
     insensitive, counted for each pool-only VM whose slowdown truth is unknown."""
     n = max(len(out), 1)
     gb = out["memory_gb"].sum()
-    pool_only = out.decision == POOL_ONLY
+    pool_only = out["li_called"] if "li_called" in out.columns else out.decision == POOL_ONLY
     unknown_pool_only = int((pool_only & ~out["lab_truth"]).sum())
     fp_est = unknown_pool_only * fp_estimate_rate / n
     confirmed = float((out["false_positive"] | out["overpredicted"]).mean()) if len(out) else 0.0
@@ -96,8 +99,8 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
     return {
         "vms": int(len(out)),
         "pool_share": float(out["pool_gb"].sum() / gb) if gb else 0.0,
-        "li_share": float(out.loc[pool_only, "memory_gb"].sum() / gb) if gb else 0.0,
-        "um_share": float(out["znuma_gb"].sum() / gb) if gb else 0.0,
+        "li_share": float(out.loc[pool_only, "pool_gb"].sum() / gb) if gb else 0.0,
+        "um_share": float(out.loc[~pool_only, "znuma_gb"].sum() / gb) if gb else 0.0,
         "false_positives": float(out["false_positive"].sum() / n + fp_est),
         "false_positives_estimated": float(fp_est),
         "fp_source": "truth" if unknown_pool_only == 0 else ("lab_estimate" if truth == 0 else "truth+lab_estimate"),

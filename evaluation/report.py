@@ -60,14 +60,23 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     sockets = _get(m, "simulate", "headline_pool_sockets")
     row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else
         f"combined {_pct(s.get('combined_r1.82'))} (182%), {_pct(s.get('combined_r2.22'))} (222%); "
-        f"static 15% {_pct(s.get('static_15pct'))}")
-    rec = _get(m, "simulate", "policies", "combined_r1.82", "recommended_pool_sockets")
-    row("recommended pool size (182%)", "simulate",
-        None if rec is None else ("no pool: all local is cheapest" if rec == 0 else f"{rec} sockets"))
+        f"UM only {_pct(s.get('um_only_r1.82'))}; static 15% {_pct(s.get('static_15pct'))}")
+    a = _get(m, "simulate", "answer")
+    row("sizing answer (182%)", "simulate", None if a is None else _answer(a.get("1.82")))
     r = m.get("register", {})
     row("registered", "register", None if not r else
         f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")
     return rows
+
+
+def _answer(a: dict[str, Any] | None) -> str:
+    if a is None:
+        return "no nightly policy within the budget: all local"
+    if not a["pool_sockets"]:
+        return f"no pool: all local is cheapest ({a['policy']} within the budget saves nothing)"
+    return (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "
+            f"{a['gb_per_pool']:.0f} GB/pool, saves {_pct(a['savings'])} DRAM at {_pct(a['realized_mispredictions'], 2)} "
+            "mispredicted")
 
 
 def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:

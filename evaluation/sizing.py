@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from core.progress import progress, silenced
+from evaluation import pool_fit
 from evaluation.pool_sim import Sweep, global_index
 
 PRECISION_GB = 1.0      # L is bisected to this
@@ -221,10 +222,17 @@ def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: 
 def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
                  sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
                  pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
-                 max_move_rate: float) -> pd.DataFrame:
+                 max_move_rate: float, pool_aware: bool = False) -> pd.DataFrame:
     """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
     the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
-    every server and pool bought at its own peak within the window, which no provider can buy)."""
+    every server and pool bought at its own peak within the window, which no provider can buy).
+
+    ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
+    afresh, with its split, on as many servers (``evaluation.pool_fit``); ``moves`` are then the
+    VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move."""
+    if pool_aware:
+        return _pool_aware_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
+                                  pool_sockets, window, server_vcpus, max_move_rate)
     keep = in_window(start_s, end_s, window)
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
@@ -265,6 +273,43 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
     return pd.DataFrame(rows)
 
 
+def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
+                       sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray,
+                       policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...], window: tuple[int, int],
+                       server_vcpus: float, max_move_rate: float) -> pd.DataFrame:
+    keep = in_window(start_s, end_s, window)
+    start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
+    cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
+    memory, cores = np.asarray(memory_gb, float)[keep], np.asarray(cores, float)[keep]
+    pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
+    cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus)
+    runs = [("all_local", 0, 1, np.zeros(len(memory)))]
+    for name, pool in pools.items():
+        runs += [(name, k, k // sockets_per_server, pool) for k in pool_sockets if k % sockets_per_server == 0]
+    fitted = {}
+    for idx, c in cl:   # the servers: the trace's first fit's, or more where this subset fits worse (rare)
+        top = 2.0 * float(max(c.memory_gb.max(initial=0.0),
+                              Sweep(start[idx], end[idx]).peaks("host", c.server, c.memory_gb).max(initial=0.0)))
+        fitted[int(cluster[idx[0]])] = (pool_fit.servers_for(start[idx], end[idx], c.cores, c.memory_gb, c.n_servers,
+                                                             c.cap_cores, top, c.budget(max_move_rate)), top)
+    rows = []
+    for name, k, spp, pool in progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs"):
+        for idx, c in cl:
+            ev, top = fitted[int(cluster[idx[0]])]
+            L, P, unplaced, where = pool_fit.size(ev, pool[idx], spp, c.budget(max_move_rate), top)
+            placed = where >= 0
+            sweep = Sweep(start[idx][placed], end[idx][placed])
+            srv = where[placed]
+            peak = sweep.peaks("host", srv, (c.memory_gb - pool[idx])[placed], window).sum()
+            if k:
+                peak += sweep.peaks("pool", srv // spp, pool[idx][placed], window).sum()
+            n_pools = -(-ev.n_servers // spp) if k else 0
+            sized = Sizing(L, P if k else 0.0, ev.n_servers, n_pools, unplaced, unplaced)
+            rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
+                         "peak_required_gb": float(peak)})
+    return pd.DataFrame(rows)
+
+
 def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
     return {"window_vms": int(c.counted.sum()), "servers": s.servers, "pools": s.pools,
             "local_gb_per_server": s.local_gb, "gb_per_pool": s.pool_gb, "required_gb": s.required_gb,
@@ -274,7 +319,8 @@ def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
 def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_s: np.ndarray, end_s: np.ndarray,
                             cluster: np.ndarray, host: np.ndarray, sockets_per_server: int, cores: np.ndarray,
                             memory_gb: np.ndarray, policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...],
-                            window: tuple[int, int], server_vcpus: float, max_move_rate: float) -> pd.DataFrame:
+                            window: tuple[int, int], server_vcpus: float, max_move_rate: float,
+                            pool_aware: bool = False) -> pd.DataFrame:
     """``fleet_sizing``, one task per cluster (``run(fn, tasks)``: here or on Dask), in its row order.
     Clusters share nothing (servers and pools never span two), so each task is the local code on
     one cluster's VMs."""
@@ -286,11 +332,11 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
         tasks.append((np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i],
                       sockets_per_server, np.asarray(cores)[i], np.asarray(memory_gb)[i],
                       {k: np.asarray(v)[i] for k, v in policies.items()}, pool_sockets, window, server_vcpus,
-                      max_move_rate))
+                      max_move_rate, pool_aware))
     parts = run(_quiet_sizing, tasks)
     if not parts:
         return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                            pool_sockets, window, server_vcpus, max_move_rate)
+                            pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
     table = pd.concat(parts, ignore_index=True)
     rank = {name: r for r, name in enumerate(["all_local", *policies])}
     k_rank = {k: r for r, k in enumerate(pool_sockets)} | {0: -1}

@@ -4,6 +4,13 @@
     else pool_gb = floor(u * memory_gb), u = clip(raw UM prediction - conformal offset, 0, 1)
          pool_gb == 0 -> local_only;  pool_gb > 0 -> znuma of pool_gb, the rest local
 
+With a *pool cap* ``c < 1`` no VM puts more than ``floor(c * memory_gb)`` on the pool: a VM called
+insensitive gets a zNUMA of exactly that, any other at most that. The models say how much of a VM
+may go to the pool; the cap says how much of it a provider wants there. Pools sized by per-server
+and per-pool peaks reward an even share on every server over whole VMs on the pool
+(``evaluation.pool_fit``). A capped VM never has more on the pool than the uncapped rule gives it,
+so it cannot be mispredicted where the uncapped decision was not.
+
 The rule is written once, as a compiled scalar function (``_kernels``). ``decide`` runs it over
 arrays in a compiled loop (evaluation, batches); ``decide_one`` calls it on one VM, which costs
 about a microsecond where ten numpy calls on length-1 arrays cost tens (the scheduler's path).
@@ -27,11 +34,13 @@ _LABELS = np.array(LABELS)
 class PolicyKnobs:
     li_threshold: float | None   # None: the LI model is not used
     um_offset: float | None      # None: the UM model is not used (no zNUMA)
+    pool_cap: float | None = None  # largest share of a VM on the pool; None: no cap (Pond's rule)
 
-    def floats(self) -> tuple[float, float]:
-        """The knobs as the compiled rule takes them: NaN stands for "model not used"."""
+    def floats(self) -> tuple[float, float, float]:
+        """The knobs as the compiled rule takes them: NaN stands for "not used"."""
         return (math.nan if self.li_threshold is None else float(self.li_threshold),
-                math.nan if self.um_offset is None else float(self.um_offset))
+                math.nan if self.um_offset is None else float(self.um_offset),
+                math.nan if self.pool_cap is None else float(self.pool_cap))
 
 
 class Decision(NamedTuple):
@@ -40,6 +49,7 @@ class Decision(NamedTuple):
     pool_gb: float
     znuma_gb: float
     untouched_fraction: float
+    li_called: bool              # the LI model called the VM insensitive (pool-only, or capped zNUMA)
 
 
 @cache
@@ -48,9 +58,10 @@ def _kernels() -> tuple[Any, Any]:
     import numba
 
     @numba.njit(cache=True)
-    def rule(memory_gb, has_history, p_insensitive, um_raw, li_threshold, um_offset):  # pragma: no cover
+    def rule(memory_gb, has_history, p_insensitive, um_raw, li_threshold, um_offset, pool_cap):  # pragma: no cover
         # NaN P(insensitive) (no history features) or NaN threshold (LI unused) compares False
-        pool_only = has_history and p_insensitive >= li_threshold
+        called = has_history and p_insensitive >= li_threshold
+        capped = pool_cap < 1.0      # NaN: no cap
         u = 0.0
         if not math.isnan(um_offset):
             u = um_raw - um_offset
@@ -58,22 +69,26 @@ def _kernels() -> tuple[Any, Any]:
                 u = 0.0
             elif u > 1.0:
                 u = 1.0
-        if pool_only:
-            return 2, memory_gb, 0.0, u
-        znuma = math.floor(u * memory_gb + 1e-9)   # whole GB, rounded down
-        return (1 if znuma > 0.0 else 0), znuma, znuma, u
+        if called and not capped:
+            return 2, memory_gb, 0.0, u, True
+        share = pool_cap if called else (min(u, pool_cap) if capped else u)
+        if not share > 0.0:
+            share = 0.0
+        znuma = math.floor(share * memory_gb + 1e-9)   # whole GB, rounded down
+        return (1 if znuma > 0.0 else 0), znuma, znuma, u, called
 
     @numba.njit(cache=True)
-    def rule_many(memory_gb, has_history, p_insensitive, um_raw, li_threshold, um_offset):  # pragma: no cover
+    def rule_many(memory_gb, has_history, p_insensitive, um_raw, li_threshold, um_offset, pool_cap):  # pragma: no cover
         n = memory_gb.shape[0]
         code = np.empty(n, np.int64)
         pool = np.empty(n)
         znuma = np.empty(n)
         u = np.empty(n)
+        called = np.empty(n, np.bool_)
         for i in range(n):
-            code[i], pool[i], znuma[i], u[i] = rule(memory_gb[i], has_history[i], p_insensitive[i], um_raw[i],
-                                                    li_threshold, um_offset)
-        return code, pool, znuma, u
+            code[i], pool[i], znuma[i], u[i], called[i] = rule(memory_gb[i], has_history[i], p_insensitive[i],
+                                                               um_raw[i], li_threshold, um_offset, pool_cap)
+        return code, pool, znuma, u, called
 
     return rule, rule_many
 
@@ -89,9 +104,9 @@ def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.nda
     if not len(has_history) == len(p) == len(raw) == n:
         raise ValueError(f"decide: {n} memory sizes, {len(has_history)} history flags, {len(p)} P(insensitive), "
                          f"{len(raw)} UM predictions; pass one of each per VM")
-    code, pool, znuma, u = _kernels()[1](memory_gb, has_history, p, raw, *knobs.floats())
+    code, pool, znuma, u, called = _kernels()[1](memory_gb, has_history, p, raw, *knobs.floats())
     return {"decision": _LABELS[code], "local_gb": memory_gb - pool, "pool_gb": pool, "znuma_gb": znuma,
-            "untouched_fraction": u}
+            "untouched_fraction": u, "li_called": called}
 
 
 def pool_gb(untouched: np.ndarray, memory_gb: np.ndarray) -> np.ndarray:
@@ -102,10 +117,10 @@ def pool_gb(untouched: np.ndarray, memory_gb: np.ndarray) -> np.ndarray:
 
 
 def decide_one(memory_gb: float, has_history: bool, p_insensitive: float, um_raw: float,
-               knobs: tuple[float, float]) -> Decision:
+               knobs: tuple[float, float, float]) -> Decision:
     """The same rule for one VM; ``knobs`` is ``PolicyKnobs.floats()``, converted once by the caller."""
-    code, pool, znuma, u = _kernels()[0](memory_gb, has_history, p_insensitive, um_raw, *knobs)
-    return Decision(LABELS[code], memory_gb - pool, pool, znuma, u)
+    code, pool, znuma, u, called = _kernels()[0](memory_gb, has_history, p_insensitive, um_raw, *knobs)
+    return Decision(LABELS[code], memory_gb - pool, pool, znuma, u, called)
 
 
 def policy_knobs(policy: dict) -> dict[str, PolicyKnobs]:

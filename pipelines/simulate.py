@@ -13,7 +13,16 @@ a warm-up that fills servers as production does.
   starts ``warmup_days`` after the trace's first arrival; static policies only.
 
 Fallback: a VM created before the window (or that no night scored) is all local under every
-policy alike, so that warm-up VMs weigh the same on each side of every comparison.
+policy alike, so that warm-up VMs weigh the same on each side of every comparison. Long-lived
+warm-up VMs hold half of the memory in use in the window's first days, so DRAM is measured after
+``simulate.policy_warmup_days`` of the window (the nightly policies' own VMs filling servers; each
+of them still decided by the night before its creation).
+
+Placement: the trace's servers when it names them (VMs stay, the few that no longer fit move);
+otherwise each policy is placed by a pool-aware first fit (``evaluation.pool_fit``), as Pond's
+scheduler places a VM knowing its split. ``simulate.pool_caps`` replays the night's combined
+policy with no VM over a share of its memory on the pool (``models.decision``): the same safe
+decisions, spread evenly, which per-server and per-pool peaks reward.
 """
 
 from __future__ import annotations
@@ -56,14 +65,23 @@ def _nights(backtest_dir: Path) -> list[Path]:
     return nights
 
 
-def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...]
+def _knobs(policy: dict, caps: tuple[float, ...]) -> dict[str, PolicyKnobs]:
+    """The night's policies, and its combined policy under each pool cap (``combined_cap15pct``)."""
+    knobs = policy_knobs(policy)
+    c = knobs["combined"]
+    return knobs | {f"combined_cap{round(100 * cap)}pct": PolicyKnobs(c.li_threshold, c.um_offset, cap) for cap in caps}
+
+
+def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
+               caps: tuple[float, ...] = ()
                ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray]:
     """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab
     error rate per ratio (for pool-only VMs without truth); which window VMs a night scored."""
     mem = vms["memory_gb"].to_numpy(float)
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
     local_all = {"decision": np.full(len(vms), "local_only", dtype=object), "local_gb": mem.copy(),
-                 "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms))}
+                 "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms)),
+                 "li_called": np.zeros(len(vms), bool)}
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     rates: dict[float, list[float]] = {r: [] for r in ratios}
     scored = np.zeros(len(vms), bool)
@@ -76,7 +94,7 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
         for ratio in ratios:
             policy = read_policy(night / f"policy_r{ratio:g}.json")
             rates[ratio].append(policy["li"]["error_rate"])
-            for name, knobs in policy_knobs(policy).items():
+            for name, knobs in _knobs(policy, caps).items():
                 d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
                 got = decide(mem[idx], s.has_history.to_numpy(), s[f"p_insensitive_r{ratio:g}"].to_numpy(),
                              s.um_raw.to_numpy(), knobs)
@@ -111,6 +129,20 @@ def nightly_window(t0: pd.Timestamp, nights: list[Path]) -> tuple[tuple[int, int
     return (int((lo - t0).total_seconds()), int((hi - t0).total_seconds())), lo, hi
 
 
+def _measured(window: tuple[int, int], label: str, sp: SimParams, nightly: bool, t0: pd.Timestamp
+              ) -> tuple[tuple[int, int], str]:
+    """The part of the nightly window DRAM is measured over: after ``policy_warmup_days`` of the
+    nightly policies' VMs filling servers (at least its last day is kept)."""
+    if not nightly or not sp.policy_warmup_days:
+        return window, label
+    lo = min(window[0] + 86400 * sp.policy_warmup_days, window[1] - 86400)
+    if lo <= window[0]:
+        return window, label
+    first = t0 + pd.Timedelta(seconds=lo)
+    return (lo, window[1]), f"{label}; DRAM measured from {first:%Y-%m-%d %H:%M}, after {(lo - window[0]) / 86400:g} " \
+                            "days of their VMs filling servers"
+
+
 def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
     base = table[table.policy == "all_local"]
@@ -135,7 +167,7 @@ def read_trace(raw_dir: Path) -> pd.DataFrame:
     return read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
 
 
-def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...]
+def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...], caps: tuple[float, ...] = ()
                       ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], np.ndarray, dict]:
     """((start, end) seconds, window, created-in-window mask, decisions per (policy, ratio)) as `simulate`
     replays the nightly window; for the sizing benchmarks."""
@@ -143,7 +175,7 @@ def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float
     nights = _nights(backtest_dir)
     window, _, _ = nightly_window(t0, nights)
     created_in = (start >= window[0]) & (start < window[1])
-    return (start, end), window, created_in, _decisions(vms, created_in, nights, ratios)[0]
+    return (start, end), window, created_in, _decisions(vms, created_in, nights, ratios, caps)[0]
 
 
 def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
@@ -174,14 +206,16 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     rates: dict[float, float] = {}
     scored = created_in
     if backtest_dir is not None:
-        decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios)
+        decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
     for f in sp.static_fractions:
         decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
+    decided, (window, label) = created_in, _measured(window, label, sp, backtest_dir is not None, t0)
+    created_in = (start >= window[0]) & (start < window[1])
 
     placement = place(vms, start, end, sp, pack_by)
     args = (start, end, placement.cluster, placement.host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
-            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate)
+            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, placement.assignment == "first_fit")
     if params.engine.backend == "local":
         table = fleet_sizing(*args)
     else:
@@ -192,8 +226,9 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     fleet = summarize_sizing(table, sp)
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
                          raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)
-    metrics = _metrics(fleet, table, realized, sp, placement, label, int(created_in.sum()),
-                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0])).sum()))
+    metrics = _metrics(fleet, table, realized, sp, placement, label, (100.0 - params.optimize.tp) / 100.0,
+                       int(created_in.sum()),
+                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0]) & ~decided).sum()))
     write_json(metrics_path, metrics)
     with AtomicDir(out_dir) as tmp:
         table.to_csv(tmp / "sizing_by_cluster.csv", index=False)
@@ -220,8 +255,24 @@ def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Path, pdm: float, rat
     return out
 
 
+def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
+    """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
+    realized mispredictions are within ``budget``, the one whose recommended pool saves the most.
+    Chosen on the window it is measured on, as a provider chooses hardware from its history."""
+    out: dict[str, Any] = {}
+    for name, p in policies.items():
+        for ratio, mis in p["realized_mispredictions"].items():
+            if name.startswith("static_") or not name.endswith(f"_r{ratio}") or mis > budget + 1e-12:
+                continue
+            best = out.get(ratio)
+            if best is None or p["recommended"]["savings"] > best["savings"]:
+                out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
+                              "realized_mispredictions": mis}
+    return out
+
+
 def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement, label: str,
-             window_vms: int, unscored: int, warm: int) -> dict[str, Any]:
+             budget: float, window_vms: int, unscored: int, warm: int) -> dict[str, Any]:
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
     all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,
@@ -248,7 +299,7 @@ def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimPa
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
-            "policies": policies}
+            "misprediction_budget": budget, "answer": answer(policies, budget), "policies": policies}
 
 
 def _print(m: dict[str, Any]) -> None:
@@ -268,6 +319,11 @@ def _print(m: dict[str, Any]) -> None:
         print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% "
               f"{100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% {100 * h.get('move_rate', np.nan):5.2f}% "
               f"{mis:>13s}  {advice}")
+    for ratio, a in m["answer"].items():
+        print(f"simulate answer at {ratio}: {a['policy']} ({100 * a['realized_mispredictions']:.2f}% mispredicted, "
+              f"budget {100 * m['misprediction_budget']:.0f}%): {a['pool_sockets']} sockets, "
+              f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} GB/pool, "
+              f"saves {100 * a['savings']:+.2f}% DRAM")
 
 
 def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:

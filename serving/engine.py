@@ -93,7 +93,7 @@ class Engine:
     policy: dict[str, Any]
     models: Models
     knobs: PolicyKnobs
-    knob_floats: tuple[float, float]            # knobs.floats(), as allocate_one passes them
+    knob_floats: tuple[float, float, float]   # knobs.floats(), as allocate_one passes them
     snapshot: dict[str, Any]
     history_p: dict[tuple[str, str, str], float]  # P(insensitive) per history key (NaN: no usable features)
     customer_index: dict[str, int]

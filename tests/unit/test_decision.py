@@ -27,6 +27,37 @@ def test_decision_paths_and_gb_rounding():
     assert (none["decision"] == "local_only").all() and (none["local_gb"] == mem).all()
 
 
+def test_a_pool_cap_trims_every_vm_and_gives_insensitive_ones_exactly_the_cap():
+    mem = np.array([16.0, 16.0, 16.0, 40.0, 8.0])
+    has_history = np.array([True, True, True, False, True])
+    p = np.array([0.9, 0.5, 0.5, 0.99, 0.95])
+    raw = np.array([0.0, 0.5, 0.1, 0.5, 0.0])
+    uncapped = decide(mem, has_history, p, raw, PolicyKnobs(0.8, 0.0))
+    d = decide(mem, has_history, p, raw, PolicyKnobs(0.8, 0.0, pool_cap=0.2))
+    # insensitive: floor(0.2 x 16) = 3 GB (not 16); UM 0.5 -> 3 GB (not 8); UM 0.1 -> 1 GB (under the cap);
+    # no history: UM 0.5 of 40 -> 8 GB; insensitive 8 GB VM: floor(1.6) = 1 GB
+    assert d["pool_gb"].tolist() == [3.0, 3.0, 1.0, 8.0, 1.0]
+    assert d["decision"].tolist() == ["znuma"] * 5
+    assert d["li_called"].tolist() == [True, False, False, False, True]
+    assert (d["pool_gb"] <= uncapped["pool_gb"]).all()
+    assert uncapped["li_called"].tolist() == [True, False, False, False, True]
+    assert decide(mem, has_history, p, raw, PolicyKnobs(0.8, 0.0, pool_cap=1.0))["pool_gb"].tolist() \
+        == uncapped["pool_gb"].tolist()
+
+
+def test_a_capped_insensitive_call_is_judged_as_pool_only():
+    table = pd.DataFrame([[0.0, 0.0, 20.0], [0.0, 1.0, 3.0]], index=["hot", "cool"], columns=[0.0, 50.0, 100.0])
+    vms = pd.DataFrame({"vm_id": ["a", "b"], "memory_gb": [10.0, 10.0], "untouched_fraction": [0.0, 0.0],
+                        "workload_id": ["hot", "cool"]})
+    d = decide(vms.memory_gb.to_numpy(), np.array([True, True]), np.array([0.9, 0.9]), np.zeros(2),
+               PolicyKnobs(0.8, 0.0, pool_cap=0.3))
+    out = outcomes(vms, d, table, pdm=5.0)
+    # both touch all 10 GB with 7 local, yet only the hot one (20% entirely on pool) is mispredicted: a FP
+    assert out.false_positive.tolist() == [True, False] and not out.overpredicted.any()
+    s = summarize(out)
+    assert s["li_share"] == pytest.approx(0.3) and s["um_share"] == 0.0 and s["mispredictions_conservative"] == 0.5
+
+
 def test_ground_truth_counts():
     table = pd.DataFrame([[0.0, 0.0, 20.0], [0.0, 1.0, 3.0]], index=["hot", "cool"], columns=[0.0, 50.0, 100.0])
     assert slowdown_at(table, pd.Series(["hot", "cool", "x"]), np.array([75.0, 100.0, 10.0]))[:2].tolist() == [10.0, 3.0]
@@ -46,7 +77,8 @@ def test_ground_truth_counts():
 
 
 @pytest.mark.parametrize("knobs", [PolicyKnobs(0.8, 0.0), PolicyKnobs(0.8, 0.25), PolicyKnobs(None, 0.1),
-                                   PolicyKnobs(0.5, None), PolicyKnobs(None, None)])
+                                   PolicyKnobs(0.5, None), PolicyKnobs(None, None), PolicyKnobs(0.8, 0.0, 0.15),
+                                   PolicyKnobs(0.5, None, 0.3), PolicyKnobs(None, 0.1, 1.0)])
 def test_one_vm_equals_the_vectorized_decision(knobs):
     """The scheduler's path (decide_one) and evaluate's (decide) run the same rule, field for field."""
     rng = np.random.default_rng(0)
@@ -59,8 +91,7 @@ def test_one_vm_equals_the_vectorized_decision(knobs):
     whole = decide(mem, has_history, p, raw, knobs)
     for i in range(n):
         one = decide_one(float(mem[i]), bool(has_history[i]), float(p[i]), float(raw[i]), knobs.floats())
-        got = [one.decision, one.local_gb, one.pool_gb, one.znuma_gb, one.untouched_fraction]
-        assert got == [whole[k][i] for k in Decision._fields], i
+        assert list(one) == [whole[k][i] for k in Decision._fields], i
     assert np.isfinite(whole["pool_gb"]).all()       # a NaN prediction puts nothing on the pool
     assert (whole["local_gb"] + whole["pool_gb"] == mem).all() and (whole["local_gb"] >= 0).all()
 

@@ -19,6 +19,8 @@ METRICS = {
                                                                     0.0191, "mispredictions_worst_case": 0.0255}},
     "simulate": {"headline_pool_sockets": 16, "savings_at_headline": {"combined_r1.82": 0.09, "combined_r2.22": 0.07,
                                                                       "static_15pct": 0.03},
+                 "answer": {"1.82": {"policy": "um_only_r1.82", "pool_sockets": 16, "local_gb_per_server": 579.4,
+                                     "gb_per_pool": 774.0, "savings": 0.0896, "realized_mispredictions": 0.0088}},
                  "policies": {"combined_r1.82": {"recommended_pool_sockets": 16}}},
     "register": {"model_name": "pond-znuma", "as_of": "2026-01-28", "promoted": False},
 }
@@ -30,8 +32,10 @@ def test_headline_rows_read_each_stage():
     assert rows["UM at OP 4%, backtest nights"] == "28.7% (static fraction 6.3%)"
     day = "next day 2026-01-29: pool share, realized mispredictions"
     assert rows[day] == "50.0%, 1.91% (worst case 2.55%; budget 2%)"
-    assert rows["DRAM saved at 16-socket pools vs all local"] == "combined 9.0% (182%), 7.0% (222%); static 15% 3.0%"
-    assert rows["recommended pool size (182%)"] == "16 sockets"
+    assert rows["DRAM saved at 16-socket pools vs all local"] == \
+        "combined 9.0% (182%), 7.0% (222%); UM only -; static 15% 3.0%"
+    assert rows["sizing answer (182%)"] == \
+        "um_only_r1.82: 16 sockets, 579 GB/server + 774 GB/pool, saves 9.0% DRAM at 0.88% mispredicted"
     assert rows["registered"] == "pond-znuma night 2026-01-28: challenger"
     assert rows["backtest: nights within budget, mean regret"] == "not run (metrics/backtest.json missing)"
 

@@ -1,0 +1,228 @@
+"""A pool-aware first fit, and the DRAM one cluster buys under it (Pond §6.1, §6.5).
+
+Where the trace names no server there is no placement to keep, so the scheduler places every VM,
+and Pond's scheduler knows a VM's local/pool split when it places it. Per cluster and policy, the
+VMs that overlap the window are replayed in time order (departures first at equal seconds); an
+arriving VM goes to the lowest-numbered server whose free vCPUs hold its vCPUs, whose free local
+DRAM (of ``L``) holds its local part and whose pool (of ``P``, ``servers_per_pool`` consecutive
+servers) holds its pool part. A VM that fits nowhere is *unplaced*: the cluster would need
+another server. Unplaced VMs count against the same budget as moves in the trace replay.
+
+A placement made for all-local memory and then split strands what the split frees on servers
+that were packed full and leaves no room on the servers whose VMs were not split, so a policy
+that splits VMs unevenly (whole VMs on the pool) pays for it on both sides; placed with their
+split, VMs fill what the policy freed.
+
+The search is per (cluster, policy, pool size) on the servers the all-local first fit opened:
+the smallest ``L`` (to 1 GB, bisected on the exact replay) for each of a few pool capacities
+``P``, then a finer look around the cheapest ``servers x L + pools x P``.
+
+The replay keeps a segment tree over servers laid out so that each pool is one subtree (pools are
+padded to a power of two of servers); a node holds the largest free vCPUs and local GB below it
+and, at the pool level and above, the largest free pool GB, so an arrival or a departure costs
+O(log servers) whatever the pool size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+
+import numpy as np
+
+COARSE = 8        # pool capacities tried per sizing, then REFINE more around the cheapest
+REFINE = 4
+PRECISION_GB = 1.0
+
+
+@cache
+def _kernel():
+    """The compiled replay; built on first use so importing this module stays cheap."""
+    import numba
+
+    @numba.njit(cache=True)
+    def replay(ev_vm, ev_arrival, cores, local, pool, n_srv, spp, cap_c, cap_l, cap_p,
+               max_unplaced):  # pragma: no cover - compiled
+        k = 0
+        while (1 << k) < spp:
+            k += 1
+        n_pools = (n_srv + spp - 1) // spp
+        size = 1
+        while size < max(n_pools << k, 1):
+            size *= 2
+        top = size >> k                 # pool nodes are [top, 2 * top)
+        tc = np.full(2 * size, -1.0)
+        tl = np.full(2 * size, -1.0)
+        tp = np.full(2 * size, np.inf)  # below the pool level a node never prunes on the pool
+        for s in range(n_srv):
+            leaf = size + ((s // spp) << k) + s % spp
+            tc[leaf] = cap_c
+            tl[leaf] = cap_l
+        for q in range(top):
+            tp[top + q] = cap_p if q < n_pools else -1.0
+        for node in range(size - 1, 0, -1):
+            tc[node] = max(tc[2 * node], tc[2 * node + 1])
+            tl[node] = max(tl[2 * node], tl[2 * node + 1])
+            if node < top:
+                tp[node] = max(tp[2 * node], tp[2 * node + 1])
+        where = np.full(cores.shape[0], -1, np.int64)
+        stack = np.empty(128, np.int64)
+        unplaced = 0
+        eps = 1e-6
+        for e in range(ev_vm.shape[0]):
+            v = ev_vm[e]
+            if ev_arrival[e]:
+                c, lo, po = cores[v] - eps, local[v] - eps, pool[v] - eps
+                found = -1
+                stack[0] = 1
+                depth = 1
+                while depth > 0:
+                    depth -= 1
+                    node = stack[depth]
+                    if tc[node] < c or tl[node] < lo or tp[node] < po:
+                        continue
+                    if node >= size:
+                        found = node
+                        break
+                    stack[depth] = 2 * node + 1
+                    stack[depth + 1] = 2 * node
+                    depth += 2
+                if found < 0:
+                    unplaced += 1
+                    if unplaced > max_unplaced:
+                        break
+                    continue
+                where[v] = found
+                sign = -1.0
+            else:
+                found = where[v]
+                if found < 0:
+                    continue
+                sign = 1.0
+            tc[found] += sign * cores[v]
+            tl[found] += sign * local[v]
+            tp[top + ((found - size) >> k)] += sign * pool[v]
+            node = found // 2
+            while node >= 1:
+                tc[node] = max(tc[2 * node], tc[2 * node + 1])
+                tl[node] = max(tl[2 * node], tl[2 * node + 1])
+                if node < top:
+                    tp[node] = max(tp[2 * node], tp[2 * node + 1])
+                node //= 2
+        server = np.full(cores.shape[0], -1, np.int64)
+        for v in range(cores.shape[0]):       # leaf -> server number
+            if where[v] >= 0:
+                off = where[v] - size
+                server[v] = (off >> k) * spp + (off & ((1 << k) - 1))
+        return unplaced, server
+
+    return replay
+
+
+@dataclass(frozen=True)
+class Events:
+    """One cluster's VMs overlapping the window, as the replay takes them."""
+
+    ev_vm: np.ndarray        # VM index per event, by time, departures first at equal seconds
+    ev_arrival: np.ndarray   # bool per event
+    cores: np.ndarray
+    memory_gb: np.ndarray
+    n_servers: int           # the servers the all-local first fit opened
+    cap_cores: float
+
+
+def events(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
+           cap_cores: float) -> Events:
+    n = len(start_s)
+    t = np.concatenate([np.maximum(end_s, np.asarray(start_s) + 1), start_s])
+    arrival = np.r_[np.zeros(n, bool), np.ones(n, bool)]
+    vm = np.r_[np.arange(n), np.arange(n)]
+    order = np.lexsort((vm, arrival, t))
+    return Events(vm[order].astype(np.int64), arrival[order], np.asarray(cores, float),
+                  np.asarray(memory_gb, float), int(n_servers), float(cap_cores))
+
+
+def servers_for(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
+                cap_cores: float, local_hi: float, budget: int) -> Events:
+    """The events on ``n_servers``, or on the fewest more servers where every VM fits all local at
+    ``local_hi`` within ``budget``: a first fit of a subset of the trace can need more than the
+    trace's did."""
+    ev = events(start_s, end_s, cores, memory_gb, n_servers, cap_cores)
+    none = np.zeros(len(ev.cores))
+    while ev.n_servers < len(ev.cores) and replay(ev, none, 1, local_hi, 0.0, budget)[0] > budget:
+        ev = replace(ev, n_servers=ev.n_servers + 1)
+    return ev
+
+
+def replay(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, cap_local: float, cap_pool: float,
+           max_unplaced: int | None = None) -> tuple[int, np.ndarray]:
+    """(VMs that fitted nowhere, server index per VM or -1); stops counting past ``max_unplaced``."""
+    pool_gb = np.asarray(pool_gb, float)
+    limit = len(ev.cores) + 1 if max_unplaced is None else int(max_unplaced)
+    return _kernel()(ev.ev_vm, ev.ev_arrival, ev.cores, ev.memory_gb - pool_gb, pool_gb, ev.n_servers,
+                     int(servers_per_pool), ev.cap_cores, float(cap_local), float(cap_pool), limit)
+
+
+def smallest_local(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, cap_pool: float, budget: int,
+                   hi: float) -> float | None:
+    """The smallest whole-GB ``L`` with at most ``budget`` VMs unplaced at pool capacity ``cap_pool``;
+    None when even ``hi`` leaves more unplaced."""
+    def ok(cap_local: float) -> bool:
+        return replay(ev, pool_gb, servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
+
+    hi = float(np.ceil(hi - 1e-9))
+    if not ok(hi):
+        return None
+    lo = 0.0                      # whole GB, and only values tried: first fit is not monotone in L
+    while hi - lo > PRECISION_GB:
+        mid = float(np.floor((lo + hi) / 2))
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def peak_total(ev: Events, amount: np.ndarray) -> float:
+    """The cluster's largest total of ``amount`` over its VMs alive at once."""
+    step = np.where(ev.ev_arrival, 1.0, -1.0) * np.asarray(amount, float)[ev.ev_vm]
+    return float(np.cumsum(step).max(initial=0.0))
+
+
+def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
+         local_hi: float) -> tuple[float, float, int, np.ndarray]:
+    """(L, P, unplaced, server per VM) of the cheapest ``servers x L + pools x P`` found;
+    ``local_hi``: an ``L`` at which every VM fits with no pool (the all-local one's upper bound)."""
+    pool_gb = np.asarray(pool_gb, float)
+    n_pools = -(-ev.n_servers // servers_per_pool)
+    top = min(peak_total(ev, pool_gb), servers_per_pool * local_hi)
+    if top <= 0:
+        grid = [0.0]
+    else:
+        grid = list(np.linspace(top / COARSE, top, COARSE))
+    cost: dict[float, tuple[float, float]] = {}
+    hi = local_hi
+
+    def look(p: float, hi: float) -> float | None:
+        if p not in cost:
+            L = smallest_local(ev, pool_gb, servers_per_pool, p, budget, hi)
+            cost[p] = (np.inf, np.inf) if L is None else (ev.n_servers * L + n_pools * p, L)
+        return None if np.isinf(cost[p][1]) else cost[p][1]
+
+    for p in grid:                       # L only falls as P grows: each bisection starts at the last L
+        got = look(p, hi)
+        hi = got if got is not None else hi
+    if len(grid) > 1 and any(np.isfinite(c[0]) for c in cost.values()):
+        step = grid[1] - grid[0]
+        for _ in range(REFINE):          # halve the step around the cheapest capacity so far
+            best = min(cost, key=lambda p: cost[p][0])
+            step /= 2
+            for p in (best - step, best + step):
+                if p > 0:
+                    look(float(p), local_hi)
+    finite = {p: c for p, c in cost.items() if np.isfinite(c[0])}
+    if not finite:                       # nothing fits within the budget: give every VM its own room
+        p = max(top, 0.0)
+        L = float(np.ceil(max(local_hi, float((ev.memory_gb - pool_gb).max(initial=0.0)))))
+    else:
+        p = min(finite, key=lambda q: (finite[q][0], q))
+        L = finite[p][1]
+    unplaced, where = replay(ev, pool_gb, servers_per_pool, L, p)
+    return float(L), float(p), int(unplaced), where
