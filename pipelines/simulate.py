@@ -327,19 +327,31 @@ def _print(m: dict[str, Any]) -> None:
 
 
 def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:
+    """One panel per latency ratio (its nightly policies, and the static pools in grey), legend beside."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name, c in curves.groupby("policy", sort=False):
-        mis = realized.get(name, {})
-        tag = f" ({', '.join(f'{100 * v:.1f}% mispredicted @{r}' for r, v in mis.items())})" if mis else ""
-        ax.plot(c.pool_sockets, c.savings_pct, marker="o", label=name + tag,
-                ls="-" if name.startswith("combined") else "--" if name.startswith("static") else ":")
-    ax.set_xscale("log", base=2)
+    names = list(dict.fromkeys(curves.policy))
+    ratios = sorted({n.rsplit("_r", 1)[1] for n in names if "_r" in n and not n.startswith("static")}) or [None]
+    fig, axes = plt.subplots(1, len(ratios), figsize=(6.5 * len(ratios), 5.0), sharey=True, squeeze=False)
     ticks = sorted(curves.pool_sockets.unique())
-    ax.set_xticks(ticks, [str(k) for k in ticks])
-    ax.minorticks_off()
-    ax.set(xlabel="pool size (sockets)", ylabel="DRAM saved vs all-local (%)",
-           title=f"DRAM a provider buys, steady state\n{window}")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.legend(fontsize=7)
+    for ax, ratio in zip(axes[0], ratios):
+        shown = [n for n in names if n.startswith("static") or ratio is None or n.endswith(f"_r{ratio}")]
+        for i, name in enumerate(shown):
+            c = curves[curves.policy == name]
+            mis = realized.get(name, {})
+            m = mis.get(ratio) if ratio is not None else next(iter(mis.values()), None)
+            static = name.startswith("static")
+            label = (name if ratio is None else name.replace(f"_r{ratio}", "")) + \
+                ("" if m is None else f" ({100 * m:.1f}% mispredicted)")
+            ax.plot(c.pool_sockets, c.savings_pct, marker="o", ms=3, label=label,
+                    color=str(0.35 + 0.12 * i % 0.5) if static else plt.get_cmap("tab10")(i % 10),
+                    ls="--" if static else "-")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.minorticks_off()
+        ax.set(xlabel="pool size (sockets)", title="all ratios" if ratio is None else f"pool latency {ratio}x local")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], -20))
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("DRAM saved vs all-local (%)")
+    fig.suptitle(f"DRAM a provider buys (Pond Fig. 21)\n{window}", fontsize=9)
     save_figure(fig, path)
