@@ -220,7 +220,7 @@ class SimParams(Section):
     sockets_per_server: int = Field(2, ge=1, description="sockets per server")
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
-    pool_caps: tuple[float, ...] = Field((0.1, 0.15, 0.2, 0.3),
+    pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),
         description="the nightly combined policy replayed again with no VM over this share on the pool, per cap")
     dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (CALIBRATION.md)")
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,

@@ -72,8 +72,9 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
     spill_gb = np.maximum(touched - local, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)
-    called = np.asarray(decision.get("li_called", d == POOL_ONLY), bool)
-    fp = called & (full > pdm)            # a capped zNUMA of an insensitive call: judged as pool-only
+    # a capped zNUMA of an insensitive call is judged as pool-only; one the cap left under 1 GB is all local
+    called = np.asarray(decision.get("li_called", d == POOL_ONLY), bool) & (np.asarray(decision["pool_gb"]) > 0)
+    fp = called & (full > pdm)
     znuma = (d == ZNUMA) & ~called
     op = znuma & (touched_so_far > local + 1e-9)          # final, or confirmed while running
     unresolved = znuma & censored & ~op                   # might still be overpredicted

@@ -149,9 +149,20 @@ def servers_for(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memor
     trace's did."""
     ev = events(start_s, end_s, cores, memory_gb, n_servers, cap_cores)
     none = np.zeros(len(ev.cores))
-    while ev.n_servers < len(ev.cores) and replay(ev, none, 1, local_hi, 0.0, budget)[0] > budget:
-        ev = replace(ev, n_servers=ev.n_servers + 1)
-    return ev
+
+    def fits(n: int) -> bool:
+        return replay(replace(ev, n_servers=n), none, 1, local_hi, 0.0, budget)[0] <= budget
+
+    most = max(len(ev.cores), ev.n_servers)           # a server per VM: all that more servers can do
+    if fits(ev.n_servers) or not fits(most):
+        return ev
+    lo, hi = ev.n_servers, ev.n_servers + 1           # lo does not fit; hi doubles until it does
+    while not fits(hi):
+        lo, hi = hi, min(ev.n_servers + 2 * (hi - ev.n_servers), most)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return replace(ev, n_servers=hi)
 
 
 def replay(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, cap_local: float, cap_pool: float,

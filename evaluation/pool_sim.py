@@ -65,11 +65,14 @@ class Sweep:
         self._groupings: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _grouping(self, key: object, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if key not in self._groupings:
+        """Events ordered by group; kept under ``key`` for the next call (None: a one-off grouping)."""
+        if key is None or key not in self._groupings:
             g = group[self.vm]
             o = np.argsort(g, kind="stable")      # stable: time order kept within each group
             gs = g[o]
             starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]]) if len(gs) else np.zeros(0, np.int64)
+            if key is None:
+                return o, gs, starts
             self._groupings[key] = (o, gs, starts)
         return self._groupings[key]
 

@@ -71,7 +71,7 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
 
 def _answer(a: dict[str, Any] | None) -> str:
     if a is None:
-        return "no nightly policy within the budget: all local"
+        return "no nightly policy at this ratio within the budget (or none replayed): all local"
     if not a["pool_sockets"]:
         return f"no pool: all local is cheapest ({a['policy']} within the budget saves nothing)"
     return (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "

@@ -286,23 +286,21 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
     runs = [("all_local", 0, 1, np.zeros(len(memory)))]
     for name, pool in pools.items():
         runs += [(name, k, k // sockets_per_server, pool) for k in pool_sockets if k % sockets_per_server == 0]
-    fitted = {}
+    fitted = []
     for idx, c in cl:   # the servers: the trace's first fit's, or more where this subset fits worse (rare)
-        top = 2.0 * float(max(c.memory_gb.max(initial=0.0),
-                              Sweep(start[idx], end[idx]).peaks("host", c.server, c.memory_gb).max(initial=0.0)))
-        fitted[int(cluster[idx[0]])] = (pool_fit.servers_for(start[idx], end[idx], c.cores, c.memory_gb, c.n_servers,
-                                                             c.cap_cores, top, c.budget(max_move_rate)), top)
+        sweep = Sweep(start[idx], end[idx])
+        top = 2.0 * float(max(c.memory_gb.max(initial=0.0), sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
+        fitted.append((sweep, top, pool_fit.servers_for(start[idx], end[idx], c.cores, c.memory_gb, c.n_servers,
+                                                        c.cap_cores, top, c.budget(max_move_rate))))
     rows = []
     for name, k, spp, pool in progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs"):
-        for idx, c in cl:
-            ev, top = fitted[int(cluster[idx[0]])]
+        for (idx, c), (sweep, top, ev) in zip(cl, fitted):
             L, P, unplaced, where = pool_fit.size(ev, pool[idx], spp, c.budget(max_move_rate), top)
-            placed = where >= 0
-            sweep = Sweep(start[idx][placed], end[idx][placed])
-            srv = where[placed]
-            peak = sweep.peaks("host", srv, (c.memory_gb - pool[idx])[placed], window).sum()
+            placed = where >= 0           # an unplaced VM counts nowhere: its amounts are zero on a spare server
+            srv = np.where(placed, where, ev.n_servers)
+            peak = sweep.peaks(None, srv, np.where(placed, c.memory_gb - pool[idx], 0.0), window).sum()
             if k:
-                peak += sweep.peaks("pool", srv // spp, pool[idx][placed], window).sum()
+                peak += sweep.peaks(None, srv // spp, np.where(placed, pool[idx], 0.0), window).sum()
             n_pools = -(-ev.n_servers // spp) if k else 0
             sized = Sizing(L, P if k else 0.0, ev.n_servers, n_pools, unplaced, unplaced)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),

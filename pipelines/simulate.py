@@ -335,16 +335,18 @@ def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None
     ticks = sorted(curves.pool_sockets.unique())
     for ax, ratio in zip(axes[0], ratios):
         shown = [n for n in names if n.startswith("static") or ratio is None or n.endswith(f"_r{ratio}")]
+        statics = [n for n in shown if n.startswith("static")]
         for i, name in enumerate(shown):
             c = curves[curves.policy == name]
             mis = realized.get(name, {})
             m = mis.get(ratio) if ratio is not None else next(iter(mis.values()), None)
-            static = name.startswith("static")
             label = (name if ratio is None else name.replace(f"_r{ratio}", "")) + \
                 ("" if m is None else f" ({100 * m:.1f}% mispredicted)")
-            ax.plot(c.pool_sockets, c.savings_pct, marker="o", ms=3, label=label,
-                    color=str(0.35 + 0.12 * i % 0.5) if static else plt.get_cmap("tab10")(i % 10),
-                    ls="--" if static else "-")
+            if name in statics:   # greys, darker for larger static shares
+                style = {"color": str(0.75 - 0.45 * statics.index(name) / max(len(statics) - 1, 1)), "ls": "--"}
+            else:
+                style = {"color": plt.get_cmap("tab10")(i % 10), "ls": "-"}
+            ax.plot(c.pool_sockets, c.savings_pct, marker="o", ms=3, label=label, **style)
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(k) for k in ticks])
         ax.minorticks_off()

@@ -58,6 +58,18 @@ def test_a_capped_insensitive_call_is_judged_as_pool_only():
     assert s["li_share"] == pytest.approx(0.3) and s["um_share"] == 0.0 and s["mispredictions_conservative"] == 0.5
 
 
+def test_an_insensitive_call_the_cap_left_all_local_is_not_judged():
+    """A 4 GB VM called insensitive under a 15% cap gets floor(0.6) = 0 GB on the pool: it runs all
+    local, so even its sensitive workload (hot: 20% on pool) is no false positive."""
+    table = pd.DataFrame([[0.0, 0.0, 20.0]], index=["hot"], columns=[0.0, 50.0, 100.0])
+    vms = pd.DataFrame({"vm_id": ["a"], "memory_gb": [4.0], "untouched_fraction": [0.0], "workload_id": ["hot"]})
+    d = decide(vms.memory_gb.to_numpy(), np.array([True]), np.array([0.9]), np.zeros(1), PolicyKnobs(0.8, 0.0, 0.15))
+    assert d["decision"].tolist() == ["local_only"] and d["li_called"].tolist() == [True]
+    out = outcomes(vms, d, table, pdm=5.0)
+    assert not out.false_positive.any()
+    assert summarize(out, fp_estimate_rate=0.5)["pool_only_without_truth"] == 0
+
+
 def test_ground_truth_counts():
     table = pd.DataFrame([[0.0, 0.0, 20.0], [0.0, 1.0, 3.0]], index=["hot", "cool"], columns=[0.0, 50.0, 100.0])
     assert slowdown_at(table, pd.Series(["hot", "cool", "x"]), np.array([75.0, 100.0, 10.0]))[:2].tolist() == [10.0, 3.0]

@@ -30,6 +30,7 @@ def test_committed_params_are_the_code_defaults():
     ({"optimize": {"latency_ratio": 3.0}}, None, "train_li trains ratios"),
     ({"optimize": {"tp": 101}}, None, "optimize.tp"),
     ({"simulate": {"pool_sockets": "many"}}, None, "simulate.pool_sockets"),
+    ({"simulate": {"pool_caps": [0.15, 0]}}, None, "simulate.pool_caps"),
     ({"shiny": {}}, None, "shiny: Extra inputs are not permitted"),
 ])
 def test_bad_params_fail_naming_the_key(section, values, message):

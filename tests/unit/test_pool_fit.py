@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.pool_fit import events, replay, size
+from evaluation.pool_fit import events, replay, servers_for, size
 from evaluation.sizing import fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -56,3 +56,11 @@ def test_pools_of_servers_not_a_power_of_two_keep_first_fit_order():
     unplaced, where = replay(ev, np.array([4.0, 4.0, 0.0]), 3, 8.0, 4.0)
     assert unplaced == 0 and where.tolist() == [0, 3, 0]
     assert replay(ev, np.array([4.0, 4.0, 4.0]), 3, 8.0, 4.0)[0] == 1     # a third 4 GB fits no pool
+
+
+def test_a_subset_that_needs_more_servers_than_the_trace_gets_the_fewest_that_fit():
+    """Three VMs of 4 vCPUs at once on 4-vCPU servers: the trace's count (1) fits one, so the fit
+    takes the fewest more that hold all three, 3; with one VM allowed unplaced, 2."""
+    args = (np.zeros(3, int), np.full(3, 10), np.full(3, 4.0), np.full(3, 8.0), 1, 4.0, 16.0)
+    assert servers_for(*args, 0).n_servers == 3
+    assert servers_for(*args, 1).n_servers == 2
