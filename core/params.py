@@ -206,6 +206,12 @@ class OptimizeParams(Section):
         description="quantile of a night's mispredictions that must be within the budget; null = the mean")
     samples: int = Field(4000, ge=100, description="joint draws (lab error rate x backtest night) behind that quantile")
     recent_days: int = Field(7, ge=1, description="days of VMs up to as_of whose LI scores stand for the next day's")
+    serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
+        description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
+                    "(each solved within the same budget); simulate's sizing answer says which saves DRAM")
+    pool_cap: Annotated[float, Field(gt=0, le=1)] | None = Field(None,
+        description="no VM served more than this share on the pool (a VM called insensitive gets exactly it); "
+                    "null: no cap")
 
 
 class SimParams(Section):

@@ -16,6 +16,7 @@ from scipy import stats
 
 from models import bundle
 from models.bundle import BundlePaths
+from models.decision import served_name
 from models.policy import read_policy
 
 DRIFT_COLUMNS_HISTORY = ("tma_dram_bound", "tma_memory_bound", "l3_miss_latency", "mlp", "tma_backend_bound")
@@ -57,10 +58,11 @@ def drift(a_dir: Path, b_dir: Path) -> pd.DataFrame:
 def summary(bundle_dir: Path) -> dict[str, Any]:
     info = bundle.verify(bundle_dir)
     policy = read_policy(Path(bundle_dir) / "policy.json")
-    ev = bundle.metrics(bundle_dir, "evaluate").get("combined", {})
+    metrics = bundle.metrics(bundle_dir, "evaluate")
+    ev = metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
     size = {k: (Path(bundle_dir) / k / policy[k]["model"]).stat().st_size for k in ("li", "um")}
     return {
-        "as_of": policy["as_of"], "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
+        "as_of": policy["as_of"], "served": served_name(policy), "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
         "expected_li": policy["li"]["expected_li"], "expected_um": policy["um"]["expected_um"],
         "expected_pool": policy["expected"]["pool_share"], "expected_fp": policy["li"]["expected_fp"],
         "expected_op": policy["um"]["expected_op"], "expected_mispredictions": policy["expected"]["mispredictions"],

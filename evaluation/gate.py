@@ -13,12 +13,20 @@ from core.params import GateParams
 
 def gate(candidate: dict[str, Any], champion: dict[str, Any] | None, budget: float,
          p: GateParams) -> tuple[bool, str]:
-    """(promote, reason). ``candidate``/``champion``: realized outcomes (evaluation.combined.summarize)."""
+    """(promote, reason). ``candidate``/``champion``: realized outcomes of the policy each serves
+    (evaluation.combined.summarize, and ``served_policy``). A changed ``optimize.serve`` is the
+    operator's choice: it passes on the budget alone, since the policies put memory on the pool
+    differently (what each saves is simulate's answer, not pool share)."""
     mis, pool = candidate["mispredictions_conservative"], candidate["pool_share"]
     if mis > budget:
         return False, f"realized mispredictions {mis:.2%} exceed the budget {budget:.2%}"
     if champion is None:
         return True, f"no champion yet; realized mispredictions {mis:.2%} within the budget {budget:.2%}"
+    mine, theirs = candidate.get("served_policy", "combined"), champion.get("served_policy", "combined")
+    if mine != theirs:   # pool share is not comparable across policies (a capped or UM-only one puts less there)
+        return True, (f"the served policy changed from {theirs} to {mine} (optimize.serve / pool_cap): pool share "
+                      f"{pool:.1%} vs the champion's {champion['pool_share']:.1%} is not compared; realized "
+                      f"mispredictions {mis:.2%} within the budget {budget:.2%}")
     drop = champion["pool_share"] - pool
     if drop > p.max_pool_share_drop:
         return False, (f"pool share {pool:.1%} is {drop:.1%} below the champion's {champion['pool_share']:.1%} "

@@ -49,10 +49,14 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     row("policy (solver)", "optimize", None if not o else
         f"LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'))}, expected pool "
         f"{_pct(o.get('pool_share'))}, mispredictions bound {_pct(o.get('mispredictions_bound'), 2)}")
-    c = _get(m, "evaluate", "combined") or {}
-    row(f"next day {_get(m, 'evaluate', 'day')}: pool share, realized mispredictions", "evaluate", None if not c else
-        f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "
-        f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})")
+    for key, what in (("combined", "Pond's combined policy"), ("served", "served")):
+        c = _get(m, "evaluate", key) or {}
+        if key == "served":
+            what = f"served ({_get(m, 'evaluate', 'served_policy') or 'combined'})"
+        row(f"next day {_get(m, 'evaluate', 'day')}, {what}: pool share, realized mispredictions", "evaluate",
+            None if not c else
+            f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "
+            f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})")
     b = m.get("backtest", {})
     row("backtest: nights within budget, mean regret", "backtest", None if not b else
         f"{b.get('nights_within_budget')} of {b.get('nights')}, {100 * b.get('regret_mean', float('nan')):.2f} points")
@@ -63,15 +67,18 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         f"UM only {_pct(s.get('um_only_r1.82'))}; static 15% {_pct(s.get('static_15pct'))}")
     a = _get(m, "simulate", "answer")
     row("sizing answer (182%)", "simulate", None if a is None else _answer(a.get("1.82")))
+    sv = _get(m, "simulate", "served")
+    row("served policy's saving (182%)", "simulate", None if sv is None else _answer(sv.get("1.82"), served=True))
     r = m.get("register", {})
     row("registered", "register", None if not r else
         f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")
     return rows
 
 
-def _answer(a: dict[str, Any] | None) -> str:
+def _answer(a: dict[str, Any] | None, served: bool = False) -> str:
     if a is None:
-        return "no nightly policy at this ratio within the budget (or none replayed): all local"
+        return ("the served policy was not replayed at this ratio" if served else
+                "no nightly policy at this ratio within the budget (or none replayed): all local")
     if not a["pool_sockets"]:
         return f"no pool: all local is cheapest ({a['policy']} within the budget saves nothing)"
     return (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "

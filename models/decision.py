@@ -19,7 +19,7 @@ about a microsecond where ten numpy calls on length-1 arrays cost tens (the sche
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -124,9 +124,19 @@ def decide_one(memory_gb: float, has_history: bool, p_insensitive: float, um_raw
 
 
 def policy_knobs(policy: dict) -> dict[str, PolicyKnobs]:
-    """The optimized policy and its LI-only / UM-only alternatives, from ``policy.json``."""
+    """The optimized policy and its LI-only / UM-only alternatives, from ``policy.json``; and under
+    ``served``, the one the service applies (``serve``: one of them, with its pool cap)."""
     alt = policy["alternatives"]
     um = policy["um"]["offset"] if policy["um"]["enabled"] else None
-    return {"combined": PolicyKnobs(policy["li"]["threshold"], um),
-            "li_only": PolicyKnobs(alt["li_only"]["li_threshold"], None),
-            "um_only": PolicyKnobs(None, alt["um_only"]["um_offset"])}
+    knobs = {"combined": PolicyKnobs(policy["li"]["threshold"], um),
+             "li_only": PolicyKnobs(alt["li_only"]["li_threshold"], None),
+             "um_only": PolicyKnobs(None, alt["um_only"]["um_offset"])}
+    serve = policy.get("serve") or {"policy": "combined", "pool_cap": None}
+    return knobs | {"served": replace(knobs[serve["policy"]], pool_cap=serve["pool_cap"])}
+
+
+def served_name(policy: dict) -> str:
+    """The served policy's name where policies are listed side by side: ``um_only``, ``combined_cap30pct``."""
+    serve = policy.get("serve") or {"policy": "combined", "pool_cap": None}
+    cap = serve["pool_cap"]
+    return serve["policy"] + ("" if cap is None or cap >= 1 else f"_cap{round(100 * cap)}pct")

@@ -73,6 +73,13 @@ class Expected(_Strict):
     mispredictions_bound: Share
 
 
+class Serve(_Strict):
+    """Which of the solved policies the service applies, and its pool cap (params ``optimize.serve``)."""
+
+    policy: Annotated[str, Field(pattern="^(combined|li_only|um_only)$")]
+    pool_cap: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None
+
+
 class Policy(_Strict):
     as_of: Day
     pdm: float = Field(gt=0, le=1000, allow_inf_nan=False)
@@ -86,6 +93,7 @@ class Policy(_Strict):
     expected: Expected
     alternatives: dict[Annotated[str, Field(pattern="^(li_only|um_only)$")], Alternative] = Field(min_length=2,
                                                                                                    max_length=2)
+    serve: Serve = Serve(policy="combined", pool_cap=None)   # files written before the setting: Pond's rule
 
 
 def read_policy(path: Path) -> dict[str, Any]:

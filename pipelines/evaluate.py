@@ -1,6 +1,7 @@
 """Stage `evaluate`: the policy, applied exactly as the service applies it, to every VM created on the
 day after the as-of day (ended or censored, ``evaluation.combined``); compared with LI-only,
-UM-only and static 10%/15% pools on the same VMs. Slowdown truth comes from
+UM-only and static 10%/15% pools on the same VMs; ``served`` is the one the service applies
+(``optimize.serve``), and ``decisions.parquet`` holds its decisions. Slowdown truth comes from
 ``evaluation.truth``; where there is none, false positives are the lab estimate, labelled so."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from core.errors import ConfigError
 from evaluation.combined import outcomes, summarize
 from evaluation.truth import truth_table
 from evaluation.plots import pyplot, save_figure
-from models.decision import PolicyKnobs, decide, policy_knobs
+from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
 from telemetry.io import AtomicDir, write_json
@@ -47,11 +48,13 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
             d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
             out = outcomes(vms, d, table, policy["pdm"])
             metrics[name] = summarize(out, rate)
-            if name == "combined":
+            if name == "served":
                 out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"]) \
                    .to_parquet(tmp / "decisions.parquet", index=False)
-    metrics["combined"]["within_budget"] = metrics["combined"]["mispredictions_conservative"] <= metrics["budget"]
-    c = metrics["combined"]
+    for name in ("combined", "served"):
+        metrics[name]["within_budget"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
+    metrics["served_policy"] = served_name(policy)
+    c = metrics["served"]
     if c["lab_truth_share"] < 1.0:
         print(f"evaluate: {1 - c['lab_truth_share']:.1%} of the {len(vms)} VMs have no lab workload with slowdown "
               "truth (no vms.workload_id, or a workload no truth table holds): their false positives are the lab "
@@ -70,6 +73,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     rows[["policy", "pool_share", "mispredictions_conservative", "mispredictions_severe"]].round(5) \
         .to_csv(plots_dir / "policies.csv", index=False)
     _plot(rows, metrics["budget"], plots_dir / "policies.png")
+    print(f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row 'served'")
     for r in rows.itertuples():
         print(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted {100 * r.mispredictions_conservative:5.2f}% "
               f"(severe {100 * r.mispredictions_severe:5.2f}%)")

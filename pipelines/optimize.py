@@ -8,7 +8,8 @@ model will call insensitive, in VMs and in GB).
 
 Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (mean and bound),
 the lab error rate among called workloads (what `evaluate` charges VMs without slowdown truth),
-the sha256 of both models, PDM, TP, ratio and as-of day; and the frontier (pool share vs
+the sha256 of both models, PDM, TP, ratio and as-of day, which policy the service applies
+(``optimize.serve``, ``optimize.pool_cap``); and the frontier (pool share vs
 misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only.
 """
 
@@ -25,6 +26,7 @@ from core.errors import ConfigError, ModelError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from features.history import KEY
+from models.decision import served_name
 from models.inference import load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.solver import Grid, best, error_rate, grid
@@ -128,6 +130,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
             "li_threshold": float(li.threshold[ai]) if ai > 0 else None,
             "um_offset": float(offsets[f"{targets[aj]:g}"]) if aj > 0 else None,
             "um_target_op": float(targets[aj]), "expected_pool_share": float(g.pool[ai, aj])}
+    policy["serve"] = {"policy": o.serve, "pool_cap": o.pool_cap}
     write_json(out_path, policy)
     write_json(metrics_path, {"pool_share": policy["expected"]["pool_share"],
                               "mispredictions": policy["expected"]["mispredictions"],
@@ -142,7 +145,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     _plot(frontier, tp, plot_path)
     print(f"optimize: li threshold {policy['li']['threshold']} ({policy['li']['method']}), um target "
           f"{policy['um']['target_op']}, pool share {g.pool[i, j]:.3f}, mispredictions {g.mean[i, j]:.4f} "
-          f"(bound {g.bound[i, j]:.4f}) within {budget:.3f}")
+          f"(bound {g.bound[i, j]:.4f}) within {budget:.3f}; the service applies {served_name(policy)}")
     return policy
 
 

@@ -22,7 +22,7 @@ from evaluation.truth import truth_table
 from evaluation.gate import gate
 from models import bundle
 from models.bundle import BundlePaths
-from models.decision import decide, policy_knobs
+from models.decision import decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
@@ -33,15 +33,15 @@ NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "ba
 
 
 def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Path) -> dict[str, Any]:
-    """A registered bundle's combined policy, realized on ``vms`` as `evaluate` realizes it."""
+    """A registered bundle's served policy, realized on ``vms`` as `evaluate` realizes it."""
     paths = BundlePaths.of(bundle_dir)
     policy = read_policy(paths.policy)
     models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
     s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
-               policy_knobs(policy)["combined"])
+               policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy["latency_ratio"])
-    return realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"])
+    return {**realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"]), "served_policy": served_name(policy)}
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:
@@ -67,7 +67,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, m
     day = pd.Timestamp(evaluation["day"]).date()
     vmf = pd.read_parquet(features_dir / "vm_features.parquet")
     day_vms = vmf[vmf.day == day].reset_index(drop=True)
-    candidate = evaluation["combined"]
+    candidate = {**evaluation["served"], "served_policy": evaluation["served_policy"]}
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
               "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}
     with AtomicDir(bundle_dir) as dst, start_run("register", {"model_name": gp.model_name,

@@ -23,6 +23,10 @@ otherwise each policy is placed by a pool-aware first fit (``evaluation.pool_fit
 scheduler places a VM knowing its split. ``simulate.pool_caps`` replays the night's combined
 policy with no VM over a share of its memory on the pool (``models.decision``): the same safe
 decisions, spread evenly, which per-server and per-pool peaks reward.
+
+The metrics' ``answer`` is, per ratio, the nightly policy within the budget that saves the most;
+``served`` is the one the service applies (``optimize.serve``, ``optimize.pool_cap``), which is
+replayed under its own name when no other row is it.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import place
 from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
 from evaluation.truth import truth_table
-from models.decision import PolicyKnobs, decide, policy_knobs
+from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
 from telemetry.io import AtomicDir, read_tables, write_json
 
@@ -66,10 +70,13 @@ def _nights(backtest_dir: Path) -> list[Path]:
 
 
 def _knobs(policy: dict, caps: tuple[float, ...]) -> dict[str, PolicyKnobs]:
-    """The night's policies, and its combined policy under each pool cap (``combined_cap15pct``)."""
+    """The night's policies, its combined policy under each pool cap (``combined_cap15pct``), and
+    the one it serves under its own name (``served_name``) where that is none of them."""
     knobs = policy_knobs(policy)
+    served = knobs.pop("served")
     c = knobs["combined"]
-    return knobs | {f"combined_cap{round(100 * cap)}pct": PolicyKnobs(c.li_threshold, c.um_offset, cap) for cap in caps}
+    knobs |= {f"combined_cap{round(100 * cap)}pct": PolicyKnobs(c.li_threshold, c.um_offset, cap) for cap in caps}
+    return knobs if served_name(policy) in knobs else knobs | {served_name(policy): served}
 
 
 def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
@@ -205,8 +212,11 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
         raise ConfigError(f"simulate: no VM was created in the window ({label}); check base.as_of and the trace")
     rates: dict[float, float] = {}
     scored = created_in
+    names: dict[str, str] = {}
     if backtest_dir is not None:
         decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
+        names = {f"{r:g}": _name(served_name(read_policy(nights[-1] / f"policy_r{r:g}.json")), r)
+                 for r in sp.latency_ratios}
     for f in sp.static_fractions:
         decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
     decided, (window, label) = created_in, _measured(window, label, sp, backtest_dir is not None, t0)
@@ -228,7 +238,8 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
                          raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)
     metrics = _metrics(fleet, table, realized, sp, placement, label, (100.0 - params.optimize.tp) / 100.0,
                        int(created_in.sum()),
-                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0]) & ~decided).sum()))
+                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0]) & ~decided).sum()),
+                       names)
     write_json(metrics_path, metrics)
     with AtomicDir(out_dir) as tmp:
         table.to_csv(tmp / "sizing_by_cluster.csv", index=False)
@@ -271,8 +282,23 @@ def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
     return out
 
 
+def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """Per latency ratio, what the policy the service applies (``names``: ratio -> its row) saves:
+    at its recommended pool size and at the headline size, beside the sizing answer."""
+    out: dict[str, Any] = {}
+    for ratio, name in names.items():
+        p = policies.get(name)
+        if p is None:
+            continue
+        out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
+                      "savings_at_headline": p.get("at_headline", {}).get("savings"),
+                      "realized_mispredictions": p["realized_mispredictions"].get(ratio)}
+    return out
+
+
 def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement, label: str,
-             budget: float, window_vms: int, unscored: int, warm: int) -> dict[str, Any]:
+             budget: float, window_vms: int, unscored: int, warm: int,
+             served_names: dict[str, str] | None = None) -> dict[str, Any]:
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
     all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,
@@ -299,7 +325,8 @@ def _metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimPa
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
-            "misprediction_budget": budget, "answer": answer(policies, budget), "policies": policies}
+            "misprediction_budget": budget, "answer": answer(policies, budget),
+            "served": served(policies, served_names or {}), "policies": policies}
 
 
 def _print(m: dict[str, Any]) -> None:
@@ -324,6 +351,14 @@ def _print(m: dict[str, Any]) -> None:
               f"budget {100 * m['misprediction_budget']:.0f}%): {a['pool_sockets']} sockets, "
               f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} GB/pool, "
               f"saves {100 * a['savings']:+.2f}% DRAM")
+    for ratio, a in m.get("served", {}).items():
+        best = m["answer"].get(ratio, {})
+        note = ("the sizing answer" if best.get("policy") == a["policy"] else
+                f"the answer {best['policy']} saves {100 * best['savings']:+.2f}%: set optimize.serve / pool_cap to serve it"
+                if best else "no nightly policy was within the budget")
+        mis = a["realized_mispredictions"]
+        print(f"simulate served at {ratio}: {a['policy']} ({'-' if mis is None else f'{100 * mis:.2f}%'} mispredicted): "
+              f"{a['pool_sockets']} sockets saves {100 * a['savings']:+.2f}% DRAM; {note}")
 
 
 def _plot(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:

@@ -35,7 +35,7 @@ import pandas as pd
 from core.errors import InputFormatError, ModelError
 from features.tma import REQUIRED_EVENTS, pmu_features
 from models.bundle import BundlePaths
-from models.decision import PolicyKnobs, decide, decide_one, policy_knobs
+from models.decision import PolicyKnobs, decide, decide_one, policy_knobs, served_name
 from models.inference import Models
 from models.policy import load_policy
 from telemetry import request
@@ -126,7 +126,7 @@ class Engine:
                           [[0.0] + [NAN] * (len(cust_cols) - 1)]]).astype(np.float32)
         version = label or version_of(policy_bytes, manifest_bytes)   # of what was read, not of the files now
         um = policy["um"]
-        knobs = policy_knobs(policy)["combined"]
+        knobs = policy_knobs(policy)["served"]
         engine = cls(
             version=version, policy=policy, models=models, knobs=knobs, knob_floats=knobs.floats(),
             snapshot=snapshot, um_cache={},
@@ -137,10 +137,10 @@ class Engine:
             info={"version": version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
                   "um_sha256": um["sha256"], "history_keys": len(keys), "customers": len(customers),
                   "snapshot_time": snapshot.get("snapshot_time")},
-            policy_summary={"li_threshold": policy["li"]["threshold"],
-                            "um_target_op": um["target_op"] if um["enabled"] else None,
-                            "um_offset": um["offset"] if um["enabled"] else None, "pdm": policy["pdm"],
-                            "tp": policy["tp"], "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of")},
+            policy_summary={"served": served_name(policy), "li_threshold": knobs.li_threshold,
+                            "um_target_op": _served_target(policy, knobs), "um_offset": knobs.um_offset,
+                            "pool_cap": knobs.pool_cap, "pdm": policy["pdm"], "tp": policy["tp"],
+                            "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of")},
         )
         shapes_path = paths.snapshot_dir / "request_shapes.parquet"
         if shapes_path.exists():   # older snapshots have none: the cache starts empty
@@ -261,3 +261,12 @@ class Engine:
         p_ins = float(self.models.p_insensitive(pmu_features(row, events, table="counters"))[0])
         p_exceed = 1.0 - p_ins if np.isfinite(p_ins) else 1.0
         return p_exceed, p_exceed >= self.qos_threshold
+
+
+def _served_target(policy: dict[str, Any], knobs: PolicyKnobs) -> float | None:
+    """The OP target behind the served UM offset (None: the served policy does not use UM)."""
+    if knobs.um_offset is None:
+        return None
+    if policy["serve"]["policy"] == "um_only":
+        return policy["alternatives"]["um_only"]["um_target_op"]
+    return policy["um"]["target_op"]

@@ -19,11 +19,12 @@ def store(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _night(small_bundle, small_raw, store, name: str, without_li: bool = False) -> list[str]:
-    """A metrics dir and policy for one night; optionally the same models with LI switched off."""
+def _night(small_bundle, small_raw, store, name: str, without_li: bool = False, serve: str = "combined") -> list[str]:
+    """A metrics dir and policy for one night serving ``serve``; optionally the same models with LI switched off."""
     d = store / name
     (d / "metrics").mkdir(parents=True)
     policy = json.loads((small_bundle / "policy.json").read_text())
+    policy["serve"] = {"policy": serve, "pool_cap": None}
     if without_li:
         policy["li"].update(enabled=False, threshold=None)
     (d / "policy.json").write_text(json.dumps(policy))
@@ -81,6 +82,15 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     drift = pd.read_csv(out / "drift.csv")
     assert (drift.psi == 0).all() and (drift.ks == 0).all()     # same snapshot in both versions
     assert main(["--params", str(params), "compare", "champion", "7"]) == 2   # no version 7: a clear error
+    assert table.loc["served", "pond-znuma/v1"] == "combined"
+
+    # the operator switches the service to UM only: less on the pool, by choice; judged on the budget alone
+    third = _night(small_bundle, small_raw, store, "night3", serve="um_only")
+    assert main(["--params", str(params), *third]) == 0
+    champion = _version(store, "champion")
+    assert str(champion.version) == "3" and "changed from combined to um_only" in champion.tags["gate.reason"]
+    reg = json.loads((store / "night3" / "register.json").read_text())
+    assert reg["candidate"]["pool_share"] < reg["champion_on_same_vms"]["pool_share"] - 0.02
 
 
 def _locked(*args, **kwargs):

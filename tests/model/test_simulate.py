@@ -75,3 +75,21 @@ def test_sizing_adds_up(sim):
     assert {"combined_r1.82", "combined_r2.22", "static_15pct"} <= set(m["policies"])
     assert set(m["policies"]["static_15pct"]["realized_mispredictions"]) == {"1.82", "2.22"}
     assert (wd / "plots" / "savings.png").exists()
+    # the policy the service applies (params.yaml: UM only) is reported per ratio from its own row
+    for ratio in ("1.82", "2.22"):
+        served = m["served"][ratio]
+        row = m["policies"][f"um_only_r{ratio}"]
+        assert served["policy"] == f"um_only_r{ratio}" and served["savings"] == row["recommended"]["savings"]
+        assert served["realized_mispredictions"] == row["realized_mispredictions"][ratio]
+
+
+def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
+    night = sorted(d for d in small_backtest.iterdir() if (d / "scores.parquet").exists())[0]
+    policy = read_policy(night / "policy_r1.82.json")
+    assert set(simulate._knobs(policy, (0.3,))) == {"combined", "li_only", "um_only", "combined_cap30pct"}
+    capped = {**policy, "serve": {"policy": "um_only", "pool_cap": 0.2}}
+    knobs = simulate._knobs(capped, (0.3,))
+    assert set(knobs) == {"combined", "li_only", "um_only", "combined_cap30pct", "um_only_cap20pct"}
+    assert knobs["um_only_cap20pct"] == policy_knobs(capped)["served"]
+    assert set(simulate._knobs({**policy, "serve": {"policy": "combined", "pool_cap": 0.3}}, (0.3,))) == \
+        {"combined", "li_only", "um_only", "combined_cap30pct"}

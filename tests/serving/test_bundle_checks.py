@@ -43,6 +43,8 @@ def _edit_policy(paths, edit) -> None:
     (lambda p: p["li"].update(sha256="abc"), "li.sha256"),
     (lambda p: p["alternatives"]["li_only"].update(li_threshold=2), "alternatives.li_only.li_threshold"),
     (lambda p: p.update(tp=250), "tp"),
+    (lambda p: p["serve"].update(policy="everything_on_the_pool"), "serve.policy"),
+    (lambda p: p["serve"].update(pool_cap=0), "serve.pool_cap"),
 ])
 def test_policy_values_are_checked(paths, edit, field):
     Engine.load(paths)                      # the untouched copy loads
@@ -50,6 +52,13 @@ def test_policy_values_are_checked(paths, edit, field):
     with pytest.raises(ModelError, match=f"field {field}:") as err:
         Engine.load(paths)
     assert str(paths.policy) in str(err.value)
+
+
+def test_a_policy_from_before_the_serve_setting_serves_ponds_rule(paths):
+    _edit_policy(paths, lambda p: p.pop("serve"))
+    eng = Engine.load(paths)
+    assert eng.policy["serve"] == {"policy": "combined", "pool_cap": None} and eng.policy_summary["served"] == "combined"
+    assert eng.knobs.li_threshold == eng.policy["li"]["threshold"] and eng.knobs.pool_cap is None
 
 
 def test_unreadable_policy_names_the_file(paths):

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.errors import ModelError
+from models.bundle import BundlePaths
 from serving.engine import Engine
 from serving.offline import allocations_frame, request_columns
 from telemetry.io import sha256_file
@@ -40,7 +41,32 @@ def test_allocations_equal_evaluate_decisions(engine, next_day_vms, small_bundle
     np.testing.assert_array_equal(got.p_insensitive.to_numpy(), ev.p_insensitive.to_numpy())
     np.testing.assert_array_equal(got.untouched_fraction.to_numpy(), ev.untouched_pred.to_numpy())
     assert (got.local_gb + got.pool_gb == got.memory_gb).all()
-    assert set(got.decision) == {"pool_only", "znuma", "local_only"}
+    assert engine.policy["serve"] == {"policy": "um_only", "pool_cap": None}   # params.yaml's optimize.serve
+    assert set(got.decision) == {"znuma", "local_only"} and engine.policy_summary["served"] == "um_only"
+
+
+@pytest.mark.parametrize("serve, cap", [("combined", None), ("combined", 0.3), ("li_only", None)])
+def test_the_engine_applies_the_served_policy(small_bundle, next_day_vms, tmp_path, serve, cap):
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    policy["serve"] = {"policy": serve, "pool_cap": cap}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    paths = bundle_paths(small_bundle)
+    eng = Engine.load(BundlePaths(tmp_path / "policy.json", paths.li_dir, paths.um_dir, paths.snapshot_dir))
+    out = eng.allocate(_cols(next_day_vms))
+    mem = next_day_vms.memory_gb.to_numpy(float)
+    threshold = policy["li"]["threshold"] if serve == "combined" else policy["alternatives"]["li_only"]["li_threshold"]
+    called = out["has_history"] & (np.nan_to_num(out["p_insensitive"], nan=-1) >= threshold)
+    assert called.sum() > 20 and eng.policy_summary["li_threshold"] == threshold
+    if cap is None:
+        assert (out["decision"][called] == "pool_only").all() and (out["pool_gb"][called] == mem[called]).all()
+        assert eng.policy_summary["served"] == serve and eng.policy_summary["pool_cap"] is None
+    else:   # a called VM gets exactly the cap, no VM more
+        assert "pool_only" not in set(out["decision"])
+        np.testing.assert_array_equal(out["pool_gb"][called], np.floor(cap * mem[called] + 1e-9))
+        assert (out["pool_gb"] <= np.floor(cap * mem + 1e-9)).all()
+        assert eng.policy_summary["served"] == "combined_cap30pct" and eng.policy_summary["pool_cap"] == cap
+    if serve == "li_only":   # LI alone: whole VMs or nothing, and no UM target echoed
+        assert set(out["decision"][~called]) == {"local_only"} and eng.policy_summary["um_target_op"] is None
 
 
 def test_unknown_customer_takes_the_no_history_path(engine, next_day_vms):

@@ -20,7 +20,8 @@ def test_swap_under_load(small_bundle, tmp_path, next_day_vms):
         shutil.copytree(small_bundle / d, tmp_path / d)
     shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "features" / "snapshot")
     policy_a = json.loads((small_bundle / "policy.json").read_text())
-    policy_b = {**policy_a, "li": {**policy_a["li"], "threshold": 0.0}}   # every VM with history -> pool_only
+    policy_b = {**policy_a, "li": {**policy_a["li"], "threshold": 0.0},   # every VM with history -> pool_only
+                "serve": {"policy": "combined", "pool_cap": None}}
     texts = [json.dumps(policy_a), json.dumps(policy_b)]
     reqs = [request_of(r) for r in next_day_vms.head(20).itertuples()]
     expected = {}
@@ -73,7 +74,8 @@ def test_version_names_the_policy_it_decides_with(small_bundle, tmp_path, monkey
         shutil.copytree(small_bundle / d, tmp_path / d)
     shutil.copytree(small_bundle / "features" / "snapshot", tmp_path / "features" / "snapshot")
     a = (small_bundle / "policy.json").read_bytes()
-    b = json.dumps({**json.loads(a), "li": {**json.loads(a)["li"], "threshold": 0.0}}).encode()
+    b = json.dumps({**json.loads(a), "li": {**json.loads(a)["li"], "threshold": 0.0},
+                    "serve": {"policy": "combined", "pool_cap": None}}).encode()
     write_atomic(tmp_path / "policy.json", a)
     verify = engine_module.verify_snapshot
 

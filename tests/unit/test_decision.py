@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.combined import outcomes, slowdown_at, summarize
-from models.decision import Decision, PolicyKnobs, decide, decide_one, pool_gb
+from models.decision import Decision, PolicyKnobs, decide, decide_one, policy_knobs, pool_gb, served_name
 
 
 def test_decision_paths_and_gb_rounding():
@@ -111,3 +111,21 @@ def test_one_vm_equals_the_vectorized_decision(knobs):
 def test_pool_gb_rounds_down_whole_gb_for_any_shape():
     got = pool_gb(np.array([[0.5, 0.2], [0.1, 1.5], [-0.3, 0.25]]), np.array([16.0, 4.0]))
     assert got.tolist() == [[8.0, 0.0], [1.0, 4.0], [0.0, 1.0]]   # 0.8 GB -> 0; 1.6 GB -> 1; clipped to [0, 1]
+
+
+def _policy(serve: dict | None) -> dict:
+    p = {"li": {"threshold": 0.6}, "um": {"enabled": True, "offset": 0.12},
+         "alternatives": {"li_only": {"li_threshold": 0.7}, "um_only": {"um_offset": 0.05}}}
+    return p if serve is None else {**p, "serve": serve}
+
+
+@pytest.mark.parametrize("serve, knobs, name", [
+    (None, PolicyKnobs(0.6, 0.12), "combined"),
+    ({"policy": "combined", "pool_cap": 0.3}, PolicyKnobs(0.6, 0.12, 0.3), "combined_cap30pct"),
+    ({"policy": "li_only", "pool_cap": None}, PolicyKnobs(0.7, None), "li_only"),
+    ({"policy": "um_only", "pool_cap": 0.2}, PolicyKnobs(None, 0.05, 0.2), "um_only_cap20pct"),
+])
+def test_the_served_knobs_are_the_chosen_policy_with_its_cap(serve, knobs, name):
+    got = policy_knobs(_policy(serve))
+    assert got["served"] == knobs and served_name(_policy(serve)) == name
+    assert got["combined"] == PolicyKnobs(0.6, 0.12) and got["um_only"] == PolicyKnobs(None, 0.05)

@@ -30,3 +30,12 @@ def test_pool_share_drop_beyond_the_allowance_is_rejected():
     assert not ok and "3.0% below the champion's 40.0%" in why
     assert gate(_m(0.01, 0.385), _m(0.01, 0.40), 0.02, P)[0]      # a 1.5-point drop is allowed
     assert gate(_m(0.01, 0.50), _m(0.001, 0.40), 0.02, P)[0]       # better pool share, still in budget
+
+
+def test_a_changed_served_policy_is_judged_on_the_budget_alone():
+    um_only = {**_m(0.009, 0.17), "served_policy": "um_only"}
+    ok, why = gate(um_only, {**_m(0.012, 0.48), "served_policy": "combined"}, 0.02, P)
+    assert ok and "changed from combined to um_only" in why and "not compared" in why
+    assert not gate({**um_only, "mispredictions_conservative": 0.03}, _m(0.012, 0.48), 0.02, P)[0]   # budget still holds
+    ok, why = gate(um_only, {**_m(0.009, 0.40), "served_policy": "um_only"}, 0.02, P)   # same policy: compared
+    assert not ok and "below the champion's" in why
