@@ -10,6 +10,10 @@ Per variant, from the saved nights (no model is trained again):
   truth of the built-in fleet), beside the lab's out-of-fold estimate the solver must use at the same threshold,
   and beside that estimate re-weighted to the fleet's scores (the lab's error rate per 0.1-wide score bin, Jeffreys
   mean, weighted by the fleet's called VMs in each bin): does a shift in where the fleet's scores fall explain the gap?
+- and the lab's error rate re-weighted by a covariate-shift density ratio in the LI feature space (fleet VMs with
+  history in the week before each night, as `optimize` reads them, against the lab workloads), two ways: each lab
+  workload weighted by the fleet VMs whose nearest lab workload it is (standardized features), and by a logistic
+  regression's odds of "fleet" (C = 1). Each lab workload keeps its out-of-fold score, recomputed as `train_li` does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.params import load  # noqa: E402
+from evaluation.li_select import candidates, oof_scores  # noqa: E402
+from features.history import KEY  # noqa: E402
+from models.li import training_set  # noqa: E402
+from telemetry.io import read_tables  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
 from optimize.solver import best, error_rate  # noqa: E402
 from pipelines.optimize import li_candidates, um_candidates  # noqa: E402
@@ -61,8 +69,10 @@ def anatomy(wd: Path) -> None:
     p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
     in_bin = li.called.to_numpy(float) - np.r_[li.called.to_numpy(float)[1:], 0.0]   # lab workloads per threshold step
     err_bin = li.errors.to_numpy(float) - np.r_[li.errors.to_numpy(float)[1:], 0.0]
+    lab_scores, sensitive, weights = density_ratio(wd, nights=[n for n in sorted((wd / "backtest").iterdir())
+                                                                if (n / "policy.json").exists()])
     print("  threshold | VMs called | fleet error rate among them | lab called / errors | lab estimate | "
-          "re-weighted to the fleet's scores")
+          "re-weighted to the fleet's scores | density ratio: nearest lab workload, logistic")
     for t in (0.4, 0.5, 0.6, 0.7, 0.77, 0.8, 0.9):
         called = h & (p >= t)
         k = int(np.argmin(abs(thresholds - t)))
@@ -73,7 +83,43 @@ def anatomy(wd: Path) -> None:
         weight = [int((called & (p >= a) & (p < b)).sum()) for a, b in zip(lo, hi)]
         print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | "
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
-              f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}")
+              f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
+              + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
+
+
+def _weighted_rate(called: np.ndarray, sensitive: np.ndarray, w: np.ndarray) -> float:
+    return float((w[called] * sensitive[called]).sum() / w[called].sum()) if w[called].sum() > 0 else float("nan")
+
+
+def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple[np.ndarray, np.ndarray, list]:
+    """(the lab workloads' out-of-fold scores, 1 = sensitive, [nearest-neighbour weights, logistic odds])."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    params = load(wd / "params.yaml")
+    o, p = params.optimize, params.train_li
+    feats = pd.read_parquet(wd / "features" / "workload_features.parquet")
+    X, y, names, ids = training_set(feats, read_tables(wd / "raw", ["slowdowns"])["slowdowns"], o.latency_ratio, o.pdm)
+    method = json.loads((wd / "li" / "manifest.json").read_text())["models"][f"r{o.latency_ratio:g}_pdm{o.pdm:g}"]["method"]
+    scores = oof_scores(candidates(names)[method], X, y, np.asarray(ids, dtype=object), p.cv_folds, params.base.seed,
+                        p.oof_repeats)
+    vmf = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=[*KEY, "created_at", "has_history"])
+    rows = []
+    for night in nights:
+        end = pd.Timestamp(night.name, tz="UTC") + pd.Timedelta(days=1)
+        recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < end) & vmf.has_history]
+        hist = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
+        rows.append(recent[list(KEY)].merge(hist, on=list(KEY)).reindex(columns=names).to_numpy(np.float32))
+    fleet = np.vstack(rows)
+    fleet = fleet[~np.isnan(fleet).all(axis=1)]
+    fleet = fleet[np.random.default_rng(params.base.seed).choice(len(fleet), min(len(fleet), max_fleet), replace=False)]
+    scaler = StandardScaler().fit(np.vstack([np.nan_to_num(X), np.nan_to_num(fleet)]))
+    lab, fl = scaler.transform(np.nan_to_num(X)), scaler.transform(np.nan_to_num(fleet))
+    nearest = ((fl ** 2).sum(1)[:, None] - 2 * fl @ lab.T + (lab ** 2).sum(1)[None, :]).argmin(axis=1)
+    knn = np.bincount(nearest, minlength=len(lab)).astype(float)
+    clf = LogisticRegression(C=1.0, max_iter=2000).fit(np.vstack([lab, fl]), np.r_[np.zeros(len(lab)), np.ones(len(fl))])
+    odds = clf.predict_proba(lab)[:, 1]
+    return scores, (1 - y).astype(float), [knn, odds / (1 - odds)]
 
 
 def main() -> None:
