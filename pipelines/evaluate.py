@@ -19,7 +19,7 @@ from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
-from telemetry.io import AtomicDir, write_json
+from telemetry.io import AtomicDir, read_days, write_json
 
 STATIC_FRACTIONS = (0.10, 0.15)
 
@@ -29,8 +29,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     policy = read_policy(policy_path)
     models = Models.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
-    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
-    vms = vmf[vmf.day == day].reset_index(drop=True)
+    vms = read_days(features_dir / "vm_features.parquet", day, day)
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
     s = score(models, vms, pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))

@@ -15,7 +15,7 @@ from features.build import empty_inputs, lab_features, request_shapes, snapshot,
 from features.partitioned import partitioned_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import COUNTERS, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
+from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
 
 def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     p = params.features
@@ -44,7 +44,7 @@ def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dic
     step("writing")
     with AtomicDir(out_dir) as tmp:
         lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)
-        vm_feats.to_parquet(tmp / "vm_features.parquet", index=False)
+        vm_feats.to_parquet(tmp / "vm_features.parquet", index=False, row_group_size=ROW_GROUP)
         (tmp / "snapshot").mkdir()
         cust.to_parquet(tmp / "snapshot" / "customer_percentiles.parquet", index=False)
         hist.to_parquet(tmp / "snapshot" / "workload_history.parquet", index=False)

@@ -16,6 +16,7 @@ misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from models.decision import served_name
 from models.inference import load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.solver import Grid, best, error_rate, grid
-from telemetry.io import write_json
+from telemetry.io import read_days, write_json
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
 VARIANTS = {"combined": (slice(None), slice(None)), "li_only": (slice(None), slice(0, 1)),
@@ -88,8 +89,9 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     model = li_manifest["models"][name]
     li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
     targets, um_n, op_n = um_candidates(pd.read_parquet(um_dir / "heldout_nights.parquet"))
-    vmf = pd.read_parquet(features_dir / "vm_features.parquet",
-                          columns=[*KEY, "created_at", "memory_gb", "has_history"])
+    last = pd.Timestamp(as_of).date()
+    vmf = read_days(features_dir / "vm_features.parquet", last - timedelta(days=o.recent_days - 1), last,
+                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
     li_vm, li_gb, h = fleet_li_shares(vmf, history, li_dir, model, li.threshold.to_numpy(),
                                              as_of, o.recent_days)

@@ -26,7 +26,7 @@ from models.decision import decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
-from telemetry.io import AtomicDir, write_json
+from telemetry.io import AtomicDir, read_days, write_json
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
@@ -65,8 +65,10 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, m
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "
                           f"(as-of {policy['as_of']}): run `dvc repro` so evaluate runs first")
     day = pd.Timestamp(evaluation["day"]).date()
-    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
-    day_vms = vmf[vmf.day == day].reset_index(drop=True)
+    day_vms = read_days(features_dir / "vm_features.parquet", day, day)
+    if "served" not in evaluation:
+        raise ConfigError(f"{metrics_dir / 'evaluate.json'} has no row 'served' (written before optimize.serve): "
+                          "run `dvc repro` so evaluate runs again")
     candidate = {**evaluation["served"], "served_policy": evaluation["served_policy"]}
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
               "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}

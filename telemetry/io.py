@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -23,6 +24,7 @@ from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
 
 
+ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
 PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet
 DAY_KEY = "created_day"                # their partition: the (VM's) creation day, UTC
 
@@ -63,6 +65,13 @@ def _read_dataset(path: Path, days: tuple[str, str] | None) -> pd.DataFrame:
     if not frags:
         return d.to_table(columns=columns, filter=ds.field(DAY_KEY) == "").to_pandas()
     return pa.concat_tables([f.to_table(columns=columns) for f in frags]).to_pandas()
+
+
+def read_days(path: Path, first: date, last: date, columns: list[str] | None = None, key: str = "day") -> pd.DataFrame:
+    """The rows of a Parquet file whose ``key`` (a date) is in [first, last], in file order. Row
+    groups whose statistics rule those days out are not read, so a stage that needs one day of a
+    fleet-sized table (written day by day, ``ROW_GROUP`` rows per group) holds about one day."""
+    return pd.read_parquet(path, columns=columns, filters=[(key, ">=", first), (key, "<=", last)])
 
 
 _READ_FIXES = (  # (error type, what it means, how to fix it), the first match wins

@@ -73,3 +73,26 @@ def test_features_on_the_partitioned_layout_equal_the_single_files(tmp_path, par
     for name in ("vm_features.parquet", "snapshot/workload_history.parquet", "snapshot/customer_percentiles.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "features" / name),
                                       pd.read_parquet(small_bundle / "features" / name), check_exact=True)
+
+
+def test_read_days_returns_those_days_and_skips_the_other_row_groups(tmp_path, small_bundle):
+    import datetime
+
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from telemetry.io import read_days
+
+    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
+    path = tmp_path / "vm_features.parquet"
+    vmf.to_parquet(path, index=False, row_group_size=100)
+    first, last = sorted(vmf.day.unique())[3:5]
+    got = read_days(path, first, last)
+    expected = vmf[(vmf.day >= first) & (vmf.day <= last)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)   # the same rows, in file order, every column
+    assert read_days(path, first, last, columns=["vm_id"]).vm_id.tolist() == expected.vm_id.tolist()
+    assert read_days(path, datetime.date(1999, 1, 1), datetime.date(1999, 1, 2)).empty
+    # the rows come from the few row groups the day's statistics allow, not from all of them
+    where = (ds.field("day") >= first) & (ds.field("day") <= last)
+    kept = [g for f in ds.dataset(path).get_fragments() for g in f.split_by_row_group(filter=where)]
+    assert pq.ParquetFile(path).metadata.num_row_groups > 3 * len(kept) and len(kept) >= 1
