@@ -62,7 +62,8 @@ def summary(bundle_dir: Path) -> dict[str, Any]:
     ev = metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
     size = {k: (Path(bundle_dir) / k / policy[k]["model"]).stat().st_size for k in ("li", "um")}
     return {
-        "as_of": policy["as_of"], "served": served_name(policy), "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
+        "as_of": policy["as_of"], "served": served_name(policy), "li_threshold": policy["li"]["threshold"],
+        "um_target_op": policy["um"]["target_op"],
         "expected_li": policy["li"]["expected_li"], "expected_um": policy["um"]["expected_um"],
         "expected_pool": policy["expected"]["pool_share"], "expected_fp": policy["li"]["expected_fp"],
         "expected_op": policy["um"]["expected_op"], "expected_mispredictions": policy["expected"]["mispredictions"],

@@ -49,10 +49,9 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     row("policy (solver)", "optimize", None if not o else
         f"LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'))}, expected pool "
         f"{_pct(o.get('pool_share'))}, mispredictions bound {_pct(o.get('mispredictions_bound'), 2)}")
-    for key, what in (("combined", "Pond's combined policy"), ("served", "served")):
+    served = f"served ({_get(m, 'evaluate', 'served_policy') or 'combined'})"
+    for key, what in (("combined", "Pond's combined policy"), ("served", served)):
         c = _get(m, "evaluate", key) or {}
-        if key == "served":
-            what = f"served ({_get(m, 'evaluate', 'served_policy') or 'combined'})"
         row(f"next day {_get(m, 'evaluate', 'day')}, {what}: pool share, realized mispredictions", "evaluate",
             None if not c else
             f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "

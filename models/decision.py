@@ -131,12 +131,17 @@ def policy_knobs(policy: dict) -> dict[str, PolicyKnobs]:
     knobs = {"combined": PolicyKnobs(policy["li"]["threshold"], um),
              "li_only": PolicyKnobs(alt["li_only"]["li_threshold"], None),
              "um_only": PolicyKnobs(None, alt["um_only"]["um_offset"])}
-    serve = policy.get("serve") or {"policy": "combined", "pool_cap": None}
+    serve = _serve(policy)
     return knobs | {"served": replace(knobs[serve["policy"]], pool_cap=serve["pool_cap"])}
 
 
 def served_name(policy: dict) -> str:
     """The served policy's name where policies are listed side by side: ``um_only``, ``combined_cap30pct``."""
-    serve = policy.get("serve") or {"policy": "combined", "pool_cap": None}
+    serve = _serve(policy)
     cap = serve["pool_cap"]
     return serve["policy"] + ("" if cap is None or cap >= 1 else f"_cap{round(100 * cap)}pct")
+
+
+def _serve(policy: dict) -> dict[str, Any]:
+    """``policy.json``'s ``serve``; a policy written before the setting serves Pond's rule."""
+    return policy.get("serve") or {"policy": "combined", "pool_cap": None}

@@ -65,10 +65,10 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, m
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "
                           f"(as-of {policy['as_of']}): run `dvc repro` so evaluate runs first")
     day = pd.Timestamp(evaluation["day"]).date()
-    day_vms = read_days(features_dir / "vm_features.parquet", day, day)
     if "served" not in evaluation:
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} has no row 'served' (written before optimize.serve): "
                           "run `dvc repro` so evaluate runs again")
+    day_vms = read_days(features_dir / "vm_features.parquet", day, day)
     candidate = {**evaluation["served"], "served_policy": evaluation["served_policy"]}
     window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
               "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}
