@@ -1,0 +1,131 @@
+"""Issue 18: the fleet-sized stages with both engines on the same fleet, side by side.
+
+    python benchmarks/scale_out.py [--vms-per-day 12000 --days 90] [--workers 2 --worker-memory 4GiB]
+                                   [--stages features train_um simulate] [--engines local dask] | grep '^{'
+
+(the workers' LightGBM log lines share the terminal; the figures are the JSON lines).
+
+The fleet is generated once into ``--workdir`` (partitioned by creation day), untimed, as
+`benchmarks/stage_1m.py` builds its own. Each stage then runs as its own `pond` process, as `dvc repro` runs it:
+- ``local``: the single-process path; its peak RSS is the process's;
+- ``dask``: the same command with ``--engine dask`` against a cluster this script starts (``--workers``
+  processes of ``--worker-memory`` each, one thread each), restarted before every stage so that each
+  worker's peak RSS (read from the worker with ``getrusage``) is that stage's. The stage's own process
+  (the driver) is reported beside the workers.
+Each engine reads its own `features` output. One JSON line per (engine, stage); a stage that fails (for
+instance, out of memory) is reported with its exit code, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WRAPPER = ("import resource, sys; from pipelines.cli import main; rc = main(sys.argv[1:]); "
+           "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+
+
+def stage_argv(stage: str, wd: Path, engine: str) -> list[str]:
+    feats, out = wd / f"features_{engine}", wd / engine
+    return {
+        "features": ["features", "--raw", str(wd / "raw"), "--out", str(feats), "--metrics", str(out / "features.json")],
+        "train_um": ["train_um", "--features", str(feats), "--out", str(out / "um"), "--metrics",
+                     str(out / "train_um.json"), "--plots", str(out / "plots")],
+        "simulate": ["simulate", "--raw", str(wd / "raw"), "--nightly", str(wd / "nightly"), "--out", str(out / "sim"),
+                     "--metrics", str(out / "simulate.json"), "--plots", str(out / "plots")],
+    }[stage]
+
+
+def _worker_peak_kb() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def run_stage(stage: str, wd: Path, engine: str, client) -> dict:
+    argv = ["--params", str(wd / "params.yaml"), "--engine", engine, *stage_argv(stage, wd, engine)]
+    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{wd / 'mlflow.db'}")
+    if client is not None:
+        client.restart()
+        env["DASK_SCHEDULER_ADDRESS"] = client.scheduler.address
+    t = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, env=env, cwd=ROOT)
+    wall = time.perf_counter() - t
+    row = {"engine": engine, "stage": stage, "exit_code": res.returncode, "wall_s": round(wall, 1)}
+    peak = [int(x.split()[1]) for x in res.stdout.splitlines() if x.startswith("PEAK_RSS_KB")]
+    if peak:
+        row["driver_peak_rss_gb"] = round(peak[0] / 2 ** 20, 2)
+    if res.returncode != 0:
+        row["error"] = (res.stderr.strip().splitlines() or ["(no message)"])[-1][:300]
+    if client is not None:
+        peaks = client.run(_worker_peak_kb)
+        row["worker_peak_rss_gb"] = sorted(round(kb / 2 ** 20, 2) for kb in peaks.values())
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vms-per-day", type=float, default=12000)
+    ap.add_argument("--days", type=int, default=90)
+    ap.add_argument("--customers", type=int, default=20000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--worker-memory", default="4GiB")
+    ap.add_argument("--stages", nargs="+", default=["features", "train_um", "simulate"])
+    ap.add_argument("--engines", nargs="+", default=["local", "dask"])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-scale"))
+    a = ap.parse_args()
+    wd = a.workdir.resolve()
+    wd.mkdir(parents=True, exist_ok=True)
+    os.chdir(ROOT)   # the nightly inputs are read from this checkout's data/
+    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+    import pandas as pd
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["generate"]["fleet"].update(vms_per_day=a.vms_per_day, n_days=a.days, n_customers=a.customers,
+                                       new_customers_per_day=a.customers / 200)
+    params["base"]["as_of"] = str((pd.Timestamp(params["generate"]["fleet"]["start"]) + pd.Timedelta(days=a.days - 8)).date())
+    params["engine"].update(workers=a.workers, worker_memory=a.worker_memory)
+    (wd / "params.yaml").write_text(yaml.safe_dump(params))
+    pond = [sys.executable, "-m", "pipelines", "--params", str(wd / "params.yaml")]
+    if not (wd / "raw" / "vms").is_dir():
+        t = time.perf_counter()
+        subprocess.run(pond + ["generate", "--partitioned", "--out", str(wd / "raw")], check=True, cwd=ROOT)
+        print(f"generate --partitioned (untimed for the targets): {time.perf_counter() - t:.1f} s", flush=True)
+    cluster = client = None
+    if "dask" in a.engines:
+        from distributed import Client, LocalCluster
+        cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, memory_limit=a.worker_memory,
+                               processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        for engine in a.engines:
+            for stage in a.stages:
+                if stage == "simulate" and not (wd / "nightly").exists():
+                    from stage_1m import nightly_inputs   # this checkout's last backtest night's policies and models
+                    feats = wd / f"features_{engine}"
+                    (wd / "features").unlink(missing_ok=True)
+                    (wd / "features").symlink_to(feats)   # nightly_inputs reads <workdir>/features
+                    nightly_inputs(wd, params["base"]["as_of"], params["backtest"]["nights"],
+                                   params["simulate"]["latency_ratios"])
+                row = run_stage(stage, wd, engine, client if engine == "dask" else None)
+                print(json.dumps({"vms_per_day": a.vms_per_day, "days": a.days, "cores": os.cpu_count(),
+                                  "workers": a.workers if engine == "dask" else None,
+                                  "worker_memory": a.worker_memory if engine == "dask" else None, **row}), flush=True)
+        a_, b_ = wd / "features_local" / "vm_features.parquet", wd / "features_dask" / "vm_features.parquet"
+        if a_.exists() and b_.exists():   # the engines' parity, on this fleet
+            print(json.dumps({"vm_features_equal": pd.read_parquet(a_).equals(pd.read_parquet(b_))}))
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
+
+
+if __name__ == "__main__":
+    main()
