@@ -131,23 +131,28 @@ class Events:
     cap_cores: float
 
 
-def events(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
-           cap_cores: float) -> Events:
+def event_order(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(VM index, is arrival) per event: by time, departures first at equal seconds, then row order.
+    A VM lives at least one second. The trace replay (``evaluation.sizing``) and this one share it."""
+    start_s = np.asarray(start_s)
     n = len(start_s)
-    t = np.concatenate([np.maximum(end_s, np.asarray(start_s) + 1), start_s])
+    t = np.concatenate([np.maximum(end_s, start_s + 1), start_s])
     arrival = np.r_[np.zeros(n, bool), np.ones(n, bool)]
     vm = np.r_[np.arange(n), np.arange(n)]
     order = np.lexsort((vm, arrival, t))
-    return Events(vm[order].astype(np.int64), arrival[order], np.asarray(cores, float),
-                  np.asarray(memory_gb, float), int(n_servers), float(cap_cores))
+    return vm[order].astype(np.int64), arrival[order]
 
 
-def servers_for(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
-                cap_cores: float, local_hi: float, budget: int) -> Events:
-    """The events on ``n_servers``, or on the fewest more servers where every VM fits all local at
-    ``local_hi`` within ``budget``: a first fit of a subset of the trace can need more than the
+def events(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
+           cap_cores: float) -> Events:
+    return Events(*event_order(start_s, end_s), np.asarray(cores, float), np.asarray(memory_gb, float),
+                  int(n_servers), float(cap_cores))
+
+
+def servers_for(ev: Events, local_hi: float, budget: int) -> Events:
+    """The events on their ``n_servers``, or on the fewest more servers where every VM fits all local
+    at ``local_hi`` within ``budget``: a first fit of a subset of the trace can need more than the
     trace's did."""
-    ev = events(start_s, end_s, cores, memory_gb, n_servers, cap_cores)
     none = np.zeros(len(ev.cores))
 
     def fits(n: int) -> bool:

@@ -207,14 +207,10 @@ def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: 
     bounds = np.flatnonzero(np.r_[True, np.diff(cluster[order]) != 0, True]) if len(cluster) else np.zeros(1, int)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         idx = order[lo:hi]
-        n = len(idx)
-        t = np.concatenate([end_s[idx], start_s[idx]])
-        arrival = np.r_[np.zeros(n, bool), np.ones(n, bool)]
-        vm = np.r_[np.arange(n), np.arange(n)]
-        ev = np.lexsort((vm, arrival, t))       # by time, departures first, then row order
+        ev_vm, ev_arrival = pool_fit.event_order(start_s[idx], end_s[idx])
         server = np.asarray(host)[idx].astype(np.int64)
         cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
-        out.append((idx, Cluster(vm[ev].astype(np.int64), arrival[ev], server, np.asarray(cores, float)[idx],
+        out.append((idx, Cluster(ev_vm, ev_arrival, server, np.asarray(cores, float)[idx],
                                  np.asarray(memory_gb, float)[idx], np.asarray(start_s[idx] >= window[0]), cap)))
     return out
 
@@ -290,8 +286,8 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
     for idx, c in cl:   # the servers: the trace's first fit's, or more where this subset fits worse (rare)
         sweep = Sweep(start[idx], end[idx])
         top = 2.0 * float(max(c.memory_gb.max(initial=0.0), sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
-        fitted.append((sweep, top, pool_fit.servers_for(start[idx], end[idx], c.cores, c.memory_gb, c.n_servers,
-                                                        c.cap_cores, top, c.budget(max_move_rate))))
+        ev = pool_fit.Events(c.ev_vm, c.ev_arrival, c.cores, c.memory_gb, c.n_servers, c.cap_cores)   # sorted once
+        fitted.append((sweep, top, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
     rows = []
     for name, k, spp, pool in progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs"):
         for (idx, c), (sweep, top, ev) in zip(cl, fitted):

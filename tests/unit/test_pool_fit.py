@@ -61,6 +61,6 @@ def test_pools_of_servers_not_a_power_of_two_keep_first_fit_order():
 def test_a_subset_that_needs_more_servers_than_the_trace_gets_the_fewest_that_fit():
     """Three VMs of 4 vCPUs at once on 4-vCPU servers: the trace's count (1) fits one, so the fit
     takes the fewest more that hold all three, 3; with one VM allowed unplaced, 2."""
-    args = (np.zeros(3, int), np.full(3, 10), np.full(3, 4.0), np.full(3, 8.0), 1, 4.0, 16.0)
-    assert servers_for(*args, 0).n_servers == 3
-    assert servers_for(*args, 1).n_servers == 2
+    ev = events(np.zeros(3, int), np.full(3, 10), np.full(3, 4.0), np.full(3, 8.0), 1, 4.0)
+    assert servers_for(ev, 16.0, 0).n_servers == 3
+    assert servers_for(ev, 16.0, 1).n_servers == 2
