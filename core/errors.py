@@ -16,13 +16,21 @@ class ContractError(PondError):
 
     def __init__(self, table: str, problem: str, *, column: str | None = None,
                  rows: list | None = None, fix: str = "") -> None:
-        self.table, self.column, self.rows = table, column, rows or []
+        self.table, self.problem, self.column, self.rows, self.fix = table, problem, column, rows or [], fix
         where = f"table '{table}'" + (f", column '{column}'" if column else "")
         shown = ""
         if self.rows:
             head = ", ".join(str(r) for r in self.rows[:5])
             shown = f" (first offending rows: {head}{', ...' if len(self.rows) > 5 else ''})"
         super().__init__(f"{where}: {problem}{shown}." + (f" Fix: {fix}" if fix else ""))
+
+    def __reduce__(self) -> tuple:
+        # a Dask worker's error reaches the stage's process pickled: rebuild it from its fields
+        return _contract_error, (self.table, self.problem, self.column, self.rows, self.fix)
+
+
+def _contract_error(table: str, problem: str, column: str | None, rows: list, fix: str) -> ContractError:
+    return ContractError(table, problem, column=column, rows=rows, fix=fix)
 
 
 class ConfigError(PondError):

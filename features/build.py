@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from features.history import KEY, history_counts, workload_history
 from features.tma import pmu_features
 from telemetry import request
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.vm_types import family_of, generation_of, parse_summary
+from telemetry.vm_types import family_of, generation_of, parse_counts
 
 VM_META = [*request.FIELDS, "created_at", "deleted_at"]
 
@@ -67,42 +68,70 @@ def request_shapes(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
     return counts.head(p.request_shapes).reset_index(drop=True)
 
 
-def empty_inputs(vm_feats: pd.DataFrame, customer_columns: list[str]) -> dict[str, str]:
+def facts(vm_feats: pd.DataFrame, customer_columns: list[str]) -> dict[str, Any]:
+    """What ``summary`` and ``empty_inputs`` need from VM features, in a form that adds up over parts
+    of the fleet (``merge_facts``): the dask engine never holds the whole table in one process."""
+    ended = vm_feats["untouched_fraction"].notna()
+    return {"vms": int(len(vm_feats)), "vm_type_counts": vm_feats["vm_type"].astype(str).value_counts(),
+            "vm_types": pd.Series(vm_feats["vm_type"].unique()),
+            "with_history": int(vm_feats["has_history"].sum()),
+            "with_customer": int((vm_feats["cust_n"] > 0).sum()),
+            "untouched_ended": vm_feats.loc[ended, "untouched_fraction"].to_numpy(),
+            "no_cluster": bool(vm_feats["cluster_id"].isna().all()),
+            "no_customer": {c: bool(vm_feats[c].isna().all()) for c in customer_columns[1:]}}
+
+
+def merge_facts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The facts of the union of the parts' VMs."""
+    return {"vms": sum(f["vms"] for f in parts),
+            "vm_type_counts": pd.concat([f["vm_type_counts"] for f in parts]).groupby(level=0, sort=False).sum(),
+            "vm_types": pd.Series(pd.unique(pd.concat([f["vm_types"] for f in parts], ignore_index=True))),
+            "with_history": sum(f["with_history"] for f in parts),
+            "with_customer": sum(f["with_customer"] for f in parts),
+            "untouched_ended": np.concatenate([f["untouched_ended"] for f in parts]),
+            "no_cluster": all(f["no_cluster"] for f in parts),
+            "no_customer": {c: all(f["no_customer"][c] for f in parts) for c in parts[0]["no_customer"]}}
+
+
+def empty_inputs(vm_feats: pd.DataFrame | dict[str, Any], customer_columns: list[str]) -> dict[str, str]:
     """Model inputs that carry nothing for a whole table, each with the likely reason. They are
     warnings: the models treat missing values as such, but a night that learns nothing from an
     input should say so rather than train quietly without it."""
-    if vm_feats.empty:
+    f = facts(vm_feats, customer_columns) if isinstance(vm_feats, pd.DataFrame) else vm_feats
+    if not f["vms"]:
         return {}
-    types = pd.Series(vm_feats["vm_type"].unique())
+    types = f["vm_types"]
     out = {}
     if types.map(family_of).isna().all():
         out["family"] = out["generation"] = "no vm_type is in a known naming scheme (telemetry.vm_types)"
     elif types.map(generation_of).isna().all():
         out["generation"] = "no vm_type names a generation"
-    if vm_feats["cluster_id"].isna().all():
+    if f["no_cluster"]:
         out["cluster_id"] = "no VM has a cluster_id"
     for c in customer_columns[1:]:
-        if vm_feats[c].isna().all():
+        if f["no_customer"][c]:
             out[c] = "no customer had VMs that ended within features.window_days"
-    if not vm_feats["has_history"].any():
+    if not f["with_history"]:
         out["workload history"] = "no VM had earlier VMs with counters under its (customer, vm_type, region)"
     return out
 
 
-def summary(vm_feats: pd.DataFrame, cust: pd.DataFrame, hist: pd.DataFrame,
+def summary(vm_feats: pd.DataFrame | dict[str, Any], cust: pd.DataFrame, hist: pd.DataFrame,
             customer_columns: list[str]) -> dict[str, float]:
-    ended = vm_feats["untouched_fraction"].notna()
+    """The stage's metrics, from the VM features or their ``facts``."""
+    f = facts(vm_feats, customer_columns) if isinstance(vm_feats, pd.DataFrame) else vm_feats
+    n = f["vms"]
     return {
-        **parse_summary(vm_feats["vm_type"]),
-        "empty_inputs": len(empty_inputs(vm_feats, customer_columns)),
-        "vms": int(len(vm_feats)),
-        "vms_with_history_share": float(vm_feats["has_history"].mean()),
-        "vms_with_customer_percentiles_share": float((vm_feats["cust_n"] > 0).mean()),
-        "untouched_median": float(vm_feats.loc[ended, "untouched_fraction"].median()),
+        **parse_counts(f["vm_type_counts"]),
+        "empty_inputs": len(empty_inputs(f, customer_columns)),
+        "vms": int(n),
+        "vms_with_history_share": f["with_history"] / n if n else float("nan"),
+        "vms_with_customer_percentiles_share": f["with_customer"] / n if n else float("nan"),
+        "untouched_median": float(pd.Series(f["untouched_ended"], dtype="float64").median()),
         "snapshot_customers": int(len(cust)),
         "snapshot_history_keys": int(len(hist)),
     }
 
 
 __all__ = ["FeatureParams", "KEY", "empty_inputs", "lab_features", "request_shapes", "snapshot",
-           "summary", "vm_features"]
+           "facts", "merge_facts", "summary", "vm_features"]

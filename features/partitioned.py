@@ -4,57 +4,102 @@ Every feature of a VM is computed from VMs of its own customer: the customer per
 ``customer_id`` and the workload history by (customer_id, vm_type, region). So the fleet splits by
 a hash of the customer into partitions that need nothing from each other, and each partition runs
 the local functions (``features.build``) unchanged: the same no-leakage rules, the same values.
-The results are put back in the local engine's row order.
+
+Workers read the raw tables and write the VM features themselves (``features.shuffle``): the
+stage's own process holds the snapshot (what the service loads), the metrics' facts and one row
+group of the output at a time, never the fleet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from core.errors import ContractError
 from core.params import FeatureParams
-from features.build import snapshot, vm_features
+from features.build import facts, merge_facts, snapshot, vm_features
 from features.history import KEY
+from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units
+from telemetry import request
 
 Runner = Callable[[Callable, list[tuple]], list]
 
 
-def customer_partition(customer_id: pd.Series, partitions: int) -> np.ndarray:
-    """A stable partition number per row (the same customer, the same partition, on any machine)."""
-    return (pd.util.hash_pandas_object(customer_id.astype("string"), index=False).to_numpy() % partitions).astype(np.int64)
+@dataclass
+class Partitioned:
+    """What the partitions add up to; the VM features are already in their file."""
+    customers: pd.DataFrame
+    history: pd.DataFrame
+    request_shapes: pd.DataFrame
+    facts: dict[str, Any]
+    stray_counters: int
 
 
-def _split(vms: pd.DataFrame, counters: pd.DataFrame | Path, partitions: int
-           ) -> list[tuple[pd.DataFrame, pd.DataFrame | Path]]:
-    part = customer_partition(vms["customer_id"], partitions)
-    out = []
-    for k in np.unique(part):
-        v = vms[part == k]
-        c = counters if isinstance(counters, Path) else counters[counters["vm_id"].isin(v["vm_id"])]
-        out.append((v, c))
-    return out
+def first_events_day(p: FeatureParams) -> date:
+    """The earliest creation day whose counters the snapshot's history can use (with a day's margin)."""
+    return p.snapshot_time.date() - timedelta(days=p.history_days + p.counter_delay_s // 86_400 + 2)
 
 
-def _task(vms: pd.DataFrame, counters: pd.DataFrame | Path, events: list[str], p: FeatureParams
-          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _task(scratch: Path, k: int, feats_out: Path, events: list[str], p: FeatureParams) -> dict[str, Any]:
     from core.progress import silenced
+    empty_ids = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
+    vms = read_partition(scratch, "vms", k, pd.DataFrame())
+    ids = read_partition(scratch, "ids", k, empty_ids)["vm_id"]
+    dup = ids.duplicated(keep=False)
+    if dup.any():
+        raise ContractError("vms", "duplicate ids", column="vm_id", rows=ids[dup].unique()[:6].tolist(),
+                            fix="each id must appear once")
+    has = read_partition(scratch, "has_counters", k, empty_ids)
+    counters = read_partition(scratch, "counters", k,
+                              pd.DataFrame({"vm_id": pd.Series(dtype="string"),
+                                            **{e: pd.Series(dtype="float64") for e in events}}))
+    rows = vms.pop(ROW).to_numpy()
     with silenced():
-        return (vm_features(vms, counters, p), *snapshot(vms, counters, events, p))
-
-
-def partitioned_features(run: Runner, vms: pd.DataFrame, counters: pd.DataFrame | Path, events: list[str],
-                         p: FeatureParams, partitions: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(vm features, customer percentiles, workload history): what ``vm_features`` and ``snapshot``
-    return for the whole fleet, computed one customer partition per task by ``run``."""
-    results = run(_task, [(v, c, events, p) for v, c in _split(vms, counters, partitions)]) \
-        or [_task(vms, counters, events, p)]   # no VM: the local answer, empty tables of the right columns
-    feats = pd.concat([r[0] for r in results], ignore_index=True)
+        feats = vm_features(vms, has, p)
+        cust, hist = snapshot(vms, counters, events, p)
     feats = feats.iloc[pd.Index(feats["vm_id"]).get_indexer(vms["vm_id"])].reset_index(drop=True)
-    cust = pd.concat([r[1] for r in results], ignore_index=True)
-    cust = cust.sort_values("customer_id", kind="stable").reset_index(drop=True)
-    hist = pd.concat([r[2] for r in results], ignore_index=True)
-    hist = hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True)
-    return feats, cust, hist
+    feats.to_parquet(feats_out, index=False, row_group_size=65_536)
+    return {"rows": rows, "customers": cust, "history": hist, "shapes": _shape_counts(vms, p),
+            "facts": facts(feats, p.customer_columns)}
+
+
+def _shape_counts(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
+    """``features.build.request_shapes`` before its cut: the count of every recent shape."""
+    created, end, shape = vms["created_at"].dt.tz_convert("UTC"), p.snapshot_time, list(request.SHAPE)
+    recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), shape]
+    return recent.groupby(shape, dropna=False, sort=False).size().rename("vms").reset_index()
+
+
+def _top_shapes(counts: list[pd.DataFrame], p: FeatureParams) -> pd.DataFrame:
+    shape = list(request.SHAPE)
+    c = pd.concat(counts, ignore_index=True).groupby(shape, dropna=False, sort=False)["vms"].sum().reset_index()
+    c = c.sort_values(["vms", *shape], ascending=[False] + [True] * len(shape), kind="stable", na_position="last")
+    return c.head(p.request_shapes).reset_index(drop=True)
+
+
+def partitioned_features(run: Runner, raw_dir: Path, counters: pd.DataFrame | Path, events: list[str],
+                         p: FeatureParams, partitions: int, scratch: Path, out: Path,
+                         row_group: int) -> Partitioned | None:
+    """Write the VM features of the fleet in ``raw_dir`` to ``out`` (the local engine's table, row for
+    row) and return the rest of the stage's output; None when the fleet has no VM."""
+    plan: list[Unit] = units(raw_dir, counters, first_events_day(p))
+    splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
+    parts = sorted({k for s in splits for k in s.vms})
+    if not parts:
+        return None
+    results = run(_task, [(scratch, k, scratch / f"features-{k:05d}.parquet", events, p) for k in parts])
+    merge_in_order([(scratch / f"features-{k:05d}.parquet", r["rows"]) for k, r in zip(parts, results)],
+                   out, row_group)
+    cust = pd.concat([r["customers"] for r in results], ignore_index=True)
+    hist = pd.concat([r["history"] for r in results], ignore_index=True)
+    return Partitioned(
+        customers=cust.sort_values("customer_id", kind="stable").reset_index(drop=True),
+        history=hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True),
+        request_shapes=_top_shapes([r["shapes"] for r in results], p),
+        facts=merge_facts([r["facts"] for r in results]),
+        stray_counters=sum(s.stray_counters for s in splits))

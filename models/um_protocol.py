@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,13 @@ def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
         ended &= deleted.notna() & (deleted < known_by)
     return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[day & ended],
                  int((day & ~ended).sum()))
+
+
+def creation_days(as_of: str | pd.Timestamp, p: UmParams) -> tuple[date, date]:
+    """The first and last creation day that ``as_of``'s nights read (its backtest nights, the nightly
+    model and the next day it is scored on), with a day's margin: `train_um` reads only these."""
+    a = pd.Timestamp(as_of).date()
+    return a - timedelta(days=p.calib_lag_days + p.backtest_nights + p.train_days + 1), a + timedelta(days=1)
 
 
 def usable(n: Night) -> bool:

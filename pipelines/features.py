@@ -3,52 +3,77 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from core.engine import run_all, session
-from core.params import Params
+from core.params import FeatureParams, Params
 from core.progress import Steps
-from features.build import empty_inputs, lab_features, request_shapes, snapshot, summary, vm_features
+from features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features
 from features.partitioned import partitioned_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
 
+
+def _local(raw_dir: Path, counters: pd.DataFrame | Path, events: list[str], p: FeatureParams, vm_file: Path,
+           step: Callable[[str], None]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The fleet in this process: writes ``vm_file``; returns the snapshot's tables and the facts."""
+    vms = read_tables(raw_dir, ["vms"])["vms"]
+    step(f"features of {len(vms):,} VMs: customer untouched percentiles and workload history as of each "
+         "VM's creation")
+    vm_feats = vm_features(vms, counters, p)
+    step(f"the snapshot as of {p.snapshot_time.date()} (what the service loads)")
+    cust, hist = snapshot(vms, counters, events, p)
+    vm_feats.to_parquet(vm_file, index=False, row_group_size=ROW_GROUP)
+    return cust, hist, request_shapes(vms, p), facts(vm_feats, p.customer_columns)
+
+
+def _dask(params: Params, raw_dir: Path, counters: pd.DataFrame | Path, events: list[str], tmp: Path,
+          vm_file: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """``_local``'s answer from the workers (features.partitioned), through a scratch folder in ``tmp``."""
+    p, e = params.features, params.engine
+    with session(e) as client:
+        done = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters,
+                                    events, p, e.partitions, tmp / ".shuffle", vm_file, ROW_GROUP)
+    shutil.rmtree(tmp / ".shuffle", ignore_errors=True)
+    if done is None:   # no VM: the local answer, empty tables of the right columns
+        return _local(raw_dir, counters, events, p, vm_file, lambda _: None)
+    if done.stray_counters:
+        print(f"features: warning: {done.stray_counters:,} vm_counters rows are in no creation-day folder of "
+              "their VM (or their VM is unknown) and were not used; the partitioned layout keeps a VM's "
+              "counters under its creation day (pond import --partitioned writes it so)")
+    return done.customers, done.history, done.request_shapes, done.facts
+
+
 def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
-    p = params.features
-    step = Steps("features", 4 if params.engine.backend == "local" else 3)
-    step("reading the workloads and vms tables")
-    tables = read_tables(raw_dir, ["workloads", "vms"])
-    workloads, vms = tables["workloads"], tables["vms"]
+    p, e = params.features, params.engine
+    step = Steps("features", 4 if e.backend == "local" else 3)
+    step("reading the workloads" + (" and vms tables" if e.backend == "local" else " table"))
+    workloads = read_tables(raw_dir, ["workloads"])["workloads"]
     require_events(workloads, "workloads")
     events = event_columns(workloads, WORKLOADS)
     counters = counters_source(raw_dir)
     columns = table_columns(counters) if isinstance(counters, Path) else list(counters.columns)
     require_events(pd.DataFrame(columns=columns), COUNTERS)
-    e = params.engine
-    if e.backend == "local":
-        step(f"features of {len(vms):,} VMs: customer untouched percentiles and workload history as of each "
-             "VM's creation")
-        vm_feats = vm_features(vms, counters, p)
-        step(f"the snapshot as of {p.snapshot_time.date()} (what the service loads)")
-        cust, hist = snapshot(vms, counters, events, p)
-    else:
-        step(f"features of {len(vms):,} VMs and the snapshot as of {p.snapshot_time.date()}, on Dask in "
-             f"{e.partitions} customer partitions")
-        with session(e) as client:
-            vm_feats, cust, hist = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), vms,
-                                                        counters, events, p, e.partitions)
-    step("writing")
     with AtomicDir(out_dir) as tmp:
-        lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)
-        vm_feats.to_parquet(tmp / "vm_features.parquet", index=False, row_group_size=ROW_GROUP)
         (tmp / "snapshot").mkdir()
+        vm_file = tmp / "vm_features.parquet"
+        if e.backend == "local":
+            cust, hist, shapes, stats = _local(raw_dir, counters, events, p, vm_file, step)
+        else:
+            step(f"features and the snapshot as of {p.snapshot_time.date()}, on Dask in {e.partitions} customer "
+                 "partitions (the workers read the tables and write the VM features)")
+            cust, hist, shapes, stats = _dask(params, raw_dir, counters, events, tmp, vm_file)
+        step("writing")
+        lab_features(workloads).to_parquet(tmp / "workload_features.parquet", index=False)
         cust.to_parquet(tmp / "snapshot" / "customer_percentiles.parquet", index=False)
         hist.to_parquet(tmp / "snapshot" / "workload_history.parquet", index=False)
-        request_shapes(vms, p).to_parquet(tmp / "snapshot" / "request_shapes.parquet", index=False)
+        shapes.to_parquet(tmp / "snapshot" / "request_shapes.parquet", index=False)
         manifest = {"as_of": p.as_of, "snapshot_time": p.snapshot_time.isoformat(),
                     "window_days": p.window_days, "percentiles": list(p.percentiles),
                     "history_days": p.history_days, "counter_delay_s": p.counter_delay_s,
@@ -57,11 +82,11 @@ def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dic
                     # what the service checks before it serves the snapshot (file mode has no bundle.json)
                     "files": {f.name: sha256_file(f) for f in sorted((tmp / "snapshot").glob("*.parquet"))}}
         (tmp / "snapshot" / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    metrics = summary(vm_feats, cust, hist, p.customer_columns)
+    metrics = summary(stats, cust, hist, p.customer_columns)
     write_json(metrics_path, metrics)
     print(f"features: {metrics}")
     print(f"features: {metrics['vm_type_parsed_share']:.1%} of VMs have a vm_type in a known naming scheme "
           "(azure, aws, gcp); the others get missing family and generation")
-    for name, why in empty_inputs(vm_feats, p.customer_columns).items():
+    for name, why in empty_inputs(stats, p.customer_columns).items():
         print(f"features: warning: input '{name}' is empty for every VM: {why}. The models treat it as missing.")
     return metrics

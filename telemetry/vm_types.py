@@ -65,7 +65,11 @@ def generation_of(name: str) -> float:
 
 def parse_summary(vm_types: pd.Series) -> dict[str, float]:
     """Share of rows whose name parsed, and the share per scheme (one parse per distinct name)."""
-    counts = vm_types.astype(str).value_counts()
+    return parse_counts(vm_types.astype(str).value_counts())
+
+
+def parse_counts(counts: pd.Series) -> dict[str, float]:
+    """``parse_summary`` from the number of rows per name."""
     schemes = pd.Series([getattr(parse_vm_type(t), "scheme", "unparsed") for t in counts.index], index=counts.index)
     per = counts.groupby(schemes).sum() / max(int(counts.sum()), 1)
     out = {f"vm_type_{s}_share": float(per.get(s, 0.0)) for s, _ in SCHEMES}

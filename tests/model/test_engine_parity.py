@@ -14,10 +14,11 @@ import yaml
 from core.engine import session
 from core.errors import ConfigError
 from core.params import EngineParams, Params
-from features.partitioned import customer_partition
+from features.shuffle import customer_partition
 from models.um_protocol import fit_night, night
 from pipelines.cli import main
 from telemetry.fleet import FleetParams, LabParams, generate
+from telemetry.io import read_tables, write_tables
 from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
 
 pytestmark = pytest.mark.slow
@@ -38,9 +39,19 @@ def _features(raw: Path, wd: Path, backend: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory, small_raw) -> tuple[Path, Path]:
-    wd = tmp_path_factory.mktemp("engines")
-    return _features(small_raw, wd / "local", "local"), _features(small_raw, wd / "dask", "dask")
+def local_features(tmp_path_factory, small_raw) -> Path:
+    return _features(small_raw, tmp_path_factory.mktemp("engines") / "local", "local")
+
+
+@pytest.fixture(scope="module", params=["single files", "partitioned by day"])
+def both(request, tmp_path_factory, small_raw, local_features) -> tuple[Path, Path]:
+    """The local engine on the single files; the dask engine on either layout of the same tables."""
+    wd = tmp_path_factory.mktemp("dask")
+    raw = small_raw
+    if request.param == "partitioned by day":
+        raw = wd / "raw"
+        write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
+    return local_features, _features(raw, wd / "dask", "dask")
 
 
 @pytest.mark.parametrize("name", ["vm_features.parquet", "snapshot/customer_percentiles.parquet",
@@ -54,6 +65,20 @@ def test_features_are_identical(both, name):
 def test_feature_metrics_are_identical(both):
     local, dask = both
     assert json.loads((dask.parent / "f.json").read_text()) == json.loads((local.parent / "f.json").read_text())
+
+
+def test_a_bad_row_read_on_a_worker_is_named(tmp_path, small_raw, capsys):
+    """Workers validate the rows they read; the error reaches the operator as the local engine's would."""
+    tables = read_tables(small_raw, validate=False)
+    bad = tables["vms"].vm_id.iloc[100]
+    tables["vms"].loc[100, "deleted_at"] = tables["vms"].loc[100, "created_at"] - pd.Timedelta(hours=1)
+    write_tables(tmp_path / "raw", tables, partitioned=True)
+    params = _params(tmp_path, "dask")
+    assert main(["--quiet", "--params", str(params), "features", "--raw", str(tmp_path / "raw"),
+                 "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 2
+    err = capsys.readouterr().err
+    assert "table 'vms', column 'deleted_at': deleted_at is before created_at" in err and bad in err
+    assert not (tmp_path / "features").exists() and not list(tmp_path.glob(".features*"))   # nothing half-written
 
 
 def test_every_customer_lands_in_one_partition():

@@ -15,7 +15,7 @@ from features.build import FeatureParams, vm_features
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools, lightgbm_splits
 from models.runtime import session
 from models.um import ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
-from models.um_protocol import UmParams, fit_night, night
+from models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +84,19 @@ def test_no_leakage_from_the_future(vmf):
     model2, cal2 = fit_night(n2, 0.04, 0.04, seed=1)
     np.testing.assert_array_equal(model.predict(n.next_day), model2.predict(n.next_day))
     assert cal.offset_ == cal2.offset_
+
+
+@pytest.mark.parametrize("as_of", ["2026-01-06", "2026-01-09"])
+def test_the_days_train_um_reads_hold_every_row_its_nights_use(vmf, as_of):
+    """train_um reads only ``creation_days`` of the VM features (issue 18): the same nights."""
+    first, last = creation_days(as_of, P)
+    kept = vmf[(vmf["day"] >= first) & (vmf["day"] <= last)]
+    assert len(kept) < len(vmf)
+    for full, part in zip([*backtest_nights(vmf, as_of, P), night(vmf, as_of, P)],
+                          [*backtest_nights(kept, as_of, P), night(kept, as_of, P)]):
+        for a, b in ((full.train, part.train), (full.calib, part.calib), (full.next_day, part.next_day)):
+            pd.testing.assert_frame_equal(a, b)
+        assert full.censored == part.censored
 
 
 def test_float32_thresholds_keep_lightgbm_output_and_give_onnx_parity(vmf):

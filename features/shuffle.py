@@ -1,0 +1,187 @@
+"""Moving the fleet between workers through files, so that no fleet-sized table passes through the
+stage's own process (the dask engine's `features`).
+
+1. ``units``: the raw tables cut into pieces one worker reads alone, in the order the local engine
+   reads them: one per creation-day folder of a partitioned dataset, or one for a single file.
+2. ``split``: one task per unit validates its VMs (the contract's row checks) and writes them, and
+   their counters, to the customer partition each belongs to (``customer_partition``); every VM
+   carries ``_row``, its position in the local engine's row order. Counter events are copied only
+   for the days the snapshot's history can use; elsewhere `features` needs only which VMs have
+   counters (``features.history.history_counts``).
+3. ``merge_in_order``: the partitions' outputs, each in ``_row`` order, streamed into one Parquet
+   file in the local engine's order, one row group at a time.
+
+The scratch folder must be visible to every worker (a LocalCluster's workers share this machine's
+disk; a remote cluster needs shared storage there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.errors import ContractError
+from telemetry.contract import validate_table
+from telemetry.io import COUNTERS, DAY_KEY, find_table, read_raw
+
+ROW = "_row"                                      # the local engine's row position of a VM
+KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one folder per partition each
+
+
+def customer_partition(customer_id: pd.Series, partitions: int) -> np.ndarray:
+    """A stable partition number per row (the same customer, the same partition, on any machine)."""
+    return _hash(customer_id, partitions)
+
+
+def _hash(values: pd.Series, buckets: int) -> np.ndarray:
+    return (pd.util.hash_pandas_object(values.astype("string"), index=False).to_numpy() % buckets).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One split task's input: ``vms`` files (read in this order) and the matching counters."""
+    index: int
+    vms: tuple[Path, ...]
+    counters: tuple[Path, ...] | pd.DataFrame = ()
+    events: bool = True                  # copy counter events (False: only vm_id is needed)
+
+
+@dataclass
+class Split:
+    """What one split task wrote: rows per partition and counter rows of no VM of its unit."""
+    vms: dict[int, int] = field(default_factory=dict)
+    stray_counters: int = 0
+
+
+def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) -> list[Unit]:
+    """The raw tables cut into split tasks, in the local engine's read order (``read_raw``)."""
+    vms = find_table(raw_dir, "vms")
+    if vms is None:
+        raise ContractError("vms", f"no vms.parquet or vms.csv in {raw_dir}",
+                            fix="run `pond generate` or `pond import DIR` first")
+    if not vms.is_dir():
+        return [Unit(0, (vms,), counters if isinstance(counters, pd.DataFrame) else (counters,))]
+    vm_days = _day_folders(vms)
+    counter_days = _day_folders(counters) if isinstance(counters, Path) and counters.is_dir() else {}
+    out = []
+    for i, day in enumerate(sorted(vm_days.keys() | counter_days.keys())):
+        c = counters if isinstance(counters, pd.DataFrame) else tuple(counter_days.get(day, ()))
+        out.append(Unit(i, tuple(vm_days.get(day, ())), c,
+                        events=day == "unknown" or day >= first_events_day.isoformat()))
+    return out
+
+
+def _day_folders(path: Path) -> dict[str, list[Path]]:
+    days: dict[str, list[Path]] = {}
+    for f in sorted(path.glob("*/*.parquet"), key=lambda f: f.as_posix()):
+        if f.parent.name.startswith(f"{DAY_KEY}="):
+            days.setdefault(f.parent.name.split("=", 1)[1], []).append(f)
+    return days
+
+
+def _read_vms(unit: Unit) -> pd.DataFrame:
+    if not unit.vms:
+        return pd.DataFrame()
+    df = pd.concat([read_raw(f, "vms") for f in unit.vms], ignore_index=True)
+    return validate_table(df.drop(columns=DAY_KEY, errors="ignore"), "vms")
+
+
+def _read_counters(unit: Unit) -> pd.DataFrame:
+    if isinstance(unit.counters, pd.DataFrame):
+        return unit.counters if unit.events else unit.counters[["vm_id"]]
+    columns = None if unit.events else ["vm_id"]
+    parts = []
+    for f in unit.counters:
+        try:
+            parts.append(pq.ParquetFile(f).read(columns=columns).to_pandas())
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise ContractError(COUNTERS, f"cannot read {f}: {str(exc).splitlines()[0][:160]}",
+                                fix="export the table again as Parquet with a vm_id column") from None
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"vm_id": pd.Series(dtype="string")})
+
+
+def split(unit: Unit, scratch: Path, partitions: int) -> Split:
+    """Validate one unit's VMs and write them and their counters to their partitions' folders."""
+    vms = _read_vms(unit)
+    out = Split()
+    if len(vms):
+        vms[ROW] = (np.int64(unit.index) << 32) + np.arange(len(vms), dtype=np.int64)
+        part = customer_partition(vms["customer_id"], partitions)
+        _write(scratch, "vms", vms, part, unit.index)
+        _write(scratch, "ids", vms[["vm_id"]], _hash(vms["vm_id"], partitions), unit.index)
+        out.vms = {int(k): int(n) for k, n in zip(*np.unique(part, return_counts=True))}
+    counters = _read_counters(unit)
+    if len(counters):
+        of = pd.Series(customer_partition(vms["customer_id"], partitions) if len(vms) else [], dtype="int64",
+                       index=pd.Index(vms["vm_id"] if len(vms) else [], dtype="string"))
+        cpart = of.reindex(counters["vm_id"].astype("string")).to_numpy()
+        known = ~np.isnan(cpart)
+        out.stray_counters = int((~known).sum())
+        counters, cpart = counters[known], cpart[known].astype(np.int64)
+        _write(scratch, "has_counters", counters[["vm_id"]], cpart, unit.index)
+        if unit.events:
+            _write(scratch, "counters", counters, cpart, unit.index)
+    return out
+
+
+def _write(scratch: Path, kind: str, df: pd.DataFrame, part: np.ndarray, index: int) -> None:
+    for k in np.unique(part):
+        folder = scratch / kind / f"p{k:05d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        df[part == k].to_parquet(folder / f"u{index:06d}.parquet", index=False)
+
+
+def read_partition(scratch: Path, kind: str, k: int, empty: pd.DataFrame) -> pd.DataFrame:
+    """Partition ``k``'s rows of one kind, in unit order (so VMs come in ``_row`` order)."""
+    files = sorted((scratch / kind / f"p{k:05d}").glob("*.parquet"))
+    if not files:
+        return empty
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def merge_in_order(parts: list[tuple[Path, np.ndarray]], out: Path, row_group: int) -> int:
+    """Write the rows of ``parts`` (a Parquet file and its rows' ``_row``, increasing) into ``out`` in
+    ``_row`` order, ``row_group`` rows per group; returns the number of rows. Each part is read once,
+    front to back, so the process holds one row group and one batch per part."""
+    parts = [(f, r) for f, r in parts if len(r)]
+    if not parts:
+        raise ValueError("merge_in_order needs at least one row")
+    order = np.sort(np.concatenate([r for _, r in parts]))
+    schemas = [pq.read_schema(f) for f, _ in parts]
+    schema = pa.unify_schemas(schemas).with_metadata(schemas[0].metadata)   # a part's all-null column is typed by another's
+    streams = [_Stream(f, schema) for f, _ in parts]
+    with pq.ParquetWriter(out, schema) as writer:
+        for a in range(0, len(order), row_group):
+            lo, hi = order[a], order[min(a + row_group, len(order)) - 1]
+            pieces, rows = [], []
+            for s, (_, r) in zip(streams, parts):
+                n = int(np.searchsorted(r, hi, side="right") - np.searchsorted(r, lo, side="left"))
+                if n:
+                    pieces.append(s.take(n))
+                    rows.append(r[s.taken - n:s.taken])
+            table = pa.concat_tables(pieces)
+            writer.write_table(table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable"))),
+                               row_group_size=row_group)
+    return len(order)
+
+
+class _Stream:
+    """The rows of one Parquet file, handed out front to back in any counts."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.batches = pq.ParquetFile(path).iter_batches(batch_size=65_536)
+        self.schema, self.buffer, self.taken = schema, pa.table({}), 0
+
+    def take(self, n: int) -> pa.Table:
+        while self.buffer.num_rows < n:
+            batch = pa.Table.from_batches([next(self.batches)]).cast(self.schema)
+            self.buffer = batch if self.buffer.num_columns == 0 else pa.concat_tables([self.buffer, batch])
+        head, self.buffer = self.buffer.slice(0, n), self.buffer.slice(n)
+        self.taken += n
+        return head
