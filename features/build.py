@@ -58,14 +58,22 @@ def request_shapes(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
     once when it loads so that a repeat costs a look-up (serving.engine). Only VMs created before
     the snapshot time are used: the same information the service holds.
     """
-    created = vms["created_at"].dt.tz_convert("UTC")
-    end = p.snapshot_time
-    shape = list(request.SHAPE)
+    return top_shapes([shape_counts(vms, p)], p)
+
+
+def shape_counts(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
+    """The count of every request shape created in the window before the snapshot (any part of the fleet)."""
+    created, end, shape = vms["created_at"].dt.tz_convert("UTC"), p.snapshot_time, list(request.SHAPE)
     recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), shape]
-    counts = recent.groupby(shape, dropna=False, sort=False).size().rename("vms").reset_index()
-    counts = counts.sort_values(["vms", *shape], ascending=[False] + [True] * len(shape),
-                                kind="stable", na_position="last")
-    return counts.head(p.request_shapes).reset_index(drop=True)
+    return recent.groupby(shape, dropna=False, sort=False).size().rename("vms").reset_index()
+
+
+def top_shapes(counts: list[pd.DataFrame], p: FeatureParams) -> pd.DataFrame:
+    """The ``request_shapes`` most frequent shapes of the parts' counts added up."""
+    shape = list(request.SHAPE)
+    c = pd.concat(counts, ignore_index=True).groupby(shape, dropna=False, sort=False)["vms"].sum().reset_index()
+    c = c.sort_values(["vms", *shape], ascending=[False] + [True] * len(shape), kind="stable", na_position="last")
+    return c.head(p.request_shapes).reset_index(drop=True)
 
 
 def facts(vm_feats: pd.DataFrame, customer_columns: list[str]) -> dict[str, Any]:

@@ -22,10 +22,9 @@ import pandas as pd
 
 from core.errors import ContractError
 from core.params import FeatureParams
-from features.build import facts, merge_facts, snapshot, vm_features
+from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
 from features.history import KEY
 from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units
-from telemetry import request
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -64,22 +63,8 @@ def _task(scratch: Path, k: int, feats_out: Path, events: list[str], p: FeatureP
         cust, hist = snapshot(vms, counters, events, p)
     feats = feats.iloc[pd.Index(feats["vm_id"]).get_indexer(vms["vm_id"])].reset_index(drop=True)
     feats.to_parquet(feats_out, index=False, row_group_size=65_536)
-    return {"rows": rows, "customers": cust, "history": hist, "shapes": _shape_counts(vms, p),
+    return {"rows": rows, "customers": cust, "history": hist, "shapes": shape_counts(vms, p),
             "facts": facts(feats, p.customer_columns)}
-
-
-def _shape_counts(vms: pd.DataFrame, p: FeatureParams) -> pd.DataFrame:
-    """``features.build.request_shapes`` before its cut: the count of every recent shape."""
-    created, end, shape = vms["created_at"].dt.tz_convert("UTC"), p.snapshot_time, list(request.SHAPE)
-    recent = vms.loc[(created < end) & (created >= end - pd.Timedelta(days=p.window_days)), shape]
-    return recent.groupby(shape, dropna=False, sort=False).size().rename("vms").reset_index()
-
-
-def _top_shapes(counts: list[pd.DataFrame], p: FeatureParams) -> pd.DataFrame:
-    shape = list(request.SHAPE)
-    c = pd.concat(counts, ignore_index=True).groupby(shape, dropna=False, sort=False)["vms"].sum().reset_index()
-    c = c.sort_values(["vms", *shape], ascending=[False] + [True] * len(shape), kind="stable", na_position="last")
-    return c.head(p.request_shapes).reset_index(drop=True)
 
 
 def partitioned_features(run: Runner, raw_dir: Path, counters: pd.DataFrame | Path, events: list[str],
@@ -100,6 +85,6 @@ def partitioned_features(run: Runner, raw_dir: Path, counters: pd.DataFrame | Pa
     return Partitioned(
         customers=cust.sort_values("customer_id", kind="stable").reset_index(drop=True),
         history=hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True),
-        request_shapes=_top_shapes([r["shapes"] for r in results], p),
+        request_shapes=top_shapes([r["shapes"] for r in results], p),
         facts=merge_facts([r["facts"] for r in results]),
         stray_counters=sum(s.stray_counters for s in splits))

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ContractError
 from telemetry.contract import validate_table
-from telemetry.io import COUNTERS, DAY_KEY, find_table, read_raw
+from telemetry.io import COUNTERS, day_files, find_table, read_raw
 
 ROW = "_row"                                      # the local engine's row position of a VM
 KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one folder per partition each
@@ -67,8 +67,8 @@ def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) 
                             fix="run `pond generate` or `pond import DIR` first")
     if not vms.is_dir():
         return [Unit(0, (vms,), counters if isinstance(counters, pd.DataFrame) else (counters,))]
-    vm_days = _day_folders(vms)
-    counter_days = _day_folders(counters) if isinstance(counters, Path) and counters.is_dir() else {}
+    vm_days = day_files(vms)
+    counter_days = day_files(counters) if isinstance(counters, Path) and counters.is_dir() else {}
     out = []
     for i, day in enumerate(sorted(vm_days.keys() | counter_days.keys())):
         c = counters if isinstance(counters, pd.DataFrame) else tuple(counter_days.get(day, ()))
@@ -77,39 +77,36 @@ def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) 
     return out
 
 
-def _day_folders(path: Path) -> dict[str, list[Path]]:
-    days: dict[str, list[Path]] = {}
-    for f in sorted(path.glob("*/*.parquet"), key=lambda f: f.as_posix()):
-        if f.parent.name.startswith(f"{DAY_KEY}="):
-            days.setdefault(f.parent.name.split("=", 1)[1], []).append(f)
-    return days
+def _read(files: tuple[Path, ...], table: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Files of one table as ``read_raw`` reads them: CSV as CSV, anything else as Parquet."""
+    parts = []
+    for f in files:
+        if f.name.endswith((".csv", ".csv.gz")):
+            parts.append(read_raw(f, table))
+            continue
+        try:
+            parts.append(pq.ParquetFile(f).read(columns=columns).to_pandas())
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise ContractError(table, f"cannot read {f}: {str(exc).splitlines()[0][:160]}",
+                                fix="export the table again as Parquet (with a vm_id column)") from None
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"vm_id": pd.Series(dtype="string")})
 
 
 def _read_vms(unit: Unit) -> pd.DataFrame:
-    if not unit.vms:
-        return pd.DataFrame()
-    df = pd.concat([read_raw(f, "vms") for f in unit.vms], ignore_index=True)
-    return validate_table(df.drop(columns=DAY_KEY, errors="ignore"), "vms")
+    return validate_table(_read(unit.vms, "vms"), "vms") if unit.vms else pd.DataFrame()
 
 
 def _read_counters(unit: Unit) -> pd.DataFrame:
     if isinstance(unit.counters, pd.DataFrame):
         return unit.counters if unit.events else unit.counters[["vm_id"]]
-    columns = None if unit.events else ["vm_id"]
-    parts = []
-    for f in unit.counters:
-        try:
-            parts.append(pq.ParquetFile(f).read(columns=columns).to_pandas())
-        except (pa.ArrowException, OSError, KeyError) as exc:
-            raise ContractError(COUNTERS, f"cannot read {f}: {str(exc).splitlines()[0][:160]}",
-                                fix="export the table again as Parquet with a vm_id column") from None
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"vm_id": pd.Series(dtype="string")})
+    return _read(unit.counters, COUNTERS, None if unit.events else ["vm_id"])
 
 
 def split(unit: Unit, scratch: Path, partitions: int) -> Split:
     """Validate one unit's VMs and write them and their counters to their partitions' folders."""
     vms = _read_vms(unit)
     out = Split()
+    part = np.empty(0, np.int64)
     if len(vms):
         vms[ROW] = (np.int64(unit.index) << 32) + np.arange(len(vms), dtype=np.int64)
         part = customer_partition(vms["customer_id"], partitions)
@@ -118,8 +115,7 @@ def split(unit: Unit, scratch: Path, partitions: int) -> Split:
         out.vms = {int(k): int(n) for k, n in zip(*np.unique(part, return_counts=True))}
     counters = _read_counters(unit)
     if len(counters):
-        of = pd.Series(customer_partition(vms["customer_id"], partitions) if len(vms) else [], dtype="int64",
-                       index=pd.Index(vms["vm_id"] if len(vms) else [], dtype="string"))
+        of = pd.Series(part, index=pd.Index(vms["vm_id"] if len(vms) else [], dtype="string"))
         cpart = of.reindex(counters["vm_id"].astype("string")).to_numpy()
         known = ~np.isnan(cpart)
         out.stray_counters = int((~known).sum())

@@ -67,6 +67,16 @@ def _read_dataset(path: Path, days: tuple[str, str] | None) -> pd.DataFrame:
     return pa.concat_tables([f.to_table(columns=columns) for f in frags]).to_pandas()
 
 
+def day_files(path: Path) -> dict[str, list[Path]]:
+    """A partitioned table's files by creation day (``unknown`` for a file outside a day folder), each
+    day's in the order ``read_raw`` reads them: the files pyarrow finds, whatever their names."""
+    days: dict[str, list[Path]] = {}
+    for f in sorted(_dataset(path).get_fragments(), key=lambda f: f.path):
+        folder = Path(f.path).parent.name
+        days.setdefault(folder.split("=", 1)[1] if folder.startswith(f"{DAY_KEY}=") else "unknown", []).append(Path(f.path))
+    return days
+
+
 def read_days(path: Path, first: date, last: date, columns: list[str] | None = None, key: str = "day") -> pd.DataFrame:
     """The rows of a Parquet file whose ``key`` (a date) is in [first, last], in file order. Row
     groups whose statistics rule those days out are not read, so a stage that needs one day of a

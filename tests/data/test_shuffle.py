@@ -121,3 +121,13 @@ def test_counters_outside_their_vms_day_are_counted(tmp_path, partitioned_raw, f
     assert days[0].name.startswith(DAY_KEY)
     done, _ = _run(raw, tmp_path, fp, _events(partitioned_raw))
     assert done.stray_counters == 2
+
+
+def test_files_of_any_name_are_read_as_the_local_engine_reads_them(tmp_path, partitioned_raw, fp):
+    """A foreign export's day folders may hold files without a .parquet suffix: no VM is left out."""
+    days = _copy(partitioned_raw, tmp_path / "raw")
+    (days[3] / "part-00000.parquet").rename(days[3] / "part-00000")
+    done, out = _run(tmp_path / "raw", tmp_path, fp, _events(partitioned_raw))
+    vms = read_tables(tmp_path / "raw", ["vms"])["vms"]
+    assert len(pd.read_parquet(out)) == len(vms) == len(read_tables(partitioned_raw, ["vms"])["vms"])
+    assert pd.read_parquet(out)["vm_id"].tolist() == vms["vm_id"].tolist()
