@@ -21,6 +21,7 @@ baseline is sized the same way with no pool.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -226,9 +227,44 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
     ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
     afresh, with its split, on as many servers (``evaluation.pool_fit``); ``moves`` are then the
     VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move."""
+    sized, alias = distinct(policies)
+    return with_aliases(_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
+                                pool_sockets, window, server_vcpus, max_move_rate, pool_aware), alias)
+
+
+def distinct(policies: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Policies that put the same GB on the pool for every VM size alike (UM only is the same at
+    every latency ratio), so each is sized once: (the first of each, every name -> the one sized)."""
+    seen: dict[bytes, list[str]] = {}
+    alias: dict[str, str] = {}
+    for name, pool in policies.items():
+        a = np.ascontiguousarray(pool, float)
+        same = seen.setdefault(hashlib.sha256(a.tobytes()).digest(), [])
+        alias[name] = next((s for s in same if np.array_equal(a, policies[s])), name)
+        if alias[name] == name:
+            same.append(name)
+    return {n: policies[n] for n in dict.fromkeys(alias.values())}, alias
+
+
+def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
+    """``table``'s rows for every name of ``alias`` (a copy of the rows of the policy sized for it),
+    in ``alias``' order after the baseline."""
+    if all(k == v for k, v in alias.items()) or table.empty:
+        return table
+    by = dict(tuple(table.groupby("policy", sort=False)))
+    parts = [by["all_local"]] if "all_local" in by else []
+    parts += [by[src].assign(policy=name) for name, src in alias.items() if src in by]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
+            sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
+            pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
+            max_move_rate: float, pool_aware: bool = False, baseline: bool = True) -> pd.DataFrame:
+    """``fleet_sizing`` of distinct policies; the baseline's rows only when ``baseline``."""
     if pool_aware:
         return _pool_aware_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                                  pool_sockets, window, server_vcpus, max_move_rate)
+                                  pool_sockets, window, server_vcpus, max_move_rate, baseline)
     keep = in_window(start_s, end_s, window)
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
@@ -246,7 +282,7 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
     zeros = np.zeros(len(memory))
     base_level = sweep.at_arrival("host", server, memory)
     base_peak = per_cluster(server, sweep.peaks("host", server, memory, window))
-    for idx, c in cl:
+    for idx, c in cl if baseline else ():
         s = size(c, zeros[idx], 1, base_level[idx], zeros[idx], max_move_rate)
         rows.append({"policy": "all_local", "pool_sockets": 0, "cluster": int(cluster[idx[0]]), **_row(c, s),
                      "peak_required_gb": float(base_peak[cluster[idx[0]]])})
@@ -272,14 +308,14 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
 def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
                        sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray,
                        policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...], window: tuple[int, int],
-                       server_vcpus: float, max_move_rate: float) -> pd.DataFrame:
+                       server_vcpus: float, max_move_rate: float, baseline: bool = True) -> pd.DataFrame:
     keep = in_window(start_s, end_s, window)
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
     memory, cores = np.asarray(memory_gb, float)[keep], np.asarray(cores, float)[keep]
     pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
     cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus)
-    runs = [("all_local", 0, 1, np.zeros(len(memory)))]
+    runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
         runs += [(name, k, k // sockets_per_server, pool) for k in pool_sockets if k % sockets_per_server == 0]
     fitted = []
@@ -315,23 +351,28 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
                             memory_gb: np.ndarray, policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...],
                             window: tuple[int, int], server_vcpus: float, max_move_rate: float,
                             pool_aware: bool = False) -> pd.DataFrame:
-    """``fleet_sizing``, one task per cluster (``run(fn, tasks)``: here or on Dask), in its row order.
-    Clusters share nothing (servers and pools never span two), so each task is the local code on
-    one cluster's VMs."""
+    """``fleet_sizing``, one task per cluster and policy (``run(fn, tasks)``: here or on Dask), in its
+    row order. Clusters share nothing (servers and pools never span two) and one policy's sizing
+    never reads another's, so each task is the local code on one cluster's VMs and one policy (or
+    the baseline). Fleets have a few large clusters: tasks that fine keep every worker busy to the
+    end, and the largest clusters go first."""
     keep = in_window(start_s, end_s, window)
     cluster = np.asarray(cluster)
+    sized, alias = distinct(policies)
+    codes, counts = np.unique(cluster[keep], return_counts=True)
+    rest = (pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
     tasks = []
-    for code in np.unique(cluster[keep]):   # a few hundred clusters at most; each one vectorized task
-        i = np.flatnonzero(cluster == code)
-        tasks.append((np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i],
-                      sockets_per_server, np.asarray(cores)[i], np.asarray(memory_gb)[i],
-                      {k: np.asarray(v)[i] for k, v in policies.items()}, pool_sockets, window, server_vcpus,
-                      max_move_rate, pool_aware))
+    for code in codes[np.argsort(-counts, kind="stable")]:   # a few hundred clusters at most
+        i = np.flatnonzero((cluster == code) & keep)
+        vms = (np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i], sockets_per_server,
+               np.asarray(cores)[i], np.asarray(memory_gb)[i])
+        tasks.append((*vms, {}, *rest, True))
+        tasks += [(*vms, {name: np.asarray(v)[i]}, *rest, False) for name, v in sized.items()]
     parts = run(_quiet_sizing, tasks)
     if not parts:
         return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
                             pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
-    table = pd.concat(parts, ignore_index=True)
+    table = with_aliases(pd.concat([p for p in parts if len(p)], ignore_index=True), alias)
     rank = {name: r for r, name in enumerate(["all_local", *policies])}
     k_rank = {k: r for r, k in enumerate(pool_sockets)} | {0: -1}
     order = np.lexsort((table["cluster"].to_numpy(), table["pool_sockets"].map(k_rank).to_numpy(),
@@ -341,4 +382,4 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
 
 def _quiet_sizing(*args: Any) -> pd.DataFrame:
     with silenced():
-        return fleet_sizing(*args)
+        return _sizing(*args)

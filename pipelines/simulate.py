@@ -1,8 +1,9 @@
 """Stage `simulate`: the DRAM a provider must buy with and without pools, in steady state (Pond
 §6.1, §6.5, Fig. 3 and 21), and how large the pools should be.
 
-The whole trace is replayed (``evaluation.sizing``); DRAM is measured over a window only, after
-a warm-up that fills servers as production does.
+The whole trace is placed (``evaluation.pool_sim.place``); DRAM is measured over a window only,
+after a warm-up that fills servers as production does, so only the VMs alive in the window are
+decided and replayed (``evaluation.sizing``).
 
 - Nightly (built-in fleet, or an import with model inputs): the window is the next days of the
   `backtest` nights. A VM created on one of them is decided by the policy and models of the night
@@ -43,7 +44,7 @@ from core.params import Params, SimParams
 from evaluation.combined import outcomes, summarize
 from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import place
-from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
+from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster, in_window
 from evaluation.truth import truth_table
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
@@ -193,7 +194,6 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
         raise ConfigError("simulate: table 'vms' has no rows to replay; import a trace")
     t0, start, end = _seconds(vms)
     day0 = t0.normalize()
-    mem = vms["memory_gb"].to_numpy(float)
     decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     if backtest_dir is not None:
         nights = _nights(backtest_dir)
@@ -207,9 +207,16 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
             first = t0
         window = (max(int((first - t0).total_seconds()), 0), int(end.max()) + 1)
         label = f"{first.date()} on, after {sp.warmup_days} days of warm-up"
-    created_in = (start >= window[0]) & (start < window[1])
-    if not created_in.any():
+    if not ((start >= window[0]) & (start < window[1])).any():
         raise ConfigError(f"simulate: no VM was created in the window ({label}); check base.as_of and the trace")
+    placement = place(vms, start, end, sp, pack_by)     # the whole trace: earlier VMs shape the first fit
+    cluster_names = pd.factorize(vms[pack_by], sort=True)[1].astype(str)
+    keep = in_window(start, end, window)                # only VMs alive in the window weigh on it
+    print(f"simulate: {int(keep.sum())} of {len(keep)} VMs alive in the window are decided and replayed")
+    vms, start, end = vms[keep].reset_index(drop=True), start[keep], end[keep]
+    cluster, host = placement.cluster[keep], placement.host[keep]
+    mem = vms["memory_gb"].to_numpy(float)
+    created_in = (start >= window[0]) & (start < window[1])
     rates: dict[float, float] = {}
     scored = created_in
     names: dict[str, str] = {}
@@ -222,17 +229,16 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     decided, (window, label) = created_in, _measured(window, label, sp, backtest_dir is not None, t0)
     created_in = (start >= window[0]) & (start < window[1])
 
-    placement = place(vms, start, end, sp, pack_by)
-    args = (start, end, placement.cluster, placement.host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
+    args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, placement.assignment == "first_fit")
     if params.engine.backend == "local":
         table = fleet_sizing(*args)
     else:
-        print(f"simulate: sizing on Dask, one task per cluster ({len(np.unique(placement.cluster))} clusters)")
+        print(f"simulate: sizing on Dask, one task per cluster ({len(np.unique(cluster))} clusters)")
         with session(params.engine) as client:
             table = fleet_sizing_by_cluster(lambda fn, tasks: run_all(client, fn, tasks), *args)
-    table.insert(3, "cluster_name", pd.factorize(vms[pack_by], sort=True)[1].astype(str)[table.cluster.to_numpy()])
+    table.insert(3, "cluster_name", cluster_names[table.cluster.to_numpy()])
     fleet = summarize_sizing(table, sp)
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
                          raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)

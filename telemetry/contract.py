@@ -109,6 +109,10 @@ def _coerce(df: pd.DataFrame, col: Column, schema: Schema) -> pd.Series:
             out = out.str.strip()
         return out
     if col.kind == "timestamp":
+        if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(s):
+            out = s.dt.tz_localize("UTC") if s.dt.tz is None else s.dt.tz_convert("UTC")   # typed: no parse
+            _in_range(out, col, df, schema)
+            return out
         numbers = (pd.Series(True, index=s.index) & s.notna() if pd.api.types.is_numeric_dtype(s)
                    else s.astype("string").str.fullmatch(r"\s*[-+]?\d+(\.\d*)?\s*").fillna(False))
         if numbers.any():

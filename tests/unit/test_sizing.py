@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from evaluation.sizing import approximate_frontier, fleet_sizing
+from evaluation.sizing import _sizing, approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
 
 # One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
 #   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
@@ -69,3 +70,32 @@ def test_a_full_pool_moves_the_vm_to_another_pool():
     loose = sized(0.5, {"p": pool}, start, end, server, memory, (0, 200), (1,)).loc[("p", 1)]
     assert (loose.gb_per_pool, loose.local_gb_per_server, loose.moves, loose.stuck) == (4.0, 6.0, 1, 0)
     assert (strict.required_gb, loose.required_gb) == (32.0, 20.0)
+
+
+@pytest.mark.parametrize("pool_aware", [False, True])
+def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
+    """One task per (cluster, distinct policy) and one per cluster's baseline, the largest cluster
+    first; put back together they are the single-process table, row for row, and a policy that
+    repeats another's pool GB gets the rows it would have been sized to."""
+    rng = np.random.default_rng(7)
+    n = 120
+    cluster = np.r_[np.zeros(40, np.int64), np.ones(80, np.int64)]         # cluster 1 is the larger
+    start = rng.integers(0, 900, n)
+    end = start + rng.integers(1, 400, n)
+    host = np.where(cluster == 0, rng.integers(0, 3, n), rng.integers(0, 5, n))
+    memory, cores = rng.choice([4.0, 8.0, 16.0], n), rng.choice([1.0, 2.0], n)
+    policies = {"half": memory / 2, "quarter": np.where(start > 400, memory / 4, 0.0), "again": memory / 2}
+    args = (start, end, cluster, host, 1, cores, memory, policies, (1, 2), (300, 1000), 8.0, 0.05, pool_aware)
+    seen: list[tuple] = []
+
+    def run(fn, tasks):
+        seen.extend(tasks)
+        return [fn(*t) for t in tasks]
+
+    by_task = fleet_sizing_by_cluster(run, *args)
+    pd.testing.assert_frame_equal(by_task, fleet_sizing(*args), check_exact=True)
+    pd.testing.assert_frame_equal(by_task, _sizing(*args), check_exact=True)   # every policy sized
+    assert list(dict.fromkeys(by_task.policy)) == ["all_local", "half", "quarter", "again"]
+    assert [(int(t[2][0]), sorted(t[7]), t[-1]) for t in seen] == [
+        (1, [], True), (1, ["half"], False), (1, ["quarter"], False),
+        (0, [], True), (0, ["half"], False), (0, ["quarter"], False)]
