@@ -235,7 +235,7 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     if params.engine.backend == "local":
         table = fleet_sizing(*args)
     else:
-        print(f"simulate: sizing on Dask, one task per cluster ({len(np.unique(cluster))} clusters)")
+        print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
         with session(params.engine) as client:
             table = fleet_sizing_by_cluster(lambda fn, tasks: run_all(client, fn, tasks), *args)
     table.insert(3, "cluster_name", cluster_names[table.cluster.to_numpy()])
