@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.pool_fit import events, replay, servers_for, size
+from evaluation.pool_fit import Replays, events, replay, servers_for, size
 from evaluation.sizing import fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -64,3 +64,35 @@ def test_a_subset_that_needs_more_servers_than_the_trace_gets_the_fewest_that_fi
     ev = events(np.zeros(3, int), np.full(3, 10), np.full(3, 4.0), np.full(3, 8.0), 1, 4.0)
     assert servers_for(ev, 16.0, 0).n_servers == 3
     assert servers_for(ev, 16.0, 1).n_servers == 2
+
+
+def test_replays_kept_for_other_pools_are_the_replays_those_pools_give():
+    """A replay no pool shaped is given back at any capacity and pool size its placement leaves room
+    in, and only there: at P = 16 c's 16 GB fills the pool and d fits nowhere, so the replay kept
+    from P = 64 (every VM placed) must not stand for it."""
+    ev = events(START, END, CORES, MEMORY, 2, 4.0)
+    run = Replays(ev, SPLIT)
+    assert run(2, 32.0, 64.0, 0)[0] == 0 and run.run == 1
+    assert run(1, 32.0, 50.0, 0)[1].tolist() == replay(ev, SPLIT, 1, 32.0, 50.0, 0)[1].tolist()
+    assert run.run == 1                      # pools of one server of 50 GB: server 1 holds 32, room for 16 more
+    assert run(2, 32.0, 16.0, 0)[0] == replay(ev, SPLIT, 2, 32.0, 16.0, 0)[0] == 1
+    assert run.run == 2
+
+
+def test_replays_answer_as_the_replay_does_on_random_traces():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n = 60
+        start = rng.integers(0, 500, n)
+        end = start + rng.integers(1, 400, n)
+        cores = rng.choice([1.0, 2.0, 4.0, 8.0], n)
+        memory = cores * rng.choice([2.0, 4.0, 8.0], n)
+        pool = np.round(memory * rng.choice([0.0, 0.25, 0.5, 1.0], n))
+        ev = events(start, end, cores, memory, 6, 16.0)
+        run = Replays(ev, pool)
+        calls = [(int(rng.choice([1, 2, 3, 6])), float(rng.integers(8, 80)), float(rng.integers(0, 200)),
+                  [None, 0, 2][int(rng.integers(3))]) for _ in range(150)]
+        for spp, L, P, limit in calls + calls[::-1]:
+            got, want = run(spp, L, P, limit), replay(ev, pool, spp, L, P, limit)
+            assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
+        assert run.run < 2 * len(calls)
