@@ -8,10 +8,11 @@ order (a part would be a span of days), so they are shuffled first with the seed
 scattered to the ``k``-th worker, so that every worker trains on its share (left to itself, Dask
 may compute small parts on one worker, and LightGBM then trains on one machine).
 
-Not bit-reproducible: LightGBM ranks its machines in the order Dask reports where the parts are,
-and each rank bins its own share of the features from its own rows, so two runs on the same data
-can bin categories differently and grow different trees (measured on the built-in fleet: the
-held-out UM at 4% OP moves by hundredths of a point, README "Scale-out"). The run's ports and hosts
+Bit-reproducible for a given number of workers. LightGBM ranks its machines in the order
+``Client.who_has`` lists the parts' keys, which comes from a set (so from the keys' hashes, which
+change with every run), and each rank bins its own features from its own rows: left alone, two
+runs on the same data bin differently and grow different trees. The client LightGBM is given
+lists them in the parts' order, so part ``k`` is always rank ``k``'s. The run's ports and hosts
 (``local_listen_port``, ``machines``) are dropped from the model text.
 """
 
@@ -27,6 +28,22 @@ if TYPE_CHECKING:
     import lightgbm as lgb
 
 _RUN_ONLY = re.compile(r"^\[(?:local_listen_port|machines|num_machines|num_threads|time_out): .*\]\n", re.MULTILINE)
+
+
+class InOrder:
+    """``client``, whose ``who_has`` lists the futures' keys in the order they were given."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def who_has(self, futures: Any = None, **kwargs: Any) -> dict[Any, Any]:
+        got = self.client.who_has(futures, **kwargs)
+        if futures is None:
+            return got
+        return {k: got[k] for k in dict.fromkeys(f.key for f in self.client.futures_of(futures))}
 
 
 def workers_of(client: Any) -> list[str]:
@@ -49,7 +66,7 @@ def fit_regressor(client: Any, X: np.ndarray, y: np.ndarray, *, seed: int, featu
         fx, fy = client.scatter([X[a:b], y[a:b]], workers=[w], hash=False)
         xs.append(da.from_delayed(delayed(fx), shape=(b - a, X.shape[1]), dtype=X.dtype))
         ys.append(da.from_delayed(delayed(fy), shape=(b - a,), dtype=y.dtype))
-    reg = lgb.DaskLGBMRegressor(client=client, random_state=seed, verbose=-1, **params)
+    reg = lgb.DaskLGBMRegressor(client=InOrder(client), random_state=seed, verbose=-1, **params)
     reg.fit(da.concatenate(xs), da.concatenate(ys), feature_name=list(feature_name),
             categorical_feature=list(categorical_feature))
     return lgb.Booster(model_str=_RUN_ONLY.sub("", reg.to_local().booster_.model_to_string()))

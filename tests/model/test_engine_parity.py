@@ -132,6 +132,41 @@ def test_um_trains_on_every_worker(client, small_bundle):
     assert np.isfinite(pred).all() and ((pred >= 0) & (pred <= 1)).all() and np.isfinite(cal.offset_)
 
 
+def test_dask_um_fits_are_bit_reproducible(client, small_bundle):
+    """The same rows and seed give the same trees, fit after fit: without ``InOrder`` LightGBM ranks
+    the workers in the order of a set of keys, and which half of the rows bins which features
+    changes with it (one fit in two, on two workers)."""
+    from models.dask_fit import fit_regressor
+
+    vf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
+    n = night(vf, SMALL_AS_OF, Params(**small_params()).train_um)
+    X = n.train[["memory_gb", "vcpus"]].to_numpy(float)
+    X = np.c_[X, np.random.default_rng(3).normal(size=(len(X), 4))]
+    y = n.train["untouched_fraction"].to_numpy()
+    fits = {fit_regressor(client, X, y, seed=7, feature_name=[f"f{i}" for i in range(6)], categorical_feature=[],
+                          objective="quantile", alpha=0.04, n_estimators=20).model_to_string() for _ in range(5)}
+    assert len(fits) == 1
+
+
+def test_lightgbm_is_told_where_the_parts_are_in_their_order():
+    from models.dask_fit import InOrder
+
+    class Future:
+        def __init__(self, key):
+            self.key = key
+
+    class Client:
+        def who_has(self, futures=None):
+            return {f.key: [f"tcp://w{f.key}"] for f in sorted(futures, key=lambda f: hash(f.key))}
+
+        def futures_of(self, futures):
+            return list(futures)
+
+    parts = [Future(k) for k in ("c", "a", "d", "b")]
+    assert list(InOrder(Client()).who_has(parts)) == ["c", "a", "d", "b"]
+    assert InOrder(Client()).futures_of(parts) == parts        # everything else is the client's
+
+
 MEDIUM_FLEET = FleetParams(seed=5, n_days=12, vms_per_day=2000, n_customers=600, new_customers_per_day=6)
 
 
@@ -140,9 +175,9 @@ def test_train_um_on_dask_matches_local(tmp_path):
     day) and its realized OP, dask against local; the same float32-safe ONNX export, parity-checked.
 
     Issue 18's bound (0.5 points) is for the built-in fleet (141,061 VMs; measured 0.10 points,
-    README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights, and the
-    dask model is not bit-reproducible (models.dask_fit): over 6 runs its UM was 0.19-0.49
-    points and its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
+    README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights; before
+    the dask fits were bit-reproducible (models.dask_fit), 6 runs put its UM 0.19-0.49 points and
+    its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
     raw = tmp_path / "raw"
     generate(LabParams(seed=5, repetitions=2), MEDIUM_FLEET, raw)
     metrics = {}
