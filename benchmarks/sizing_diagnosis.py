@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from core.params import load  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import fleet_sizing  # noqa: E402
-from pipelines.simulate import (  # noqa: E402
-    _name, _static, nightly_decisions, read_trace, summarize_sizing)
+from evaluation.sizing_report import summarize_sizing  # noqa: E402
+from pipelines.simulate import _name, _static, nightly_decisions, read_trace  # noqa: E402
 
 
 def main() -> None:

@@ -1,0 +1,174 @@
+"""What `simulate` reports from its sizing: the fleet's DRAM per policy and pool size against
+all-local, the recommended pool per policy, the sizing answer (Pond §6.5) and what the served
+policy saves; printed, as metrics and as Fig. 21."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.params import SimParams
+from evaluation.plots import pyplot, save_figure
+from evaluation.pool_sim import Placement
+
+HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
+
+
+def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series | None:
+    """The smallest pool whose saving is within ``tolerance`` of the best pool size's; None (buy no
+    pool) when no pool size saves DRAM."""
+    if curve.savings.max() <= 0:
+        return None
+    ok = curve[curve.savings >= curve.savings.max() - tolerance - 1e-12]
+    return ok.sort_values("pool_sockets").iloc[0]
+
+
+def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
+    """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
+    base = table[table.policy == "all_local"]
+    base_gb, base_peak = base.required_gb.sum(), base.peak_required_gb.sum()
+    t = table[table.policy != "all_local"].assign(local_gb=lambda d: d.local_gb_per_server * d.servers,
+                                                  pool_gb=lambda d: d.gb_per_pool * d.pools)
+    out = t.groupby(["policy", "pool_sockets"], sort=False)[
+        ["required_gb", "peak_required_gb", "servers", "pools", "moves", "stuck", "window_vms", "local_gb", "pool_gb"]
+    ].sum().reset_index()
+    out["all_local_gb"], out["all_local_peak_gb"] = base_gb, base_peak
+    out["savings"] = 1 - out.required_gb / base_gb if base_gb else 0.0
+    out["savings_per_server_peaks"] = 1 - out.peak_required_gb / base_peak if base_peak else 0.0
+    out["server_cost_saving"] = out.savings * sp.dram_cost_share
+    out["move_rate"] = out.moves / out.window_vms.clip(lower=1)
+    out["local_gb_per_server"] = out.local_gb / out.servers.clip(lower=1)
+    out["gb_per_pool"] = out.pool_gb / out.pools.clip(lower=1)
+    return out.drop(columns=["local_gb", "pool_gb"])
+
+
+def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
+    """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
+    realized mispredictions are within ``budget``, the one whose recommended pool saves the most.
+    Chosen on the window it is measured on, as a provider chooses hardware from its history."""
+    out: dict[str, Any] = {}
+    for name, p in policies.items():
+        for ratio, mis in p["realized_mispredictions"].items():
+            if name.startswith("static_") or not name.endswith(f"_r{ratio}") or mis > budget + 1e-12:
+                continue
+            best = out.get(ratio)
+            if best is None or p["recommended"]["savings"] > best["savings"]:
+                out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
+                              "realized_mispredictions": mis}
+    return out
+
+
+def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """Per latency ratio, what the policy the service applies (``names``: ratio -> its row) saves:
+    at its recommended pool size and at the headline size, beside the sizing answer."""
+    out: dict[str, Any] = {}
+    for ratio, name in names.items():
+        p = policies.get(name)
+        if p is None:
+            continue
+        out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
+                      "savings_at_headline": p.get("at_headline", {}).get("savings"),
+                      "realized_mispredictions": p["realized_mispredictions"].get(ratio)}
+    return out
+
+
+def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement: Placement,
+                   label: str,
+             budget: float, window_vms: int, unscored: int, warm: int,
+             served_names: dict[str, str] | None = None) -> dict[str, Any]:
+    head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
+    base = table[table.policy == "all_local"]
+    all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,
+                 "local_gb_per_server": round(float(base.required_gb.sum() / max(base.servers.sum(), 1)), 5),
+                 "move_rate": round(float(base.moves.sum() / max(base.window_vms.sum(), 1)), 5)}
+    policies: dict[str, Any] = {}
+    for name, curve in fleet.groupby("policy", sort=False):
+        rec = recommend(curve, sp.recommend_tolerance)
+        policies[name] = {
+            "recommended_pool_sockets": 0 if rec is None else int(rec.pool_sockets),   # 0: no pool, all local
+            "recommended": all_local if rec is None else {k: round(float(rec[k]), 5) for k in (
+                "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate")},
+            "realized_mispredictions": realized.get(name, {}),
+        }
+        if name in head.index:
+            r = head.loc[name]
+            policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
+                "savings", "savings_per_server_peaks", "server_cost_saving", "move_rate", "local_gb_per_server",
+                "gb_per_pool")}
+    return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
+            "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
+            "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
+            "servers": int(base.servers.sum()), "max_move_rate": sp.max_move_rate,
+            "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
+            "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
+            "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
+            "misprediction_budget": budget, "answer": answer(policies, budget),
+            "served": served(policies, served_names or {}), "policies": policies}
+
+
+def print_report(m: dict[str, Any]) -> None:
+    print(f"simulate: {m['window_vms']} VMs created in the window ({m['window']}); {m['warmup_vms_alive_at_window_start']} "
+          f"warm-up VMs alive at its start (all local in every policy); {m['servers']} servers in {m['clusters']} "
+          f"clusters ({m['assignment']}); moves <= {m['max_move_rate']:.1%} of VMs")
+    print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'mispredicted':>13s}  recommended")
+    for name, p in m["policies"].items():
+        h = p.get("at_headline", {})
+        mis = ", ".join(f"{100 * v:.2f}% @{r}" for r, v in p["realized_mispredictions"].items()) or "-"
+        rec = p["recommended"]
+        advice = (f"no pool: all local ({rec['local_gb_per_server']:.0f} GB/server) is cheaper at every size"
+                  if p["recommended_pool_sockets"] == 0 else
+                  f"{p['recommended_pool_sockets']} sockets: {rec['local_gb_per_server']:.0f} GB/server + "
+                  f"{rec['gb_per_pool']:.0f} GB/pool, saves {100 * rec['savings']:+.2f}% DRAM "
+                  f"({100 * rec['server_cost_saving']:+.2f}% server cost)")
+        print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% "
+              f"{100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% {100 * h.get('move_rate', np.nan):5.2f}% "
+              f"{mis:>13s}  {advice}")
+    for ratio, a in m["answer"].items():
+        print(f"simulate answer at {ratio}: {a['policy']} ({100 * a['realized_mispredictions']:.2f}% mispredicted, "
+              f"budget {100 * m['misprediction_budget']:.0f}%): {a['pool_sockets']} sockets, "
+              f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} GB/pool, "
+              f"saves {100 * a['savings']:+.2f}% DRAM")
+    for ratio, a in m.get("served", {}).items():
+        best = m["answer"].get(ratio, {})
+        note = ("the sizing answer" if best.get("policy") == a["policy"] else
+                f"the answer {best['policy']} saves {100 * best['savings']:+.2f}%: set optimize.serve / pool_cap to serve it"
+                if best else "no nightly policy was within the budget")
+        mis = a["realized_mispredictions"]
+        print(f"simulate served at {ratio}: {a['policy']} ({'-' if mis is None else f'{100 * mis:.2f}%'} mispredicted): "
+              f"{a['pool_sockets']} sockets saves {100 * a['savings']:+.2f}% DRAM; {note}")
+
+
+def plot_savings(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:
+    """One panel per latency ratio (its nightly policies, and the static pools in grey), legend beside."""
+    plt = pyplot()
+    names = list(dict.fromkeys(curves.policy))
+    ratios = sorted({n.rsplit("_r", 1)[1] for n in names if "_r" in n and not n.startswith("static")}) or [None]
+    fig, axes = plt.subplots(1, len(ratios), figsize=(6.5 * len(ratios), 5.0), sharey=True, squeeze=False)
+    ticks = sorted(curves.pool_sockets.unique())
+    for ax, ratio in zip(axes[0], ratios):
+        shown = [n for n in names if n.startswith("static") or ratio is None or n.endswith(f"_r{ratio}")]
+        statics = [n for n in shown if n.startswith("static")]
+        for i, name in enumerate(shown):
+            c = curves[curves.policy == name]
+            mis = realized.get(name, {})
+            m = mis.get(ratio) if ratio is not None else next(iter(mis.values()), None)
+            label = (name if ratio is None else name.replace(f"_r{ratio}", "")) + \
+                ("" if m is None else f" ({100 * m:.1f}% mispredicted)")
+            if name in statics:   # greys, darker for larger static shares
+                style = {"color": str(0.75 - 0.45 * statics.index(name) / max(len(statics) - 1, 1)), "ls": "--"}
+            else:
+                style = {"color": plt.get_cmap("tab10")(i % 10), "ls": "-"}
+            ax.plot(c.pool_sockets, c.savings_pct, marker="o", ms=3, label=label, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.minorticks_off()
+        ax.set(xlabel="pool size (sockets)", title="all ratios" if ratio is None else f"pool latency {ratio}x local")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], -20))
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("DRAM saved vs all-local (%)")
+    fig.suptitle(f"DRAM a provider buys (Pond Fig. 21)\n{window}", fontsize=9)
+    save_figure(fig, path)
