@@ -213,10 +213,10 @@ class Replays:
 
     A replay in which every pool always had room for any arriving VM's pool part is the replay
     with pools of unbounded capacity: the pool test never pruned the first fit's search, so each
-    VM went where the vCPUs and ``L`` alone sent it. That replay is kept per ``L`` and given back
-    wherever its own placement shows the same is true, at another capacity or pool size: its
-    largest pool level plus the largest pool part, with a margin, is within the capacity. The
-    answer is the replay's, exactly; only the replays a pool shaped are run again.
+    VM went where the vCPUs and ``L`` alone sent it. That replay is kept per ``L`` (and count
+    limit) and given back wherever its own placement shows the same is true, at another capacity
+    or pool size: its largest pool level plus the largest pool part, with a margin, is within the
+    capacity. The answer is the replay's, exactly; only the replays a pool shaped are run again.
     """
 
     SLACK_GB = 1e-3               # far above the float error of a pool's running level
