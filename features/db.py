@@ -8,5 +8,9 @@ import duckdb
 
 
 def connect() -> duckdb.DuckDBPyConnection:
-    limit = os.environ.get("POND_DUCKDB_MEMORY", "2GB")
-    return duckdb.connect(config={"memory_limit": limit, "preserve_insertion_order": False})
+    """``POND_DUCKDB_TEMP``: where joins past the cap spill (DuckDB's default, ``.tmp`` in the working
+    directory, when unset); a fleet-sized join can spill tens of GB."""
+    config = {"memory_limit": os.environ.get("POND_DUCKDB_MEMORY", "2GB"), "preserve_insertion_order": False}
+    if os.environ.get("POND_DUCKDB_TEMP"):
+        config["temp_directory"] = os.environ["POND_DUCKDB_TEMP"]
+    return duckdb.connect(config=config)

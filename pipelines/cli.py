@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -107,10 +108,23 @@ def _params_if_any(path: Path) -> "Params | None":
     return load(path) if path.exists() else None
 
 
-def _out_of_memory(exc: BaseException) -> bool:
-    """Python's or DuckDB's; duckdb is looked up, not imported: the service's install has none."""
+def resource_error(exc: BaseException) -> str | None:
+    """What ran out, and how to fix it, when ``exc`` is Python's or DuckDB's running out of memory or
+    of disk to spill to; None for any other error. duckdb is looked up, not imported: the service's
+    install has none."""
     duckdb = sys.modules.get("duckdb")
-    return isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException))
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else type(exc).__name__
+    spilling = duckdb is not None and isinstance(exc, (duckdb.IOException, duckdb.OutOfMemoryException)) and (
+        "No space left on device" in text or "max_temp_directory_size" in text)
+    if spilling or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return (f"out of disk space ({first}). DuckDB spills joins past POND_DUCKDB_MEMORY to POND_DUCKDB_TEMP "
+                "(default: .tmp in the working directory), up to 90% of that disk's free space. Fix: point "
+                "POND_DUCKDB_TEMP at a larger disk, raise POND_DUCKDB_MEMORY, or set engine.backend: dask")
+    if isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException)):
+        return (f"out of memory ({first}). Fix: raise POND_DUCKDB_MEMORY (default 2GB), run on a machine with more "
+                "memory, or set engine.backend: dask")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,10 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pond {args.stage}: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        if not _out_of_memory(exc):
+        why = resource_error(exc)
+        if why is None:
             raise
-        print(f"pond {args.stage}: error: out of memory ({exc}). Fix: raise POND_DUCKDB_MEMORY "
-              "(default 2GB) or run on a machine with more memory", file=sys.stderr)
+        print(f"pond {args.stage}: error: {why}", file=sys.stderr)
         return 3
     return 0
 

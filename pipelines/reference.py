@@ -34,6 +34,8 @@ OTHER_ENVIRONMENT = (
      "the MLflow experiment runs are logged to"),
     ("POND_DUCKDB_MEMORY", "2GB", "features, backtest (customer and workload history)",
      "DuckDB's memory cap; joins past it spill to disk"),
+    ("POND_DUCKDB_TEMP", ".tmp in the working directory", "features, backtest (customer and workload history)",
+     "where DuckDB spills joins past POND_DUCKDB_MEMORY; a fleet-sized join can spill tens of GB"),
     ("MLFLOW_DISABLE_TELEMETRY", "true", "train_li, train_um, backtest, register",
      "MLflow's usage telemetry stays off unless this is set to false"),
     ("POND_QUIET", "unset", "every stage (`pond --quiet`)", "1: no progress lines"),
