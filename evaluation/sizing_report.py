@@ -76,9 +76,10 @@ def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
 
 
 def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement: Placement,
-                   label: str,
-             budget: float, window_vms: int, unscored: int, warm: int,
-             served_names: dict[str, str] | None = None) -> dict[str, Any]:
+                   label: str, budget: float, window_vms: int, unscored: int, warm: int,
+                   served_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """`simulate`'s metrics: per policy its recommended pool and savings at the headline size, the
+    sizing answer and what the served policy saves."""
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
     all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,

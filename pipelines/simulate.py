@@ -212,9 +212,8 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
                          raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, (100.0 - params.optimize.tp) / 100.0,
-                       int(created_in.sum()),
-                       int((created_in & ~scored).sum()), int(((start < window[0]) & (end > window[0]) & ~decided).sum()),
-                       names)
+                             int(created_in.sum()), int((created_in & ~scored).sum()),
+                             int(((start < window[0]) & (end > window[0]) & ~decided).sum()), names)
     write_json(metrics_path, metrics)
     with AtomicDir(out_dir) as tmp:
         table.to_csv(tmp / "sizing_by_cluster.csv", index=False)

@@ -16,7 +16,8 @@ from pipelines import cli
     (duckdb.OutOfMemoryException("could not allocate block of size 256 KiB"), "raise POND_DUCKDB_MEMORY"),
     (duckdb.IOException('IO Error: Could not write file ".tmp/duckdb_temp_1.tmp": No space left on device'),
      "point POND_DUCKDB_TEMP at a larger disk"),
-    (OSError(errno.ENOSPC, "No space left on device"), "out of disk space"),
+    (OSError(errno.ENOSPC, "No space left on device", "data/features/vm_features.parquet"),
+     "out of disk space writing data/features/vm_features.parquet"),
     (duckdb.OutOfMemoryException("Out of Memory Error: failed to offload data block of size 256.0 KiB (134.8 "
                                  "MiB/135.0 MiB used).\nThis limit was set by the 'max_temp_directory_size' setting."),
      "out of disk space (Out of Memory Error: failed to offload"),
