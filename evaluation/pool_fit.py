@@ -18,7 +18,8 @@ the smallest ``L`` (to 1 GB, bisected on the exact replay) for each of a few poo
 ``P``, then a finer look around the cheapest ``servers x L + pools x P``. A policy's pool sizes
 share its replays (``Replays``): one in which every pool always had room is the one unbounded pools
 give, and stands, exactly, for every capacity and pool size its placement leaves room in (on the
-largest cluster of the 10M-VM benchmark, 442 replays for UM only's six pool sizes instead of 930).
+largest cluster of the 10M-VM benchmark, 429 replays for UM only's six pool sizes instead of 917:
+``benchmarks/shared_replays.py``).
 
 The replay keeps a segment tree over servers laid out so that each pool is one subtree (pools are
 padded to a power of two of servers); a node holds the largest free vCPUs and local GB below it
