@@ -38,7 +38,7 @@ from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, counters_source, read_tables, write_json
+from telemetry.io import AtomicDir, counters_source, read_days, read_tables, write_json
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
@@ -106,7 +106,9 @@ def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path,
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
     last = pd.Timestamp(params.base.as_of)
-    vmf = pd.read_parquet(features_dir / "vm_features.parquet")
+    # the days the nights read: each one's training window (input drift) and next day, with a day's margin
+    first = (last - pd.Timedelta(days=n_nights + params.train_um.train_days)).date()
+    vmf = read_days(features_dir / "vm_features.parquet", first, (last + pd.Timedelta(days=1)).date())
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
     counters = counters_source(raw_dir)
