@@ -25,7 +25,7 @@ import pandas as pd
 
 from core.errors import ConfigError
 from core.params import UmParams
-from models.um import ConformalOffset, UntouchedModel
+from models.um import CUSTOMER_PREFIX, ConformalOffset, UntouchedModel
 
 
 @dataclass
@@ -51,6 +51,16 @@ def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
         ended &= deleted.notna() & (deleted < known_by)
     return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[day & ended],
                  int((day & ~ended).sum()))
+
+
+OUTCOMES = ("created_at", "deleted_at", "untouched_fraction")   # what a night splits and scores by
+REQUEST = ("vm_type", "os", "region", "cluster_id", "vcpus", "memory_gb")   # the model's inputs besides the customer's
+
+
+def night_columns(names: list[str]) -> list[str]:
+    """Of a VM-features file's columns, the ones the nights read: `train_um` reads no others (no ids,
+    at fleet scale the largest columns)."""
+    return [c for c in names if c in OUTCOMES or c in REQUEST or c.startswith(CUSTOMER_PREFIX)]
 
 
 def creation_days(as_of: str | pd.Timestamp, p: UmParams) -> tuple[date, date]:

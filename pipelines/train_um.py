@@ -36,9 +36,9 @@ from models.dask_fit import workers_of
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
 from models.runtime import sha256
 from models.um import ConformalOffset, customer_columns_of
-from models.um_protocol import creation_days, fit_night, night
+from models.um_protocol import creation_days, fit_night, night, night_columns
 from pipelines.tracking import start_run
-from telemetry.io import AtomicDir, read_days, write_json
+from telemetry.io import AtomicDir, read_days, table_columns, write_json
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
@@ -49,7 +49,8 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         with session(params.engine) as own:
             return run(params, features_dir, out_dir, metrics_path, plots_dir, own)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
-    vf = read_days(features_dir / "vm_features.parquet", *creation_days(as_of, p))
+    path = features_dir / "vm_features.parquet"
+    vf = read_days(path, *creation_days(as_of, p), columns=night_columns(table_columns(path)))
     have, want = customer_columns_of(vf), params.features.customer_columns
     if have != want:
         raise ConfigError(f"{features_dir / 'vm_features.parquet'} has customer columns {have}, but "

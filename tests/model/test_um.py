@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from core.errors import ConfigError
@@ -14,8 +15,8 @@ from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from features.build import FeatureParams, vm_features
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools, lightgbm_splits
 from models.runtime import session
-from models.um import ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
-from models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night
+from models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
+from models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +189,12 @@ def test_a_changed_percentile_list_reaches_the_model_or_fails_loudly(small_raw, 
     with pytest.raises(ConfigError, match=r"features.percentiles gives \['cust_n', 'cust_p50', 'cust_p80'\]"):
         train_um.run(stale, tmp_path / "features", tmp_path / "um2", tmp_path / "m2.json", tmp_path / "plots")
     assert not (tmp_path / "um2").exists()
+
+
+def test_the_model_encodes_from_the_night_columns_alone(small_bundle):
+    """What `train_um` reads (models.um_protocol.night_columns) is all the encoder needs."""
+    path = small_bundle / "features" / "vm_features.parquet"
+    vf = pq.read_table(path, columns=night_columns(pq.read_schema(path).names)).to_pandas()
+    encoder = UmEncoder(fit_vocabulary(vf), [c for c in vf.columns if c.startswith("cust_")])
+    X = encoder.encode(vf)
+    assert X.shape == (len(vf), len(encoder.features)) and encoder.features[:len(HEAD)] == HEAD
