@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -100,15 +101,19 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
 
+def days_read(last: pd.Timestamp, n_nights: int, train_days: int) -> tuple[date, date]:
+    """The creation days of VM features the nights ending at ``last`` use: each one's training window
+    (``input_drift``) and next day, with a day's margin."""
+    return (last - pd.Timedelta(days=n_nights + train_days - 1)).date(), (last + pd.Timedelta(days=1)).date()
+
+
 def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
         plots_dir: Path, metrics_path: Path | None = None) -> pd.DataFrame:
     n_nights = params.backtest.nights if n_nights is None else n_nights
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
     last = pd.Timestamp(params.base.as_of)
-    # the days the nights read: each one's training window (input drift) and next day, with a day's margin
-    first = (last - pd.Timedelta(days=n_nights + params.train_um.train_days)).date()
-    vmf = read_days(features_dir / "vm_features.parquet", first, (last + pd.Timedelta(days=1)).date())
+    vmf = read_days(features_dir / "vm_features.parquet", *days_read(last, n_nights, params.train_um.train_days))
     tables = read_tables(raw_dir, ["workloads", "vms"])
     events = event_columns(tables["workloads"], WORKLOADS)
     counters = counters_source(raw_dir)
