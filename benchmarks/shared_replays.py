@@ -28,7 +28,7 @@ from core.params import Params  # noqa: E402
 from evaluation import pool_fit  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import _sizing, in_window  # noqa: E402
-from pipelines.simulate import _decisions, _measured, _nights, _seconds, nightly_window, read_trace  # noqa: E402
+from pipelines.simulate import _measured, nightly_decisions, read_trace  # noqa: E402
 
 
 def main() -> None:
@@ -40,20 +40,17 @@ def main() -> None:
     params = Params(**yaml.safe_load((args.workdir / "params.yaml").read_text()))
     sp = params.simulate
     vms = read_trace(args.workdir / "raw")
-    t0, start, end = _seconds(vms)
-    nights = _nights(args.workdir / "nightly")
-    window, _, _ = nightly_window(t0, nights)
-    placement = place(vms, start, end, sp)
+    (start, end), window, _, decisions = nightly_decisions(vms, args.workdir / "nightly", sp.latency_ratios,
+                                                           sp.pool_caps)
+    measured, _ = _measured(window, "", sp, True, vms["created_at"].min())   # after the policies' warm-up
+    placement = place(vms, start, end, sp)                # the whole trace, then the window's VMs, as simulate
     keep = in_window(start, end, window)
     vms, start, end = vms[keep].reset_index(drop=True), start[keep], end[keep]
     cluster, host = placement.cluster[keep], placement.host[keep]
-    created = (start >= window[0]) & (start < window[1])
-    decisions, _, _ = _decisions(vms, created, nights, sp.latency_ratios, sp.pool_caps)
-    measured, _ = _measured(window, "", sp, True, t0)
     codes, counts = np.unique(cluster, return_counts=True)
     i = np.flatnonzero(cluster == codes[np.argmax(counts)])
     name = f"{args.policy}_r{args.ratio:g}"
-    pool = {name: decisions[(args.policy, args.ratio)]["pool_gb"][i]}
+    pool = {name: decisions[(args.policy, args.ratio)]["pool_gb"][keep][i]}
     common = (start[i], end[i], cluster[i], host[i], placement.sockets_per_host, vms["vcpus"].to_numpy(float)[i],
               vms["memory_gb"].to_numpy(float)[i])
     rest = (measured, sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, True, False)

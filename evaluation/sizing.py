@@ -325,14 +325,12 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
         ev = pool_fit.Events(c.ev_vm, c.ev_arrival, c.cores, c.memory_gb, c.n_servers, c.cap_cores)   # sorted once
         fitted.append((sweep, top, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
     rows = []
-    replays: dict[tuple[str, int], pool_fit.Replays] = {}   # a policy's replays, shared by its pool sizes
-    for name, k, spp, pool in progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs"):
-        if any(key[0] != name for key in replays):
-            replays.clear()
-        for i, ((idx, c), (sweep, top, ev)) in enumerate(zip(cl, fitted)):
-            if (name, i) not in replays:
-                replays[(name, i)] = pool_fit.Replays(ev, pool[idx])
-            run = replays[(name, i)]
+    replays: list[pool_fit.Replays] = []
+    shown = progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs")
+    for r, (name, k, spp, pool) in enumerate(shown):
+        if r == 0 or name != runs[r - 1][0]:     # a new policy: its pool sizes share its replays, per cluster
+            replays = [pool_fit.Replays(ev, pool[idx]) for (idx, _), (_, _, ev) in zip(cl, fitted)]
+        for (idx, c), (sweep, top, ev), run in zip(cl, fitted, replays):
             L, P, unplaced, where = pool_fit.size(ev, pool[idx], spp, c.budget(max_move_rate), top, run)
             placed = where >= 0           # an unplaced VM counts nowhere: its amounts are zero on a spare server
             srv = np.where(placed, where, ev.n_servers)

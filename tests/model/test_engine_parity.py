@@ -157,7 +157,7 @@ def test_lightgbm_is_told_where_the_parts_are_in_their_order():
 
     class Client:
         def who_has(self, futures=None):
-            return {f.key: [f"tcp://w{f.key}"] for f in sorted(futures, key=lambda f: hash(f.key))}
+            return {f.key: [f"tcp://w{f.key}"] for f in sorted(futures, key=lambda f: f.key)}   # a, b, c, d
 
         def futures_of(self, futures):
             return list(futures)

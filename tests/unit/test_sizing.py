@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.sizing import _sizing, approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
+from evaluation.sizing import approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
 
 # One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
 #   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
@@ -94,7 +94,10 @@ def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
 
     by_task = fleet_sizing_by_cluster(run, *args)
     pd.testing.assert_frame_equal(by_task, fleet_sizing(*args), check_exact=True)
-    pd.testing.assert_frame_equal(by_task, _sizing(*args), check_exact=True)   # every policy sized
+    alone = [fleet_sizing(*args[:7], {name: pool}, *args[8:]) for name, pool in policies.items()]   # none shared
+    every = pd.concat([alone[0][alone[0].policy == "all_local"], *(t[t.policy != "all_local"] for t in alone)],
+                      ignore_index=True)
+    pd.testing.assert_frame_equal(by_task, every, check_exact=True)
     assert list(dict.fromkeys(by_task.policy)) == ["all_local", "half", "quarter", "again"]
     assert [(int(t[2][0]), sorted(t[7]), t[-1]) for t in seen] == [
         (1, [], True), (1, ["half"], False), (1, ["quarter"], False),
