@@ -9,18 +9,17 @@ No training stage reads this module.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from evaluation.combined import spill_table
 from telemetry.contract import TRUTH_FILE
-from telemetry.io import read_tables
+from telemetry.io import read_raw, read_tables
+from telemetry.storage import Location, location
 
 
-def truth_table(raw_dir: Path, ratio: float) -> tuple[pd.DataFrame, str]:
+def truth_table(raw_dir: Location | str, ratio: float) -> tuple[pd.DataFrame, str]:
     """(slowdown per workload and spilled share at ``ratio``, its source: population or lab)."""
-    path = Path(raw_dir) / TRUTH_FILE
+    path = location(raw_dir) / TRUTH_FILE
     if path.exists():
-        return spill_table(pd.read_parquet(path), ratio), "population"
+        return spill_table(read_raw(path, "population_truth"), ratio), "population"
     return spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], ratio), "lab"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from features.history import KEY, history_counts, workload_history
 from features.tma import pmu_features
 from telemetry import request
 from telemetry.contract import WORKLOADS, event_columns
+from telemetry.storage import Location
 from telemetry.vm_types import family_of, generation_of, parse_counts
 
 VM_META = [*request.FIELDS, "created_at", "deleted_at"]
@@ -25,7 +25,7 @@ def lab_features(workloads: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([workloads[["workload_id", "workload_class", "footprint_gb"]], feats], axis=1)
 
 
-def vm_features(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, p: FeatureParams) -> pd.DataFrame:
+def vm_features(vms: pd.DataFrame, counters: pd.DataFrame | str | Location, p: FeatureParams) -> pd.DataFrame:
     """One row per VM: metadata, the customer percentiles and history it would have been served with."""
     out = attach_customer_features(vms.reindex(columns=VM_META + ["untouched_fraction", "untouched_so_far", "workload_id"]),
                                    p.window_days, p.percentiles)
@@ -38,7 +38,7 @@ def vm_features(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, p: Featu
     return out
 
 
-def snapshot(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: list[str],
+def snapshot(vms: pd.DataFrame, counters: pd.DataFrame | str | Location, events: list[str],
              p: FeatureParams) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(customer percentiles, workload history) as the service holds them after the as-of day."""
     day = p.snapshot_time.date()

@@ -8,8 +8,6 @@ before TMA metrics are taken, which weights each VM by its run length.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pandas as pd
 
@@ -17,22 +15,27 @@ from features.db import connect
 from features.tma import pmu_features
 from telemetry.io import parquet_glob
 from telemetry.request import HISTORY_KEY
+from telemetry.storage import Location, is_url, location
 
 KEY = HISTORY_KEY
 
 
-def _register(con: duckdb.DuckDBPyConnection, name: str, obj: pd.DataFrame | str | Path) -> None:
-    if isinstance(obj, (str, Path)):
-        con.sql(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{parquet_glob(Path(obj))}', hive_partitioning = false)")
-    else:
+def _register(con: duckdb.DuckDBPyConnection, name: str, obj: pd.DataFrame | str | Location) -> None:
+    if isinstance(obj, pd.DataFrame):
         con.register(name, obj)
+        return
+    path = location(obj)
+    if is_url(path):   # DuckDB reads the URL through the same fsspec filesystem as pandas and pyarrow
+        con.register_filesystem(path.fs)
+    glob = parquet_glob(path).replace("'", "''")
+    con.sql(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{glob}', hive_partitioning = false)")
 
 
 def _available(delay_s: int) -> str:
     return f"CAST(timezone('UTC', v.created_at + to_seconds({int(delay_s)})) AS DATE)"
 
 
-def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Path,
+def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Location,
                    history_days: int, delay_s: int) -> pd.DataFrame:
     """Per VM: how many earlier VMs of its key the nightly history held (``history_vms``)."""
     con = connect()
@@ -64,7 +67,7 @@ def history_counts(vms: pd.DataFrame, counters: pd.DataFrame | str | Path,
     return out
 
 
-def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Path, events: list[str],
+def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Location, events: list[str],
                      as_of: pd.Timestamp, history_days: int, delay_s: int) -> pd.DataFrame:
     """History table as the service holds it at ``as_of`` (a UTC midnight): key, n_vms, features."""
     con = connect()

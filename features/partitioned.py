@@ -24,7 +24,8 @@ from core.errors import ContractError
 from core.params import FeatureParams
 from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
 from features.history import KEY
-from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units
+from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units, upload
+from telemetry.storage import Location, write_parquet
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -37,6 +38,7 @@ class Partitioned:
     request_shapes: pd.DataFrame
     facts: dict[str, Any]
     stray_counters: int
+    uploaded_bytes: int = 0       # raw files copied to a scratch URL for the workers
 
 
 def first_events_day(p: FeatureParams) -> date:
@@ -44,7 +46,7 @@ def first_events_day(p: FeatureParams) -> date:
     return p.snapshot_time.date() - timedelta(days=p.history_days + p.counter_delay_s // 86_400 + 2)
 
 
-def _task(scratch: Path, k: int, feats_out: Path, events: list[str], p: FeatureParams) -> dict[str, Any]:
+def _task(scratch: Location, k: int, feats_out: Location, events: list[str], p: FeatureParams) -> dict[str, Any]:
     from core.progress import silenced
     empty_ids = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
     vms = read_partition(scratch, "vms", k, pd.DataFrame())
@@ -62,17 +64,19 @@ def _task(scratch: Path, k: int, feats_out: Path, events: list[str], p: FeatureP
         feats = vm_features(vms, has, p)
         cust, hist = snapshot(vms, counters, events, p)
     feats = feats.iloc[pd.Index(feats["vm_id"]).get_indexer(vms["vm_id"])].reset_index(drop=True)
-    feats.to_parquet(feats_out, index=False, row_group_size=65_536)
+    write_parquet(feats, feats_out, row_group_size=65_536)
     return {"rows": rows, "customers": cust, "history": hist, "shapes": shape_counts(vms, p),
             "facts": facts(feats, p.customer_columns)}
 
 
-def partitioned_features(run: Runner, raw_dir: Path, counters: pd.DataFrame | Path, events: list[str],
-                         p: FeatureParams, partitions: int, scratch: Path, out: Path,
+def partitioned_features(run: Runner, raw_dir: Location, counters: pd.DataFrame | Location, events: list[str],
+                         p: FeatureParams, partitions: int, scratch: Location, out: Path,
                          row_group: int) -> Partitioned | None:
     """Write the VM features of the fleet in ``raw_dir`` to ``out`` (the local engine's table, row for
-    row) and return the rest of the stage's output; None when the fleet has no VM."""
-    plan: list[Unit] = units(raw_dir, counters, first_events_day(p))
+    row) and return the rest of the stage's output; None when the fleet has no VM. ``scratch``: where
+    the workers exchange files (a path they all see, or a storage URL)."""
+    plan: list[Unit]
+    plan, copied = upload(units(raw_dir, counters, first_events_day(p)), scratch)
     splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
     parts = sorted({k for s in splits for k in s.vms})
     if not parts:
@@ -87,4 +91,4 @@ def partitioned_features(run: Runner, raw_dir: Path, counters: pd.DataFrame | Pa
         history=hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True),
         request_shapes=top_shapes([r["shapes"] for r in results], p),
         facts=merge_facts([r["facts"] for r in results]),
-        stray_counters=sum(s.stray_counters for s in splits))
+        stray_counters=sum(s.stray_counters for s in splits), uploaded_bytes=copied)

@@ -11,8 +11,9 @@ stage's own process (the dask engine's `features`).
 3. ``merge_in_order``: the partitions' outputs, each in ``_row`` order, streamed into one Parquet
    file in the local engine's order, one row group at a time.
 
-The scratch folder must be visible to every worker (a LocalCluster's workers share this machine's
-disk; a remote cluster needs shared storage there).
+The scratch folder must be visible to every worker: a LocalCluster's workers share this machine's
+disk; a remote cluster needs shared storage there, a mounted path or a storage URL
+(``telemetry.storage``; ``POND_SCRATCH``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from core.errors import ContractError
 from telemetry.contract import validate_table
 from telemetry.io import COUNTERS, day_files, find_table, read_raw
+from telemetry.storage import Location, is_url, parquet_file, read_parquet, write_parquet
 
 ROW = "_row"                                      # the local engine's row position of a VM
 KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one folder per partition each
@@ -47,8 +49,8 @@ def _hash(values: pd.Series, buckets: int) -> np.ndarray:
 class Unit:
     """One split task's input: ``vms`` files (read in this order) and the matching counters."""
     index: int
-    vms: tuple[Path, ...]
-    counters: tuple[Path, ...] | pd.DataFrame = ()
+    vms: tuple[Location, ...]
+    counters: tuple[Location, ...] | pd.DataFrame = ()
     events: bool = True                  # copy counter events (False: only vm_id is needed)
 
 
@@ -59,7 +61,7 @@ class Split:
     stray_counters: int = 0
 
 
-def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) -> list[Unit]:
+def units(raw_dir: Location, counters: pd.DataFrame | Location, first_events_day: date) -> list[Unit]:
     """The raw tables cut into split tasks, in the local engine's read order (``read_raw``)."""
     vms = find_table(raw_dir, "vms")
     if vms is None:
@@ -68,7 +70,7 @@ def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) 
     if not vms.is_dir():
         return [Unit(0, (vms,), counters if isinstance(counters, pd.DataFrame) else (counters,))]
     vm_days = day_files(vms)
-    counter_days = day_files(counters) if isinstance(counters, Path) and counters.is_dir() else {}
+    counter_days = day_files(counters) if not isinstance(counters, pd.DataFrame) and counters.is_dir() else {}
     out = []
     for i, day in enumerate(sorted(vm_days.keys() | counter_days.keys())):
         c = counters if isinstance(counters, pd.DataFrame) else tuple(counter_days.get(day, ()))
@@ -77,7 +79,36 @@ def units(raw_dir: Path, counters: pd.DataFrame | Path, first_events_day: date) 
     return out
 
 
-def _read(files: tuple[Path, ...], table: str, columns: list[str] | None = None) -> pd.DataFrame:
+def upload(plan: list[Unit], scratch: Location) -> tuple[list[Unit], int]:
+    """The units as workers can read them, and the bytes copied: with a scratch URL (a remote cluster
+    that cannot see this machine's disk), each local file is copied under ``scratch/raw`` first, one
+    file at a time; files already at a URL, or a scratch on a (shared) path, are read where they are."""
+    if not is_url(scratch):
+        return plan, 0
+    copied = 0
+
+    def put(unit: Unit, kind: str, files: tuple[Location, ...]) -> tuple[Location, ...]:
+        nonlocal copied
+        out = []
+        for i, f in enumerate(files):
+            if is_url(f):
+                out.append(f)
+                continue
+            suffix = ".csv.gz" if f.name.endswith(".csv.gz") else Path(f.name).suffix
+            target = scratch / "raw" / f"u{unit.index:06d}" / f"{kind}-{i:05d}{suffix or '.parquet'}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch.fs.put_file(str(f), target.path)
+            copied += f.stat().st_size
+            out.append(target)
+        return tuple(out)
+
+    staged = [Unit(u.index, put(u, "vms", u.vms),
+                   u.counters if isinstance(u.counters, pd.DataFrame) else put(u, "counters", u.counters),
+                   u.events) for u in plan]
+    return staged, copied
+
+
+def _read(files: tuple[Location, ...], table: str, columns: list[str] | None = None) -> pd.DataFrame:
     """Files of one table as ``read_raw`` reads them: CSV as CSV, anything else as Parquet."""
     parts = []
     for f in files:
@@ -85,7 +116,7 @@ def _read(files: tuple[Path, ...], table: str, columns: list[str] | None = None)
             parts.append(read_raw(f, table))
             continue
         try:
-            parts.append(pq.ParquetFile(f).read(columns=columns).to_pandas())
+            parts.append(parquet_file(f).read(columns=columns).to_pandas())
         except (pa.ArrowException, OSError, KeyError) as exc:
             raise ContractError(table, f"cannot read {f}: {str(exc).splitlines()[0][:160]}",
                                 fix="export the table again as Parquet (with a vm_id column)") from None
@@ -102,7 +133,7 @@ def _read_counters(unit: Unit) -> pd.DataFrame:
     return _read(unit.counters, COUNTERS, None if unit.events else ["vm_id"])
 
 
-def split(unit: Unit, scratch: Path, partitions: int) -> Split:
+def split(unit: Unit, scratch: Location, partitions: int) -> Split:
     """Validate one unit's VMs and write them and their counters to their partitions' folders."""
     vms = _read_vms(unit)
     out = Split()
@@ -126,22 +157,23 @@ def split(unit: Unit, scratch: Path, partitions: int) -> Split:
     return out
 
 
-def _write(scratch: Path, kind: str, df: pd.DataFrame, part: np.ndarray, index: int) -> None:
+def _write(scratch: Location, kind: str, df: pd.DataFrame, part: np.ndarray, index: int) -> None:
     for k in np.unique(part):
         folder = scratch / kind / f"p{k:05d}"
         folder.mkdir(parents=True, exist_ok=True)
-        df[part == k].to_parquet(folder / f"u{index:06d}.parquet", index=False)
+        write_parquet(df[part == k], folder / f"u{index:06d}.parquet")
 
 
-def read_partition(scratch: Path, kind: str, k: int, empty: pd.DataFrame) -> pd.DataFrame:
+def read_partition(scratch: Location, kind: str, k: int, empty: pd.DataFrame) -> pd.DataFrame:
     """Partition ``k``'s rows of one kind, in unit order (so VMs come in ``_row`` order)."""
-    files = sorted((scratch / kind / f"p{k:05d}").glob("*.parquet"))
+    folder = scratch / kind / f"p{k:05d}"
+    files = sorted(folder.glob("*.parquet"), key=lambda f: f.name) if folder.exists() else []
     if not files:
         return empty
-    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    return pd.concat([read_parquet(f) for f in files], ignore_index=True)
 
 
-def merge_in_order(parts: list[tuple[Path, np.ndarray]], out: Path, row_group: int) -> int:
+def merge_in_order(parts: list[tuple[Location, np.ndarray]], out: Path, row_group: int) -> int:
     """Write the rows of ``parts`` (a Parquet file and its rows' ``_row``, increasing) into ``out`` in
     ``_row`` order, ``row_group`` rows per group; returns the number of rows. Each part is read once,
     front to back, so the process holds one row group and one batch per part."""
@@ -149,7 +181,7 @@ def merge_in_order(parts: list[tuple[Path, np.ndarray]], out: Path, row_group: i
     if not parts:
         raise ValueError("merge_in_order needs at least one row")
     order = np.sort(np.concatenate([r for _, r in parts]))
-    schemas = [pq.read_schema(f) for f, _ in parts]
+    schemas = [parquet_file(f).schema_arrow for f, _ in parts]
     schema = pa.unify_schemas(schemas).with_metadata(schemas[0].metadata)   # a part's all-null column is typed by another's
     streams = [_Stream(f, schema) for f, _ in parts]
     with pq.ParquetWriter(out, schema) as writer:
@@ -170,8 +202,8 @@ def merge_in_order(parts: list[tuple[Path, np.ndarray]], out: Path, row_group: i
 class _Stream:
     """The rows of one Parquet file, handed out front to back in any counts."""
 
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self.batches = pq.ParquetFile(path).iter_batches(batch_size=65_536)
+    def __init__(self, path: Location, schema: pa.Schema) -> None:
+        self.batches = parquet_file(path).iter_batches(batch_size=65_536)
         self.schema, self.buffer, self.taken = schema, pa.table({}), 0
 
     def take(self, n: int) -> pa.Table:

@@ -40,6 +40,7 @@ from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import AtomicDir, counters_source, read_days, read_tables, write_json
+from telemetry.storage import Location
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
@@ -107,7 +108,7 @@ def days_read(last: pd.Timestamp, n_nights: int, train_days: int) -> tuple[date,
     return (last - pd.Timedelta(days=n_nights + train_days - 1)).date(), (last + pd.Timedelta(days=1)).date()
 
 
-def run(params: Params, n_nights: int | None, raw_dir: Path, features_dir: Path, li_dir: Path, out_dir: Path,
+def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: Path, li_dir: Path, out_dir: Path,
         plots_dir: Path, metrics_path: Path | None = None) -> pd.DataFrame:
     n_nights = params.backtest.nights if n_nights is None else n_nights
     if n_nights < 1:

@@ -11,9 +11,10 @@ import pandas as pd
 from evaluation.calibration import fleet_checks, full_pool_slowdown, lab_checks, report
 from evaluation.plots import pyplot, save_figure
 from telemetry.io import read_tables, write_json
+from telemetry.storage import Location
 
 
-def run(raw_dir: Path, features_dir: Path, metrics_path: Path, plot_dir: Path) -> dict[str, Any]:
+def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Path) -> dict[str, Any]:
     t = read_tables(raw_dir, ["workloads", "slowdowns", "vms"])
     vm_feats = pd.read_parquet(features_dir / "vm_features.parquet", columns=["vm_id", "has_history"])
     checks = lab_checks(t["workloads"], t["slowdowns"]) + fleet_checks(t["vms"], vm_feats["has_history"])

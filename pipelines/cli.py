@@ -16,10 +16,23 @@ if TYPE_CHECKING:
     from core.params import Params
 
 
+URL_OPTIONS = ("raw",)   # tables a stage only reads: a local path or a storage URL (telemetry.storage)
+
+
+def _location(value: str):
+    """A local path, or a storage URL (``s3://bucket/raw``) read through fsspec."""
+    from telemetry.storage import location
+    try:
+        return location(value)
+    except PondError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
-    """One ``--name PATH`` option per keyword (underscores become dashes)."""
+    """One ``--name PATH`` option per keyword (underscores become dashes); ``URL_OPTIONS`` also take a URL."""
     for name, default in defaults.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=Path, default=None if default is None else Path(default))
+        kind = _location if name in URL_OPTIONS else Path
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None if default is None else kind(default))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
                        description="--perf-dir: one `perf stat -x,` file per lab run; --perf-meta: CSV with columns "
                                    "file, workload_id, workload_class, footprint_gb; --azure-vmtable: Azure V2 vmtable CSV")
-    i.add_argument("contract_dir", type=Path, nargs="?", help="directory of contract tables (CSV or Parquet)")
+    i.add_argument("contract_dir", type=_location, nargs="?",
+                   help="directory of contract tables (CSV or Parquet), a local path or a storage URL (s3://...)")
     _paths(i, perf_dir=None, perf_meta=None, azure_vmtable=None, out="data/raw")
     i.add_argument("--partial", action="store_true",
                    help="replace only the tables given in the set already at --out; the whole set is validated again")
@@ -78,8 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
            plots="plots/backtest", metrics="metrics/backtest.json")
     v = sub.add_parser("validate", help="which commands a directory of telemetry can feed, before any stage runs")
-    v.add_argument("directory", type=Path, nargs="?", default=Path("data/raw"),
-                   help="contract tables, CSV or Parquet (default data/raw)")
+    v.add_argument("directory", type=_location, nargs="?", default=Path("data/raw"),
+                   help="contract tables, CSV or Parquet, a local path or a storage URL (default data/raw)")
     t = sub.add_parser("template", help="a complete telemetry directory in the contract's format (CSV), to start from")
     t.add_argument("out", type=Path, help="directory to write workloads/slowdowns/vms/vm_counters.csv into")
     t.add_argument("--days", type=int, default=21, help="days of VM creations (default 21)")
@@ -128,6 +142,11 @@ def resource_error(exc: BaseException) -> str | None:
         return (f"out of memory ({first}). Fix: raise POND_DUCKDB_MEMORY (default 2GB), run on a machine with more "
                 "memory, or set engine.backend: dask")
     return None
+
+
+def _storage_failure(exc: BaseException) -> str | None:
+    from telemetry.storage import storage_failure
+    return storage_failure(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         why = resource_error(exc)
         if why is None:
-            raise
+            unreachable = _storage_failure(exc)
+            if unreachable is None:
+                raise
+            print(f"pond {args.stage}: error: {unreachable}", file=sys.stderr)
+            return 2
         print(f"pond {args.stage}: error: {why}", file=sys.stderr)
         return 3
     return 0

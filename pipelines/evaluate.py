@@ -20,11 +20,12 @@ from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
 from telemetry.io import AtomicDir, read_days, write_json
+from telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)
 
 
-def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Path, out_dir: Path,
+def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
     policy = read_policy(policy_path)
     models = Models.from_policy(policy, li_dir, um_dir)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,21 @@ from features.partitioned import partitioned_features
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
+from telemetry.storage import Location, location, remove_tree
+
+SCRATCH_ENV = "POND_SCRATCH"
 
 
-def _local(raw_dir: Path, counters: pd.DataFrame | Path, events: list[str], p: FeatureParams, vm_file: Path,
+def scratch_folder(tmp: Path) -> Location:
+    """Where the dask engine's workers exchange files: a fresh folder under ``POND_SCRATCH`` (a path
+    every worker sees, or a storage URL), else beside the output in ``tmp``."""
+    base = os.environ.get(SCRATCH_ENV)
+    if not base:
+        return tmp / ".shuffle"
+    return location(base) / f"features-{socket.gethostname()}-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}"
+
+
+def _local(raw_dir: Location, counters: pd.DataFrame | Location, events: list[str], p: FeatureParams, vm_file: Path,
            step: Callable[[str], None]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The fleet in this process: writes ``vm_file``; returns the snapshot's tables and the facts."""
     vms = read_tables(raw_dir, ["vms"])["vms"]
@@ -33,14 +46,20 @@ def _local(raw_dir: Path, counters: pd.DataFrame | Path, events: list[str], p: F
     return cust, hist, request_shapes(vms, p), facts(vm_feats, p.customer_columns)
 
 
-def _dask(params: Params, raw_dir: Path, counters: pd.DataFrame | Path, events: list[str], tmp: Path,
+def _dask(params: Params, raw_dir: Location, counters: pd.DataFrame | Location, events: list[str], tmp: Path,
           vm_file: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """``_local``'s answer from the workers (features.partitioned), through a scratch folder in ``tmp``."""
+    """``_local``'s answer from the workers (features.partitioned), through a scratch folder."""
     p, e = params.features, params.engine
-    with session(e) as client:
-        done = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters,
-                                    events, p, e.partitions, tmp / ".shuffle", vm_file, ROW_GROUP)
-    shutil.rmtree(tmp / ".shuffle", ignore_errors=True)
+    scratch = scratch_folder(tmp)
+    try:
+        with session(e) as client:
+            done = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters,
+                                        events, p, e.partitions, scratch, vm_file, ROW_GROUP)
+    finally:
+        remove_tree(scratch)
+    if done is not None and done.uploaded_bytes:
+        print(f"features: copied {done.uploaded_bytes / 2**30:.2f} GiB of raw tables to {scratch} for the workers "
+              "(a scratch URL: they cannot see this machine's disk; give --raw as a URL to read them in place)")
     if done is None:   # no VM: the local answer, empty tables of the right columns
         return _local(raw_dir, counters, events, p, vm_file, lambda _: None)
     if done.stray_counters:
@@ -50,7 +69,7 @@ def _dask(params: Params, raw_dir: Path, counters: pd.DataFrame | Path, events: 
     return done.customers, done.history, done.request_shapes, done.facts
 
 
-def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
+def run(params: Params, raw_dir: Location, out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     p, e = params.features, params.engine
     step = Steps("features", 4 if e.backend == "local" else 3)
     step("reading the workloads" + (" and vms tables" if e.backend == "local" else " table"))
@@ -58,7 +77,7 @@ def run(params: Params, raw_dir: Path, out_dir: Path, metrics_path: Path) -> dic
     require_events(workloads, "workloads")
     events = event_columns(workloads, WORKLOADS)
     counters = counters_source(raw_dir)
-    columns = table_columns(counters) if isinstance(counters, Path) else list(counters.columns)
+    columns = list(counters.columns) if isinstance(counters, pd.DataFrame) else table_columns(counters)
     require_events(pd.DataFrame(columns=columns), COUNTERS)
     with AtomicDir(out_dir) as tmp:
         (tmp / "snapshot").mkdir()

@@ -42,6 +42,9 @@ OTHER_ENVIRONMENT = (
     ("DASK_SCHEDULER_ADDRESS", "unset",
      "features, train_um, backtest, simulate with `engine.backend: dask` (`pond --scheduler`)",
      "a running Dask scheduler (tcp://host:8786); unset: the stage starts a LocalCluster"),
+    ("POND_SCRATCH", "the output's temporary folder", "features with `engine.backend: dask`",
+     "where the workers exchange files: a path every worker sees, or a storage URL (s3://bucket/scratch); "
+     "with a URL, raw tables on this machine's disk are copied there first"),
     ("POND_ROLE", "dev", "scripts/setup.sh", "which lock to install: serve, train or dev"),
     ("PROMETHEUS_MULTIPROC_DIR", "a new temporary directory", "`pond serve --workers N` (N > 1)",
      "where the workers' metric files are summed from"),

@@ -27,12 +27,13 @@ from models.inference import Models, score
 from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
 from telemetry.io import AtomicDir, read_days, write_json
+from telemetry.storage import Location
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
 
 
-def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Path) -> dict[str, Any]:
+def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location) -> dict[str, Any]:
     """A registered bundle's served policy, realized on ``vms`` as `evaluate` realizes it."""
     paths = BundlePaths.of(bundle_dir)
     policy = read_policy(paths.policy)
@@ -56,7 +57,7 @@ def _registry(what: str, call: Any, *args: Any) -> Any | None:
                             "promoted. Fix: check MLFLOW_TRACKING_URI and the registry, then rerun `dvc repro`") from exc
 
 
-def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Path, metrics_dir: Path,
+def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Location, metrics_dir: Path,
         bundle_dir: Path, out_metrics: Path) -> dict[str, Any]:
     gp = params.register
     policy = read_policy(paths.policy)

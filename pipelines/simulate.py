@@ -49,6 +49,7 @@ from evaluation.truth import truth_table
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
 from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.storage import Location
 
 def _seconds(vms: pd.DataFrame) -> tuple[pd.Timestamp, np.ndarray, np.ndarray]:
     """Trace start, and seconds since it; running VMs stay until one second past the last event."""
@@ -139,7 +140,7 @@ def _measured(window: tuple[int, int], label: str, sp: SimParams, nightly: bool,
                             "days of their VMs filling servers"
 
 
-def read_trace(raw_dir: Path) -> pd.DataFrame:
+def read_trace(raw_dir: Location) -> pd.DataFrame:
     """The vms table (either layout) in vm_id order: the order every replay indexes its arrays by."""
     return read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
 
@@ -155,7 +156,7 @@ def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float
     return (start, end), window, created_in, _decisions(vms, created_in, nights, ratios, caps)[0]
 
 
-def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
+def run(params: Params, raw_dir: Location, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
         out_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
     sp = params.simulate
     vms = read_trace(raw_dir)
@@ -227,7 +228,7 @@ def run(params: Params, raw_dir: Path, backtest_dir: Path | None, metrics_path: 
     return metrics
 
 
-def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Path, pdm: float, ratios: tuple[float, ...],
+def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Location, pdm: float, ratios: tuple[float, ...],
               rates: dict[float, float]) -> dict[str, dict[str, float]]:
     """Mispredictions each policy realized on the VMs created in the window, per latency ratio."""
     out: dict[str, dict[str, float]] = {}

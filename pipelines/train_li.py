@@ -33,6 +33,7 @@ from models.onnx_export import boundary_rows, check_parity, export_li, forest_sp
 from models.runtime import sha256
 from pipelines.tracking import start_run
 from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.storage import Location
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
 FP_GRID_PCT = np.round(np.arange(0.0, 50.01, 0.5), 2)
@@ -44,7 +45,7 @@ def model_name(ratio: float, pdm: float) -> str:
     return f"r{ratio:g}_pdm{pdm:g}"
 
 
-def run(params: Params, features_dir: Path, raw_dir: Path, out_dir: Path,
+def run(params: Params, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
     p, seed = params.train_li, params.base.seed
     ratios, pdms, n_splits, targets, level = p.latency_ratios, p.pdms, p.n_splits, p.fp_targets_pct, p.band_level

@@ -7,7 +7,6 @@ from ``data/raw`` (their ``read_tables`` calls and ``features.tma.require_events
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
@@ -17,6 +16,7 @@ from features.tma import require_events
 from models.um_protocol import usable_nights
 from telemetry.contract import TABLES, validate_table, validate_tables
 from telemetry.io import find_table, read_raw
+from telemetry.storage import Location, location
 
 REPRO = "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)"
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -65,13 +65,13 @@ def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
             f"params.yaml to a day from {first.date()} to {last.date()}"]
 
 
-def check(directory: Path, params: Params | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
+def check(directory: Location, params: Params | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
     """(state per table: ok / missing / the error, problems per command: empty when it can run).
     With ``params``, also whether ``base.as_of`` fits the trace's days."""
     state: dict[str, str] = {}
     valid: dict[str, pd.DataFrame] = {}
     for table in TABLES:
-        path = find_table(Path(directory), table)
+        path = find_table(location(directory), table)
         if path is None:
             state[table] = "missing"
             continue
@@ -106,8 +106,8 @@ def report(state: dict[str, str], problems: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-def run(directory: Path, params: Params | None = None) -> dict[str, list[str]]:
-    if not Path(directory).is_dir():
+def run(directory: Location, params: Params | None = None) -> dict[str, list[str]]:
+    if not location(directory).is_dir():
         raise PondError(f"validate: {directory} is not a directory of contract tables (CSV or Parquet)")
     state, problems = check(directory, params)
     print(report(state, problems))

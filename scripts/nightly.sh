@@ -4,7 +4,7 @@
 # --as-of: the night's day (default: yesterday, UTC): written to params.yaml's base.as_of by
 #   `dvc exp run --set-param`, so the run is recorded with it; params.yaml then holds that day (the
 #   script says so) and dvc.lock the night's outputs, ready to commit.
-# --import DIR: `pond import DIR` first (the day's export of the contract tables).
+# --import DIR: `pond import DIR` first (the day's export of the contract tables; a folder or a storage URL, s3://...).
 # --push: `dvc push` the night's outputs to the default DVC remote afterwards.
 # Tracking and registry: MLFLOW_TRACKING_URI (e.g. http://mlflow:5000), else the local SQLite store.
 set -euo pipefail

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
+from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source
 
 
 ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
@@ -29,8 +30,9 @@ PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet
 DAY_KEY = "created_day"                # their partition: the (VM's) creation day, UTC
 
 
-def find_table(directory: Path, table: str) -> Path | None:
-    """The table's file, or its partitioned dataset (a directory named after the table)."""
+def find_table(directory: Location, table: str) -> Location | None:
+    """The table's file, or its partitioned dataset (a directory named after the table); ``directory``
+    a local path or a storage URL (``telemetry.storage``)."""
     for suffix in (".parquet", ".csv", ".csv.gz"):
         path = directory / f"{table}{suffix}"
         if path.exists():
@@ -39,24 +41,27 @@ def find_table(directory: Path, table: str) -> Path | None:
     return path if table in PARTITIONED and path.is_dir() else None
 
 
-def _dataset(path: Path) -> "ds.Dataset":
-    return ds.dataset(path, format="parquet", partitioning=ds.partitioning(
+def _dataset(path: Location) -> "ds.Dataset":
+    source, fs = arrow_source(path)
+    return ds.dataset(source, filesystem=fs, format="parquet", partitioning=ds.partitioning(
         pa.schema([(DAY_KEY, pa.string())]), flavor="hive"))
 
 
-def table_columns(path: Path) -> list[str]:
+def table_columns(path: Location) -> list[str]:
     """Column names of a Parquet file or partitioned dataset, read from the schema only."""
     if path.is_dir():
         return [n for n in _dataset(path).schema.names if n != DAY_KEY]
-    return pq.read_schema(path).names
+    source, fs = arrow_source(path)
+    return pq.read_schema(source, filesystem=fs).names
 
 
-def parquet_glob(path: Path) -> str:
-    """What DuckDB's read_parquet scans for a file or a partitioned dataset."""
-    return (path / "**" / "*.parquet").as_posix() if path.is_dir() else path.as_posix()
+def parquet_glob(path: Location) -> str:
+    """What DuckDB's read_parquet scans for a file or a partitioned dataset (a URL's filesystem must be
+    registered with the connection, as ``features.history`` does)."""
+    return str(path / "**" / "*.parquet") if path.is_dir() else (str(path) if is_url(path) else path.as_posix())
 
 
-def _read_dataset(path: Path, days: tuple[str, str] | None) -> pd.DataFrame:
+def _read_dataset(path: Location, days: tuple[str, str] | None) -> pd.DataFrame:
     """A partitioned table in day order (the order it was written in), ``days`` inclusive."""
     d = _dataset(path)
     where = None if days is None else (ds.field(DAY_KEY) >= days[0]) & (ds.field(DAY_KEY) <= days[1])
@@ -67,13 +72,14 @@ def _read_dataset(path: Path, days: tuple[str, str] | None) -> pd.DataFrame:
     return pa.concat_tables([f.to_table(columns=columns) for f in frags]).to_pandas()
 
 
-def day_files(path: Path) -> dict[str, list[Path]]:
+def day_files(path: Location) -> dict[str, list[Location]]:
     """A partitioned table's files by creation day (``unknown`` for a file outside a day folder), each
     day's in the order ``read_raw`` reads them: the files pyarrow finds, whatever their names."""
-    days: dict[str, list[Path]] = {}
+    days: dict[str, list[Location]] = {}
     for f in sorted(_dataset(path).get_fragments(), key=lambda f: f.path):
         folder = Path(f.path).parent.name
-        days.setdefault(folder.split("=", 1)[1] if folder.startswith(f"{DAY_KEY}=") else "unknown", []).append(Path(f.path))
+        days.setdefault(folder.split("=", 1)[1] if folder.startswith(f"{DAY_KEY}=") else "unknown", []).append(
+            child(path, f.path))
     return days
 
 
@@ -97,16 +103,18 @@ _READ_FIXES = (  # (error type, what it means, how to fix it), the first match w
 )
 
 
-def read_raw(path: Path, table: str | None = None, days: tuple[str, str] | None = None) -> pd.DataFrame:
-    """A table's file as it is (CSV or Parquet); any failure to read it is one ContractError that
-    names the table and the file, never a parser's traceback."""
+def read_raw(path: Location, table: str | None = None, days: tuple[str, str] | None = None) -> pd.DataFrame:
+    """A table's file as it is (CSV or Parquet), local or at a storage URL; any failure to read it is
+    one ContractError that names the table and the file, never a parser's traceback."""
     table = table or path.name.split(".")[0]
+    source, options = pandas_source(path)
     try:
         if path.is_dir() and table in PARTITIONED and not path.name.endswith((".parquet", ".csv", ".csv.gz")):
             return _read_dataset(path, days)
         if path.name.endswith(".parquet"):
-            return pd.read_parquet(path)
-        return pd.read_csv(path, dtype_backend="numpy_nullable", low_memory=False, encoding="utf-8")
+            return pd.read_parquet(source, storage_options=options)
+        return pd.read_csv(source, dtype_backend="numpy_nullable", low_memory=False, encoding="utf-8",
+                           storage_options=options)
     except Exception as exc:
         for kind, what, fix in _READ_FIXES:
             if isinstance(exc, kind):
@@ -115,11 +123,11 @@ def read_raw(path: Path, table: str | None = None, days: tuple[str, str] | None 
         raise
 
 
-def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
+def read_tables(directory: Location | str, tables: Iterable[str] = TABLES, *,
                 validate: bool = True) -> dict[str, pd.DataFrame]:
-    """Read contract tables (Parquet, CSV, or a partitioned dataset) from ``directory``; validated
-    unless told otherwise."""
-    directory = Path(directory)
+    """Read contract tables (Parquet, CSV, or a partitioned dataset) from ``directory``, a local path or
+    a storage URL; validated unless told otherwise."""
+    directory = location(directory)
     out: dict[str, pd.DataFrame] = {}
     for table in tables:
         path = find_table(directory, table)
@@ -133,7 +141,7 @@ def read_tables(directory: Path | str, tables: Iterable[str] = TABLES, *,
 COUNTERS = "vm_counters"
 
 
-def counters_source(raw_dir: Path) -> pd.DataFrame | Path:
+def counters_source(raw_dir: Location) -> pd.DataFrame | Location:
     """Parquet (a file or a partitioned dataset) is scanned in place by DuckDB (no copy in memory);
     CSV is read and validated."""
     path = find_table(raw_dir, COUNTERS)
