@@ -262,8 +262,8 @@ class EngineParams(Section):
 
     section = "engine"
     backend: Literal["local", "dask"] = Field("local",
-        description="local: one process (pandas/DuckDB); dask: features, simulate and the UM fits of train_um "
-                    "and backtest (lightgbm.dask) on a dask.distributed cluster, DASK_SCHEDULER_ADDRESS (or pond "
+        description="local: one process (pandas/DuckDB); dask: features, simulate, evaluate's scoring and the UM "
+                    "fits of train_um and backtest (lightgbm.dask) on a dask.distributed cluster, DASK_SCHEDULER_ADDRESS (or pond "
                     "--scheduler) or a LocalCluster the stage starts")
     workers: int = Field(2, ge=1, description="dask, no scheduler address: worker processes of the LocalCluster")
     worker_memory: str = Field("4GiB", min_length=1,

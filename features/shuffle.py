@@ -18,6 +18,8 @@ disk; a remote cluster needs shared storage there, a mounted path or a storage U
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -27,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import ContractError
+from core.errors import ConfigError, ContractError
 from telemetry.contract import validate_table
 from telemetry.io import COUNTERS, day_files, find_table, read_raw
 from telemetry.storage import Location, is_url, parquet_file, read_parquet, write_parquet
@@ -133,8 +135,21 @@ def _read_counters(unit: Unit) -> pd.DataFrame:
     return _read(unit.counters, COUNTERS, None if unit.events else ["vm_id"])
 
 
+def _require_visible(unit: Unit) -> None:
+    """A worker of a remote cluster without the raw tables' disk: say so, not "cannot read"."""
+    files = unit.vms + (() if isinstance(unit.counters, pd.DataFrame) else unit.counters)
+    missing = [os.fspath(f) for f in files if not is_url(f) and not os.path.exists(f)]
+    if missing:
+        raise ConfigError(f"the Dask worker on {socket.gethostname()} cannot see {missing[0]}"
+                          f"{f' (and {len(missing) - 1} more files)' if len(missing) > 1 else ''}: the raw tables are "
+                          "on a disk this worker does not mount. Fix: mount them at the same path on every worker, "
+                          "give --raw as a storage URL (s3://...), or set POND_SCRATCH to a storage URL so that the "
+                          "stage copies them there first")
+
+
 def split(unit: Unit, scratch: Location, partitions: int) -> Split:
     """Validate one unit's VMs and write them and their counters to their partitions' folders."""
+    _require_visible(unit)
     vms = _read_vms(unit)
     out = Split()
     part = np.empty(0, np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +17,44 @@ from models.um import HEAD, UmEncoder
 from telemetry.request import HISTORY_KEY as KEY
 
 
-def load_verified(path: Path, expected_sha256: str) -> ort.InferenceSession:
+def read_verified(path: Path, expected_sha256: str) -> bytes:
     data = path.read_bytes()
     got = sha256(data)
     if got != expected_sha256:
         raise ModelError(f"{path}: sha256 {got[:12]}... does not match the policy's {expected_sha256[:12]}...; "
                          "re-run `dvc repro` so the policy and the models come from the same night")
-    return session(data)
+    return data
+
+
+def load_verified(path: Path, expected_sha256: str) -> ort.InferenceSession:
+    return session(read_verified(path, expected_sha256))
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A policy's two models as verified ONNX bytes and what scoring needs besides. An ONNX Runtime
+    session cannot be pickled; these can, so a Dask task carries them and loads its own sessions."""
+    li: bytes
+    li_features: list[str]
+    li_classes: list[int]
+    um: bytes
+    um_vocabulary: dict[str, list[str]]
+    um_customer_columns: list[str]
+
+    @classmethod
+    def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "ModelFiles":
+        um_manifest = json.loads((um_dir / "manifest.json").read_text())
+        features = um_manifest["features"]
+        if features[:len(HEAD)] != HEAD:
+            raise ModelError(f"{um_dir / 'manifest.json'}: UM features {features[:len(HEAD)]} are not {HEAD}: "
+                             "the model was trained by another version of the code; rerun `dvc repro`")
+        return cls(read_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"]), policy["li"]["features"],
+                   policy["li"]["classes"], read_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"]),
+                   um_manifest["vocabulary"], features[len(HEAD):])
+
+    def load(self) -> "Models":
+        return Models(session(self.li), self.li_features, self.li_classes, session(self.um),
+                      UmEncoder(self.um_vocabulary, self.um_customer_columns))
 
 
 @dataclass
@@ -35,15 +67,7 @@ class Models:
 
     @classmethod
     def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "Models":
-        um_manifest = json.loads((um_dir / "manifest.json").read_text())
-        features = um_manifest["features"]
-        if features[:len(HEAD)] != HEAD:
-            raise ModelError(f"{um_dir / 'manifest.json'}: UM features {features[:len(HEAD)]} are not {HEAD}: "
-                             "the model was trained by another version of the code; rerun `dvc repro`")
-        li = load_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"])
-        um = load_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"])
-        return cls(li, policy["li"]["features"], policy["li"]["classes"], um,
-                   UmEncoder(um_manifest["vocabulary"], features[len(HEAD):]))
+        return ModelFiles.from_policy(policy, li_dir, um_dir).load()
 
     def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:
         """P(insensitive) from workload-history features (rows with NaN everywhere -> NaN)."""
@@ -72,3 +96,20 @@ def score(models: Models, vms: pd.DataFrame, history: pd.DataFrame) -> Scores:
     """Both models on VM requests, each enriched with its workload history (snapshot ``history``)."""
     enriched = vms[list(KEY)].merge(history, on=list(KEY), how="left")
     return Scores(enriched["n_vms"].notna().to_numpy(), models.p_insensitive(enriched), models.um_raw(vms))
+
+
+def score_files(files: ModelFiles, vms: pd.DataFrame, history: pd.DataFrame) -> Scores:
+    """``score`` with sessions of its own: one Dask task's share of the VMs."""
+    return score(files.load(), vms, history)
+
+
+def score_in_parts(run: Callable[[Callable, list[tuple]], list], files: ModelFiles, vms: pd.DataFrame,
+                   history: pd.DataFrame, parts: int) -> Scores:
+    """``score`` of ``vms`` cut into ``parts`` consecutive slices, one ``run`` task each (a Dask
+    cluster's workers), joined in order: every score is a function of its own row (the history join,
+    both ONNX models), so the answer is the one ``score`` gives on the whole."""
+    bounds = np.unique(np.linspace(0, len(vms), max(parts, 1) + 1).astype(int))
+    got = run(score_files, [(files, vms.iloc[a:b], history) for a, b in zip(bounds[:-1], bounds[1:])])
+    if not got:
+        return score(files.load(), vms, history)
+    return Scores(*(np.concatenate([getattr(g, f) for g in got]) for f in ("has_history", "p_insensitive", "um_raw")))

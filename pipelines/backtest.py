@@ -140,7 +140,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
                          night / "plots" / "frontier.csv", night / "plots" / "frontier.png")
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
-                              night / "evaluate.json", night / "plots")
+                              night / "evaluate.json", night / "plots", p.engine, client)
             policy = json.loads((night / "policy.json").read_text())
             night_scores(p, night, li_dir, day, pd.read_parquet(feats / "snapshot" / "workload_history.parquet"), policy)
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links

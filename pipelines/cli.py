@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from core.params import Params
 
 
-URL_OPTIONS = ("raw",)   # tables a stage only reads: a local path or a storage URL (telemetry.storage)
+# what a stage only reads: a local path or a storage URL (telemetry.storage)
+URL_OPTIONS = ("raw", "perf_dir", "perf_meta", "azure_vmtable")
 
 
 def _location(value: str):
@@ -206,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot)
         elif args.stage == "evaluate":
             from pipelines import evaluate
-            evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots)
+            evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,
+                         params.engine)
         elif args.stage == "register":
             from models.bundle import BundlePaths
             from pipelines import register

@@ -12,12 +12,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.engine import run_all, session
 from core.errors import ConfigError
+from core.params import EngineParams
 from evaluation.combined import outcomes, summarize
 from evaluation.truth import truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
-from models.inference import Models, score
+from models.dask_fit import workers_of
+from models.inference import ModelFiles, score, score_in_parts
 from models.policy import read_policy
 from telemetry.io import AtomicDir, read_days, write_json
 from telemetry.storage import Location
@@ -26,14 +29,26 @@ STATIC_FRACTIONS = (0.10, 0.15)
 
 
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
+        metrics_path: Path, plots_dir: Path, engine: EngineParams | None = None, client: Any = None) -> dict[str, Any]:
+    """``engine.backend: dask``: the day's VMs are scored on the cluster, one slice per worker
+    (``client``: the caller's, as `backtest` keeps one for all its nights; else this stage's own)."""
+    if client is None and engine is not None and engine.backend != "local":
+        with session(engine) as own:
+            return run(policy_path, li_dir, um_dir, features_dir, raw_dir, out_dir, metrics_path, plots_dir, engine,
+                       own)
     policy = read_policy(policy_path)
-    models = Models.from_policy(policy, li_dir, um_dir)
+    files = ModelFiles.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
     vms = read_days(features_dir / "vm_features.parquet", day, day)
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
-    s = score(models, vms, pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet"))
+    history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
+    if client is None:
+        s = score(files.load(), vms, history)
+    else:
+        workers = len(workers_of(client))
+        print(f"evaluate: scoring {len(vms)} VMs on Dask, one slice per worker ({workers})")
+        s = score_in_parts(lambda fn, tasks: run_all(client, fn, tasks), files, vms, history, workers)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
     rate = policy["li"]["error_rate"]

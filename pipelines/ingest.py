@@ -7,10 +7,11 @@ from pathlib import Path
 from core.params import Params
 from telemetry.importers import import_sources
 from telemetry.io import read_tables, write_tables
+from telemetry.storage import Location
 
 
-def run(out_dir: Path, contract_dir: Path | None, perf_dir: Path | None, perf_meta: Path | None,
-        azure_vmtable: Path | None, partial: bool = False, params: Params | None = None,
+def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None, perf_meta: Location | None,
+        azure_vmtable: Location | None, partial: bool = False, params: Params | None = None,
         partitioned: bool = False) -> dict[str, int]:
     existing = read_tables(out_dir, validate=False) if partial else None
     tables = import_sources(contract_dir, perf_dir, perf_meta, azure_vmtable, existing)

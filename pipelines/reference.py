@@ -40,7 +40,7 @@ OTHER_ENVIRONMENT = (
      "MLflow's usage telemetry stays off unless this is set to false"),
     ("POND_QUIET", "unset", "every stage (`pond --quiet`)", "1: no progress lines"),
     ("DASK_SCHEDULER_ADDRESS", "unset",
-     "features, train_um, backtest, simulate with `engine.backend: dask` (`pond --scheduler`)",
+     "features, train_um, evaluate, backtest, simulate with `engine.backend: dask` (`pond --scheduler`)",
      "a running Dask scheduler (tcp://host:8786); unset: the stage starts a LocalCluster"),
     ("POND_SCRATCH", "the output's temporary folder", "features with `engine.backend: dask`",
      "where the workers exchange files: a path every worker sees, or a storage URL (s3://bucket/scratch); "

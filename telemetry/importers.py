@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +16,7 @@ import pandas as pd
 from core.errors import ContractError, InputFormatError
 from telemetry.contract import TABLES, validate_tables
 from telemetry.io import find_table, read_raw
+from telemetry.storage import Location, open_text, pandas_source
 
 PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
 PLAIN_ALIAS = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
@@ -58,12 +58,13 @@ def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
     return pd.Series({k: float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for k, v in values.items()})
 
 
-def perf_workloads(perf_dir: Path, meta_csv: Path) -> pd.DataFrame:
+def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
     """``workloads`` rows from one perf file per run; runs of one workload are summed.
 
     ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb.
     """
-    meta = pd.read_csv(meta_csv)
+    source, options = pandas_source(meta_csv)
+    meta = pd.read_csv(source, storage_options=options)
     need = ["file", "workload_id", "workload_class", "footprint_gb"]
     missing = [c for c in need if c not in meta.columns]
     if missing:
@@ -82,16 +83,23 @@ def perf_workloads(perf_dir: Path, meta_csv: Path) -> pd.DataFrame:
     return info.merge(summed, on="workload_id", how="right")[["workload_id", "workload_class", "footprint_gb", *events]]
 
 
-def azure_vms(vmtable: Path, trace_start: str = "2019-01-01T00:00:00Z") -> pd.DataFrame:
+def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> pd.DataFrame:
     """``vms`` rows (no labels, no workloads) from an Azure Public Dataset V2 vmtable CSV.
 
     The trace has no region, cluster, VM type or OS: the deployment stands in for the cluster
     (a deployment's VMs share one), the VM type is built from category and size buckets, and
     region and OS are 'unknown'. Times are seconds from ``trace_start``.
     """
-    head = vmtable.open().readline()
-    has_header = head.lower().startswith("vmid")
-    df = pd.read_csv(vmtable, header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS)
+    source, options = pandas_source(vmtable)
+    try:
+        with open_text(vmtable) as f:
+            has_header = f.readline().lower().startswith("vmid")
+        df = pd.read_csv(source, header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS,
+                         storage_options=options, encoding="utf-8", low_memory=False)
+    except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputFormatError(f"{vmtable}: cannot read the vmtable ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:160] if str(exc) else ''}). Fix: give the Azure V2 "
+                               "vmtable as CSV, plain or compressed with a matching suffix (.csv.gz)") from None
     df.columns = [c.strip().lower() for c in df.columns]
     missing = [c for c in AZURE_V2_COLUMNS if c not in df.columns]
     if missing:
@@ -122,8 +130,8 @@ def azure_vms(vmtable: Path, trace_start: str = "2019-01-01T00:00:00Z") -> pd.Da
     })
 
 
-def import_sources(contract_dir: Path | None = None, perf_dir: Path | None = None,
-                   perf_meta: Path | None = None, azure_vmtable: Path | None = None,
+def import_sources(contract_dir: Location | None = None, perf_dir: Location | None = None,
+                   perf_meta: Location | None = None, azure_vmtable: Location | None = None,
                    existing: dict[str, pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
     """Collect tables from every source given, validate them together, return them typed.
 

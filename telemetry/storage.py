@@ -17,6 +17,7 @@ from typing import Any, Union
 
 import pandas as pd
 import pyarrow.parquet as pq
+import fsspec
 from fsspec import get_filesystem_class
 from upath import UPath
 
@@ -84,6 +85,13 @@ def write_parquet(df: pd.DataFrame, path: Location, **kwargs: Any) -> None:
     """``df.to_parquet`` (no index) at a local path or a storage URL."""
     target, options = pandas_source(path)
     df.to_parquet(target, index=False, storage_options=options, **kwargs)
+
+
+def open_text(path: Location) -> Any:
+    """A text file, local or at a URL, uncompressed on the fly by its name (``.gz``, ``.bz2``, ...):
+    public traces ship compressed (the Azure dataset's ``vmtable.csv.gz``)."""
+    target, options = pandas_source(path)
+    return fsspec.open(str(target), "rt", compression="infer", encoding="utf-8", **(options or {}))
 
 
 def remove_tree(path: Location) -> None:

@@ -61,6 +61,55 @@ def test_azure_vmtable():
     assert vms.vm_type.iloc[1] == "azure_Interactive_2c_4g"
 
 
+def test_azure_vmtable_compressed_or_at_a_url_is_the_plain_file(tmp_path):
+    """The public dataset ships vmtable.csv.gz (it used to fail on the header sniff: UnicodeDecodeError)."""
+    import gzip
+    import uuid
+
+    import fsspec
+
+    from telemetry.storage import location, remove_tree
+
+    plain = FIXTURES / "azure" / "vmtable.csv"
+    packed = tmp_path / "vmtable.csv.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    url = f"memory://pond-azure-{uuid.uuid4().hex}"
+    fsspec.filesystem("memory").put(str(packed), url.split("://", 1)[1] + "/vmtable.csv.gz")
+    try:
+        for source in (packed, location(f"{url}/vmtable.csv.gz")):
+            pd.testing.assert_frame_equal(azure_vms(source), azure_vms(plain))
+    finally:
+        remove_tree(location(url))
+
+
+def test_perf_runs_at_a_url_are_the_local_runs():
+    import uuid
+
+    import fsspec
+
+    from telemetry.storage import location, remove_tree
+
+    url = f"memory://pond-perf-{uuid.uuid4().hex}"
+    fsspec.filesystem("memory").put(str(FIXTURES / "perf"), url.split("://", 1)[1], recursive=True)
+    try:
+        pd.testing.assert_frame_equal(perf_workloads(location(url), location(f"{url}/meta.csv")),
+                                      perf_workloads(FIXTURES / "perf", FIXTURES / "perf" / "meta.csv"))
+    finally:
+        remove_tree(location(url))
+
+
+@pytest.mark.parametrize("name, content, why", [
+    ("vmtable.csv.gz", b"\x1f\x8b\x08 truncated", "EOFError"),
+    ("vmtable.csv", "vmid,x\n\xe9t\xe9\n".encode("latin1"), "UnicodeDecodeError"),
+])
+def test_an_unreadable_vmtable_is_named_and_nothing_is_written(tmp_path, capsys, name, content, why):
+    (tmp_path / name).write_bytes(content)
+    assert main(["import", "--azure-vmtable", str(tmp_path / name), "--out", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / name}: cannot read the vmtable ({why}" in err and "Fix:" in err
+    assert not (tmp_path / "raw").exists()
+
+
 def test_import_cli_all_sources(tmp_path, small_raw, capsys):
     out = tmp_path / "raw"
     perf = ["--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(FIXTURES / "perf" / "meta.csv")]

@@ -11,11 +11,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from core.errors import ContractError
+from core.errors import ConfigError, ContractError
 from core.params import Params
 from features.build import facts, summary, vm_features
 from features.partitioned import first_events_day, partitioned_features
-from features.shuffle import merge_in_order
+from features.shuffle import Unit, merge_in_order, split
 from telemetry.fleet import LabParams, generate
 from telemetry.io import DAY_KEY, counters_source, read_tables, write_tables
 from tests.conftest import SMALL_FLEET, small_params
@@ -131,3 +131,12 @@ def test_files_of_any_name_are_read_as_the_local_engine_reads_them(tmp_path, par
     vms = read_tables(tmp_path / "raw", ["vms"])["vms"]
     assert len(pd.read_parquet(out)) == len(vms) == len(read_tables(partitioned_raw, ["vms"])["vms"])
     assert pd.read_parquet(out)["vm_id"].tolist() == vms["vm_id"].tolist()
+
+
+def test_a_worker_that_cannot_see_the_raw_tables_says_how_to_fix_it(tmp_path):
+    """A remote worker gets the paths of the stage's machine: the error names the file and the fixes,
+    not a parse failure."""
+    unit = Unit(0, (tmp_path / "elsewhere" / "vms.parquet",), (tmp_path / "elsewhere" / "vm_counters.parquet",))
+    with pytest.raises(ConfigError, match=r"cannot see .*elsewhere/vms.parquet \(and 1 more files\).*POND_SCRATCH"):
+        split(unit, tmp_path / "scratch", 4)
+    assert not (tmp_path / "scratch").exists()

@@ -104,6 +104,18 @@ def test_local_raw_tables_are_copied_to_a_scratch_url_for_the_workers(s3, local,
     assert s3.find("scratch") == []
 
 
+def test_csv_tables_in_a_bucket_on_the_workers(s3, small_raw, tmp_path, monkeypatch):
+    """A CSV export: the vms file is read by a worker from the bucket, the counters (CSV: read and
+    validated by the stage) travel with the task; the tables equal the local engine's on the folder."""
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    for name, df in read_tables(small_raw, validate=False).items():
+        df.to_csv(folder / f"{name}.csv", index=False)
+    s3.put(f"{folder}/", "raw/csv/", recursive=True)
+    monkeypatch.setenv("POND_SCRATCH", "s3://scratch/csv")
+    _same(_features(tmp_path / "dask", "s3://raw/csv", "dask"), _features(tmp_path / "local", str(folder), "local"))
+
+
 def test_validate_and_import_read_a_bucket(s3, small_raw, tmp_path, capsys):
     assert main(["--params", str(tmp_path / "none.yaml"), "validate", "s3://raw/part"]) == 0
     assert main(["--params", str(tmp_path / "none.yaml"), "import", "s3://raw/single", "--out",

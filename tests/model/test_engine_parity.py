@@ -103,6 +103,41 @@ def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest):
     assert json.loads((outs["dask"] / "sim.json").read_text()) == json.loads((outs["local"] / "sim.json").read_text())
 
 
+def test_evaluate_is_identical(tmp_path, small_raw, small_bundle, capsys):
+    """The day's VMs scored on the workers, one slice each: the same metrics and decisions, to the bit."""
+    outs = {}
+    for backend in ("local", "dask"):
+        wd = tmp_path / backend
+        assert main(["--quiet", "--params", str(_params(wd, backend)), "evaluate", "--policy",
+                     str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
+                     "--features", str(small_bundle / "features"), "--raw", str(small_raw), "--out", str(wd / "ev"),
+                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")]) == 0
+        outs[backend] = wd
+    assert "on Dask, one slice per worker (2)" in capsys.readouterr().out
+    assert json.loads((outs["dask"] / "e.json").read_text()) == json.loads((outs["local"] / "e.json").read_text())
+    pd.testing.assert_frame_equal(pd.read_parquet(outs["dask"] / "ev" / "decisions.parquet"),
+                                  pd.read_parquet(outs["local"] / "ev" / "decisions.parquet"), check_exact=True)
+
+
+@pytest.mark.parametrize("parts", [1, 3, 10_000])
+def test_scores_in_slices_are_the_scores_of_the_whole(small_bundle, parts):
+    from models.inference import ModelFiles, score, score_in_parts
+    from models.policy import read_policy
+
+    files = ModelFiles.from_policy(read_policy(small_bundle / "policy.json"), small_bundle / "li", small_bundle / "um")
+    vms = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
+    history = pd.read_parquet(small_bundle / "features" / "snapshot" / "workload_history.parquet")
+    known = score(files.load(), vms, history).has_history
+    vms = vms.iloc[np.sort(np.r_[np.flatnonzero(known)[:350], np.flatnonzero(~known)[:350]])]   # both kinds
+    tasks = []
+    got = score_in_parts(lambda fn, t: tasks.append(len(t)) or [fn(*a) for a in t], files, vms, history, parts)
+    want = score(files.load(), vms, history)
+    assert tasks == [min(parts, len(vms))]
+    assert want.has_history.sum() == 350 and (~want.has_history).sum() > 300
+    for field in ("has_history", "p_insensitive", "um_raw"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+
+
 def test_engine_params_are_validated():
     with pytest.raises(ConfigError, match="engine.backend"):
         Params(**{**small_params(), "engine": {"backend": "spark"}})
