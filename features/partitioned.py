@@ -25,7 +25,7 @@ from core.params import FeatureParams
 from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
 from features.history import KEY
 from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units, upload
-from telemetry.storage import Location, write_parquet
+from telemetry.storage import Location, absolute, write_parquet
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -75,6 +75,9 @@ def partitioned_features(run: Runner, raw_dir: Location, counters: pd.DataFrame 
     """Write the VM features of the fleet in ``raw_dir`` to ``out`` (the local engine's table, row for
     row) and return the rest of the stage's output; None when the fleet has no VM. ``scratch``: where
     the workers exchange files (a path they all see, or a storage URL)."""
+    # the workers run in working directories of their own: `dvc repro` passes relative paths
+    raw_dir, scratch = absolute(raw_dir), absolute(scratch)
+    counters = counters if isinstance(counters, pd.DataFrame) else absolute(counters)
     plan: list[Unit]
     plan, copied = upload(units(raw_dir, counters, first_events_day(p)), scratch)
     splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])

@@ -52,6 +52,12 @@ def location(value: str | os.PathLike[str] | Location) -> Location:
                           "gcsfs for gs://, adlfs for abfs://), or use a local path") from None
 
 
+def absolute(path: Location) -> Location:
+    """A path another process can use whatever its working directory (a Dask worker's is its own):
+    a relative local path made absolute (symlinks kept); a URL as it is."""
+    return path if is_url(path) else Path(path).absolute()
+
+
 def child(base: Location, fs_path: str) -> Location:
     """The location of ``fs_path``, a path that ``base``'s filesystem listed (pyarrow's fragments)."""
     if not is_url(base):

@@ -140,3 +140,26 @@ def test_a_worker_that_cannot_see_the_raw_tables_says_how_to_fix_it(tmp_path):
     with pytest.raises(ConfigError, match=r"cannot see .*elsewhere/vms.parquet \(and 1 more files\).*POND_SCRATCH"):
         split(unit, tmp_path / "scratch", 4)
     assert not (tmp_path / "scratch").exists()
+
+
+def test_relative_paths_reach_workers_in_another_directory(tmp_path, partitioned_raw, fp, monkeypatch):
+    """`dvc repro` gives relative paths (--raw data/raw, the output's temporary folder under data/); a
+    remote worker's working directory is its own. Before, the workers wrote the partitions under their
+    own directory and the stage failed to find them."""
+    import contextlib
+    import shutil
+
+    shutil.copytree(partitioned_raw, tmp_path / "repo" / "raw")
+    (tmp_path / "worker").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+
+    def elsewhere(fn, tasks):
+        with contextlib.chdir(tmp_path / "worker"):
+            return [fn(*t) for t in tasks]
+
+    events = _events(partitioned_raw)
+    done = partitioned_features(elsewhere, Path("raw"), counters_source(Path("raw")), events, fp, 3, Path("scratch"),
+                                tmp_path / "rel.parquet", 1000)
+    _, want = _run(partitioned_raw, tmp_path / "abs", fp, events)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "rel.parquet"), pd.read_parquet(want), check_exact=True)
+    assert done.stray_counters == 0 and list((tmp_path / "worker").iterdir()) == []
