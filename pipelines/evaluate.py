@@ -20,7 +20,7 @@ from evaluation.truth import truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
-from models.inference import ModelFiles, score, score_in_parts
+from models.inference import ModelFiles, Scores, score, score_in_parts
 from models.policy import read_policy
 from telemetry.io import AtomicDir, read_days, write_json
 from telemetry.storage import Location
@@ -31,11 +31,8 @@ STATIC_FRACTIONS = (0.10, 0.15)
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics_path: Path, plots_dir: Path, engine: EngineParams | None = None, client: Any = None) -> dict[str, Any]:
     """``engine.backend: dask``: the day's VMs are scored on the cluster, one slice per worker
-    (``client``: the caller's, as `backtest` keeps one for all its nights; else this stage's own)."""
-    if client is None and engine is not None and engine.backend != "local":
-        with session(engine) as own:
-            return run(policy_path, li_dir, um_dir, features_dir, raw_dir, out_dir, metrics_path, plots_dir, engine,
-                       own)
+    (``client``: the caller's, as `backtest` keeps one for all its nights; else this stage's own,
+    started once the inputs are read)."""
     policy = read_policy(policy_path)
     files = ModelFiles.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
@@ -43,12 +40,11 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
-    if client is None:
-        s = score(files.load(), vms, history)
+    if client is None and engine is not None and engine.backend != "local":
+        with session(engine) as own:
+            s = _score(files, vms, history, own)
     else:
-        workers = len(workers_of(client))
-        print(f"evaluate: scoring {len(vms)} VMs on Dask, one slice per worker ({workers})")
-        s = score_in_parts(lambda fn, tasks: run_all(client, fn, tasks), files, vms, history, workers)
+        s = _score(files, vms, history, client)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
     rate = policy["li"]["error_rate"]
@@ -93,6 +89,14 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
         print(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted {100 * r.mispredictions_conservative:5.2f}% "
               f"(severe {100 * r.mispredictions_severe:5.2f}%)")
     return metrics
+
+
+def _score(files: ModelFiles, vms: pd.DataFrame, history: pd.DataFrame, client: Any) -> Scores:
+    if client is None:
+        return score(files.load(), vms, history)
+    workers = len(workers_of(client))
+    print(f"evaluate: scoring {len(vms)} VMs on Dask, one slice per worker ({workers})")
+    return score_in_parts(lambda fn, tasks: run_all(client, fn, tasks), files, vms, history, workers)
 
 
 def _plot(rows: pd.DataFrame, budget: float, path: Path) -> None:
