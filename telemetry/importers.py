@@ -15,8 +15,8 @@ import pandas as pd
 
 from core.errors import ContractError, InputFormatError
 from telemetry.contract import TABLES, validate_tables
-from telemetry.io import find_table, read_raw
-from telemetry.storage import Location, open_text, pandas_source
+from telemetry.io import find_table, read_csv, read_raw
+from telemetry.storage import Location
 
 PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
 PLAIN_ALIAS = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
@@ -63,8 +63,7 @@ def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
 
     ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb.
     """
-    source, options = pandas_source(meta_csv)
-    meta = pd.read_csv(source, storage_options=options)
+    meta = read_csv(meta_csv, "workloads")
     need = ["file", "workload_id", "workload_class", "footprint_gb"]
     missing = [c for c in need if c not in meta.columns]
     if missing:
@@ -74,7 +73,12 @@ def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
         path = perf_dir / row.file
         if not path.exists():
             raise InputFormatError(f"{meta_csv}: file {row.file!r} not found in {perf_dir}")
-        counts = parse_perf_stat(path.read_text(), source=str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(f"{path}: not UTF-8 text at byte {exc.start}; was it written by "
+                                   "`perf stat -x,`? Fix: give the run's perf output as plain text") from None
+        counts = parse_perf_stat(text, source=str(path))
         runs.append(pd.concat([pd.Series({"workload_id": row.workload_id}), counts]))
     table = pd.DataFrame(runs)
     events = [c for c in table.columns if c != "workload_id"]
@@ -90,16 +94,10 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
     (a deployment's VMs share one), the VM type is built from category and size buckets, and
     region and OS are 'unknown'. Times are seconds from ``trace_start``.
     """
-    source, options = pandas_source(vmtable)
-    try:
-        with open_text(vmtable) as f:
-            has_header = f.readline().lower().startswith("vmid")
-        df = pd.read_csv(source, header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS,
-                         storage_options=options, encoding="utf-8", low_memory=False)
-    except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputFormatError(f"{vmtable}: cannot read the vmtable ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0][:160] if str(exc) else ''}). Fix: give the Azure V2 "
-                               "vmtable as CSV, plain or compressed with a matching suffix (.csv.gz)") from None
+    first = read_csv(vmtable, "vms", header=None, nrows=1, dtype=str)   # the public files have no header row
+    has_header = str(first.iat[0, 0]).strip().lower() == "vmid" if first.size else False
+    df = read_csv(vmtable, "vms", header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS,
+                  low_memory=False)
     df.columns = [c.strip().lower() for c in df.columns]
     missing = [c for c in AZURE_V2_COLUMNS if c not in df.columns]
     if missing:

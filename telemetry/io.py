@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ContractError
 from telemetry.contract import TABLES, validate_tables
-from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source
+from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
 
 ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
@@ -98,29 +98,54 @@ _READ_FIXES = (  # (error type, what it means, how to fix it), the first match w
     (pd.errors.ParserError, "a row does not match the header", "quote values that contain commas, "
                                                                 "and give every row the header's fields"),
     (pa.ArrowException, "not a readable Parquet file (empty, truncated or another format)", "export it again"),
+    (EOFError, "the compressed file is truncated", "export or download it again"),
     (OSError, "the file cannot be read", "check the path and the disk"),
     (ValueError, "the file cannot be parsed", "export it again as CSV (UTF-8, header row) or Parquet"),
 )
+
+
+def _unreadable(exc: Exception, path: Location, table: str) -> ContractError | None:
+    """The ContractError that says why ``path`` could not be read; None when the store could not be
+    reached (the CLI says what to check) or it is none of the ways a file can be broken (a bug: its
+    traceback is wanted), so the caller re-raises ``exc`` as it is."""
+    if storage_failure(exc) is not None:
+        return None
+    for kind, what, fix in _READ_FIXES:
+        if isinstance(exc, kind):
+            detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            return ContractError(table, f"cannot read {path}: {what} ({detail})", fix=fix)
+    return None
+
+
+def read_csv(path: Location, table: str, **kwargs: Any) -> pd.DataFrame:
+    """``pd.read_csv`` (UTF-8, compression by suffix), local or at a storage URL, failing as ``read_raw``."""
+    source, options = pandas_source(path)
+    try:
+        return pd.read_csv(source, encoding="utf-8", storage_options=options, **kwargs)
+    except Exception as exc:
+        error = _unreadable(exc, path, table)
+        if error is None:
+            raise
+        raise error from None
 
 
 def read_raw(path: Location, table: str | None = None, days: tuple[str, str] | None = None) -> pd.DataFrame:
     """A table's file as it is (CSV or Parquet), local or at a storage URL; any failure to read it is
     one ContractError that names the table and the file, never a parser's traceback."""
     table = table or path.name.split(".")[0]
-    source, options = pandas_source(path)
+    dataset = path.is_dir() and table in PARTITIONED and not path.name.endswith((".parquet", ".csv", ".csv.gz"))
+    if not dataset and not path.name.endswith(".parquet"):
+        return read_csv(path, table, dtype_backend="numpy_nullable", low_memory=False)
     try:
-        if path.is_dir() and table in PARTITIONED and not path.name.endswith((".parquet", ".csv", ".csv.gz")):
+        if dataset:
             return _read_dataset(path, days)
-        if path.name.endswith(".parquet"):
-            return pd.read_parquet(source, storage_options=options)
-        return pd.read_csv(source, dtype_backend="numpy_nullable", low_memory=False, encoding="utf-8",
-                           storage_options=options)
+        source, options = pandas_source(path)
+        return pd.read_parquet(source, storage_options=options)
     except Exception as exc:
-        for kind, what, fix in _READ_FIXES:
-            if isinstance(exc, kind):
-                detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-                raise ContractError(table, f"cannot read {path}: {what} ({detail})", fix=fix) from None
-        raise
+        error = _unreadable(exc, path, table)
+        if error is None:
+            raise
+        raise error from None
 
 
 def read_tables(directory: Location | str, tables: Iterable[str] = TABLES, *,

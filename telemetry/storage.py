@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Union
 
 import pandas as pd
 import pyarrow.parquet as pq
-import fsspec
 from fsspec import get_filesystem_class
 from upath import UPath
 
@@ -93,17 +93,9 @@ def write_parquet(df: pd.DataFrame, path: Location, **kwargs: Any) -> None:
     df.to_parquet(target, index=False, storage_options=options, **kwargs)
 
 
-def open_text(path: Location) -> Any:
-    """A text file, local or at a URL, uncompressed on the fly by its name (``.gz``, ``.bz2``, ...):
-    public traces ship compressed (the Azure dataset's ``vmtable.csv.gz``)."""
-    target, options = pandas_source(path)
-    return fsspec.open(str(target), "rt", compression="infer", encoding="utf-8", **(options or {}))
-
-
 def remove_tree(path: Location) -> None:
     """Remove a folder and everything under it, local or remote; a folder already gone is fine."""
     if not is_url(path):
-        import shutil
         shutil.rmtree(path, ignore_errors=True)
         return
     try:
@@ -116,12 +108,24 @@ _STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google.auth", "
                     "fsspec", "aiohttp")
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__
+    return out
+
+
+def _from_storage(exc: BaseException) -> bool:
+    return any(k.__module__ == m or k.__module__.startswith(m + ".") for k in type(exc).__mro__
+               for m in _STORAGE_MODULES)
+
+
 def storage_failure(exc: BaseException) -> str | None:
     """What went wrong reaching a storage URL, and how to fix it, when ``exc`` comes from an fsspec
     filesystem's client (no credentials, access denied, endpoint unreachable); None for any other
     error. The packages are recognised by name: a scheme's package need not be installed."""
-    if not any(k.__module__ == m or k.__module__.startswith(m + ".") for k in type(exc).__mro__
-               for m in _STORAGE_MODULES):
+    if not any(_from_storage(e) for e in _chain(exc)):   # s3fs raises PermissionError from botocore's ClientError
         return None
     text = str(exc).strip()
     first = text.splitlines()[0][:200] if text else type(exc).__name__

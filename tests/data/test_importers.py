@@ -99,14 +99,51 @@ def test_perf_runs_at_a_url_are_the_local_runs():
 
 
 @pytest.mark.parametrize("name, content, why", [
-    ("vmtable.csv.gz", b"\x1f\x8b\x08 truncated", "EOFError"),
-    ("vmtable.csv", "vmid,x\n\xe9t\xe9\n".encode("latin1"), "UnicodeDecodeError"),
+    ("vmtable.csv.gz", b"\x1f\x8b\x08 truncated", "the compressed file is truncated"),
+    ("vmtable.csv", "vmid,x\n\xe9t\xe9\n".encode("latin1"), "the file is not UTF-8 text"),
 ])
 def test_an_unreadable_vmtable_is_named_and_nothing_is_written(tmp_path, capsys, name, content, why):
     (tmp_path / name).write_bytes(content)
     assert main(["import", "--azure-vmtable", str(tmp_path / name), "--out", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
-    assert f"{tmp_path / name}: cannot read the vmtable ({why}" in err and "Fix:" in err
+    assert f"table 'vms': cannot read {tmp_path / name}: {why}" in err and "Fix:" in err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_a_truncated_compressed_contract_table_is_named(tmp_path, small_raw, capsys):
+    """Every reader shares read_raw's failures: a .csv.gz cut short was an EOFError traceback."""
+    import gzip
+
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for name, df in read_tables(small_raw, validate=False).items():
+        df.to_csv(folder / f"{name}.csv", index=False)
+    packed = gzip.compress((folder / "vms.csv").read_bytes())
+    (folder / "vms.csv").unlink()
+    (folder / "vms.csv.gz").write_bytes(packed[: len(packed) // 2])
+    assert main(["import", str(folder), "--out", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert f"table 'vms': cannot read {folder / 'vms.csv.gz'}: the compressed file is truncated" in err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_a_missing_perf_meta_file_is_named(tmp_path, capsys):
+    assert main(["import", "--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(tmp_path / "meta.csv"),
+                 "--out", str(tmp_path / "raw")]) == 2
+    assert f"table 'workloads': cannot read {tmp_path / 'meta.csv'}: the file cannot be read" in capsys.readouterr().err
+
+
+def test_a_perf_run_that_is_not_text_is_named(tmp_path, capsys):
+    """A binary perf.data given where `perf stat -x,` text belongs was a UnicodeDecodeError traceback."""
+    import shutil
+
+    perf = tmp_path / "perf"
+    shutil.copytree(FIXTURES / "perf", perf)
+    (perf / "gapbs_bfs-road.run1.csv").write_bytes(b"PERFILE2\x68\x00\xff\xfe binary")
+    assert main(["import", "--perf-dir", str(perf), "--perf-meta", str(perf / "meta.csv"),
+                 "--out", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert f"{perf / 'gapbs_bfs-road.run1.csv'}: not UTF-8 text at byte 10" in err and "Fix:" in err
     assert not (tmp_path / "raw").exists()
 
 

@@ -103,6 +103,37 @@ def test_an_unreachable_store_is_a_storage_failure_and_other_errors_are_not():
     assert storage_failure(ValueError("x")) is None and storage_failure(OSError("disk")) is None
 
 
+def test_access_denied_is_a_storage_failure_through_its_cause():
+    """s3fs turns botocore's ClientError into a PermissionError raised from it: the chain is read."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    cause = botocore.ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "HeadObject")
+    try:
+        raise PermissionError("Access Denied") from cause
+    except PermissionError as exc:
+        denied = exc
+    assert storage_failure(denied).startswith("storage unreachable (PermissionError: Access Denied)")
+    assert storage_failure(PermissionError("local file")) is None
+
+
+def test_access_denied_while_reading_a_table_is_not_called_a_broken_file(tmp_path, small_tables, memory_url,
+                                                                         monkeypatch, capsys):
+    """A table the store refuses to hand over is a storage failure (check the credentials), not
+    "the file cannot be read" (export it again): read_raw lets it through to the CLI unchanged."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    write_tables(tmp_path / "raw", small_tables)
+    _put(tmp_path / "raw", memory_url)
+
+    def denied(*args, **kwargs):
+        cause = botocore.ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject")
+        raise PermissionError("Access Denied") from cause
+
+    monkeypatch.setattr(pd, "read_parquet", denied)
+    assert main(["validate", memory_url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pond validate: error: storage unreachable (PermissionError: Access Denied)")
+    assert "cannot read" not in err
+
+
 def test_an_unreachable_endpoint_exits_2_naming_it(monkeypatch, capsys):
     pytest.importorskip("s3fs")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
