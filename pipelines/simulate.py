@@ -48,7 +48,7 @@ from evaluation.sizing_report import plot_savings, print_report, sizing_metrics,
 from evaluation.truth import truth_table
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
-from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.io import AtomicDir, read_tables, release_unused_memory, write_json
 from telemetry.storage import Location
 
 def _seconds(vms: pd.DataFrame) -> tuple[pd.Timestamp, np.ndarray, np.ndarray]:
@@ -184,6 +184,7 @@ def run(params: Params, raw_dir: Location, backtest_dir: Path | None, metrics_pa
     keep = in_window(start, end, window)                # only VMs alive in the window weigh on it
     print(f"simulate: {int(keep.sum())} of {len(keep)} VMs alive in the window are decided and replayed")
     vms, start, end = vms[keep].reset_index(drop=True), start[keep], end[keep]
+    release_unused_memory()                             # the rest of the trace is not needed again
     cluster, host = placement.cluster[keep], placement.host[keep]
     mem = vms["memory_gb"].to_numpy(float)
     created_in = (start >= window[0]) & (start < window[1])

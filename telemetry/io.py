@@ -315,5 +315,12 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def release_unused_memory() -> None:
+    """Give the memory Arrow has freed back to the system. Its allocator keeps freed pages for its own
+    next use, where numpy cannot reach them: a stage that keeps a tenth of a fleet-sized table would
+    otherwise carry the rest in its RSS to the end (2.9 GiB -> 0.45 GiB at 10M VMs)."""
+    pa.default_memory_pool().release_unused()
+
+
 def write_json(path: Path | str, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from core.errors import ContractError
@@ -80,6 +81,21 @@ def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
     return ids[np.asarray(mask, dtype=bool)].astype(str).head(6).tolist()
 
 
+def _blank_and_length(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(empty or whitespace only, length in characters) per value, False and 0 where missing. Arrow
+    strings are measured in place: stripping a copy of every text column took 3 s and 0.5 GiB at
+    10M VMs."""
+    values = s.array
+    if isinstance(values, pd.arrays.ArrowStringArray):
+        column = values.__arrow_array__()
+        length = pc.utf8_length(column)
+        blank = pc.or_(pc.equal(length, 0), pc.utf8_is_space(column))
+        return (np.asarray(pc.fill_null(blank, False), bool),
+                np.asarray(pc.fill_null(length, 0), np.int64))
+    return ((s.str.strip().str.len() == 0).fillna(False).to_numpy(bool),
+            s.str.len().fillna(0).to_numpy(np.int64))
+
+
 def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
     """Raise ContractError for the first request field that breaks a rule (vectorized).
 
@@ -94,12 +110,12 @@ def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
         if col not in df.columns:
             continue
         s = df[col].astype("string")
-        present = s.notna()
-        blank = (s.str.strip().str.len() == 0).fillna(False) | (~present if col in REQUIRED else False)
+        blank, length = _blank_and_length(s)
+        blank = blank | (s.isna().to_numpy() if col in REQUIRED else False)
         if blank.any():
             raise ContractError(table, f"{col} must be non-empty text", column=col, rows=_rows(ids, blank),
                                 fix=f"fill {col} in these rows")
-        long = (s.str.len() > limit).fillna(False)
+        long = length > limit
         if long.any():
             raise ContractError(table, f"{col} is longer than {limit} characters", column=col,
                                 rows=_rows(ids, long), fix=f"shorten {col} to at most {limit} characters")

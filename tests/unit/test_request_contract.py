@@ -65,6 +65,9 @@ CASES = [  # (field, value, accepted)
     ("customer_id", "c" * 256, True), ("customer_id", "c" * 257, False), ("customer_id", " ", False),
     ("os", "o" * 64, True), ("os", "o" * 65, False), ("region", "", False), ("region", "mars-north-1", True),
     ("vcpus", True, False), ("memory_gb", True, False), ("memory_gb", False, False),   # booleans are not numbers
+    # Unicode: blanks are Unicode whitespace (a zero-width space is not), lengths count characters, not bytes
+    ("customer_id", "\u00a0", False), ("region", "\u3000\t", False), ("os", "\u200b", True),
+    ("customer_id", "\u00e9" * 256, True), ("customer_id", "\u00e9" * 257, False), ("vm_type", "\U0001f642" * 128, True),
 ]
 
 
