@@ -1,5 +1,6 @@
 """`pond features` from a local folder against the same tables in an S3 bucket (`--raw s3://...`),
-both engines, the dask engine's scratch folder in a bucket too (`POND_SCRATCH=s3://...`). The store
+both engines, the dask engine's scratch folder in a bucket too (`POND_SCRATCH=s3://...`; with a local
+`--raw`, the stage first copies the tables there). The store
 is a local S3 server (moto), so the figures are the fsspec/S3 protocol's cost on this machine, not a
 network's. Every run's tables must equal the local folder's; each run is its own `pond` process,
 timed with GNU time (wall, peak RSS of the stage's process).
@@ -32,8 +33,8 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return float(wall), int(kb) / 2 ** 20, r.stdout
 
 
-def same(a: Path, b: Path) -> bool:
-    return all(pd.read_parquet(a / t).equals(pd.read_parquet(b / t)) for t in TABLES)
+def same(first: Path, *others: Path) -> bool:
+    return all(pd.read_parquet(first / t).equals(pd.read_parquet(o / t)) for o in others for t in TABLES)
 
 
 def main() -> None:
@@ -62,8 +63,10 @@ def main() -> None:
             rows = []
             for engine in args.engines:
                 outs = {}
-                for where, raw, scratch in (("local folder", str(args.raw.resolve()), None),
-                                            ("s3://", "s3://raw/fleet", "s3://scratch/bench")):
+                runs = [("local folder", str(args.raw.resolve()), None), ("s3://", "s3://raw/fleet", "s3://scratch/bench")]
+                if engine == "dask":     # the local tables copied to a scratch bucket for the workers first
+                    runs.append(("local folder, scratch s3://", str(args.raw.resolve()), "s3://scratch/bench"))
+                for where, raw, scratch in runs:
                     out = Path(tmp) / f"{engine}-{len(outs)}"
                     run_env = dict(env, **({"POND_SCRATCH": scratch} if scratch and engine == "dask" else {}))
                     wall, peak, _ = timed([sys.executable, "-m", "pipelines.cli", "--engine", engine, "features",
