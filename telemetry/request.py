@@ -83,8 +83,8 @@ def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
 
 def _blank_and_length(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(empty or whitespace only, length in characters) per value, False and 0 where missing. Arrow
-    strings are measured in place: stripping a copy of every text column took 3 s and 0.5 GiB at
-    10M VMs."""
+    strings are measured in place: at 10M VMs, stripping a copy of every text column made these
+    checks take 3.1 s instead of 1.5 s, and 0.3 GiB more at their peak."""
     values = s.array
     if isinstance(values, pd.arrays.ArrowStringArray):
         column = values.__arrow_array__()
