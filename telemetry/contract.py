@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import ContractError
@@ -181,10 +180,9 @@ def _require(cond: pd.Series, df: pd.DataFrame, schema: Schema, column: str, pro
 def _has_duplicates(ids: pd.Series) -> bool:
     """Whether a key repeats, by sorting the Arrow strings: ``duplicated`` turns every id into a Python
     string first (at 10M VMs, 1.3 GiB more at the read's peak and 2.6 s against 0.9 s)."""
-    values = ids.array
-    if not isinstance(values, pd.arrays.ArrowStringArray):
+    column = request.arrow_text(ids)
+    if column is None:
         return bool(ids.duplicated().any())
-    column = pa.chunked_array(values.__arrow_array__())
     if len(column) < 2:
         return False
     ordered = pc.take(column, pc.array_sort_indices(column))

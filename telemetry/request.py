@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -81,13 +82,18 @@ def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
     return ids[np.asarray(mask, dtype=bool)].astype(str).head(6).tolist()
 
 
+def arrow_text(s: pd.Series) -> pa.ChunkedArray | None:
+    """The Arrow strings behind a text column, to compute on in place; None for other storage."""
+    values = s.array
+    return pa.chunked_array(values.__arrow_array__()) if isinstance(values, pd.arrays.ArrowStringArray) else None
+
+
 def _blank_and_length(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(empty or whitespace only, length in characters) per value, False and 0 where missing. Arrow
     strings are measured in place: at 10M VMs, stripping a copy of every text column made these
     checks take 3.1 s instead of 1.5 s, and 0.3 GiB more at their peak."""
-    values = s.array
-    if isinstance(values, pd.arrays.ArrowStringArray):
-        column = values.__arrow_array__()
+    column = arrow_text(s)
+    if column is not None:
         length = pc.utf8_length(column)
         blank = pc.or_(pc.equal(length, 0), pc.utf8_is_space(column))
         return (np.asarray(pc.fill_null(blank, False), bool),
