@@ -10,7 +10,7 @@ The fleet is generated once into ``--workdir`` (partitioned by creation day), un
 - ``local``: the single-process path; its peak RSS is the process's;
 - ``dask``: the same command with ``--engine dask`` against a cluster this script starts (``--workers``
   processes of ``--worker-memory`` each, one thread each), restarted before every stage so that each
-  worker's peak RSS (read from the worker with ``getrusage``) is that stage's. The stage's own process
+  worker's peak RSS (read from the worker's ``/proc/self/status``, VmHWM) is that stage's. The stage's own process
   (the driver) is reported beside the workers.
 Each engine reads its own `features` output. One JSON line per (engine, stage); a stage that fails (for
 instance, out of memory) is reported with its exit code, and the run goes on.
@@ -29,8 +29,11 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WRAPPER = ("import resource, sys; from pipelines.cli import main; rc = main(sys.argv[1:]); "
-           "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+# The peak is the process's VmHWM, not getrusage's ru_maxrss: Linux carries a parent's peak across fork and
+# exec into the child's ru_maxrss, so a stage started by this script, after it held GBs itself (nightly_inputs
+# at 10M VMs), reported this script's peak as its own (4.65 GiB for the stage and both workers alike).
+WRAPPER = ("import sys; from pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+           "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
 
 
 def stage_argv(stage: str, wd: Path, engine: str) -> list[str]:
@@ -45,8 +48,8 @@ def stage_argv(stage: str, wd: Path, engine: str) -> list[str]:
 
 
 def _worker_peak_kb() -> int:
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
 
 def run_stage(stage: str, wd: Path, engine: str, client) -> dict:

@@ -103,9 +103,10 @@ def main() -> None:
     if args.stage == "simulate":
         nightly_inputs(wd, params["base"]["as_of"], params["backtest"]["nights"], params["simulate"]["latency_ratios"])
     argv = features if args.stage == "features" else STAGES[args.stage](wd)
-    # The child reports its own peak RSS (RUSAGE_CHILDREN would also count `generate`).
-    wrapper = ("import resource, sys; from pipelines.cli import main; rc = main(sys.argv[1:]); "
-               "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    # The child reports its own peak RSS, VmHWM (RUSAGE_CHILDREN would also count `generate`; and the child's
+    # ru_maxrss starts at this process's peak, which Linux carries across fork and exec: nightly_inputs above).
+    wrapper = ("import sys; from pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+               "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{wd / 'mlflow.db'}")
     t = time.perf_counter()
     res = subprocess.run([sys.executable, "-c", wrapper, "--params", str(wd / "params.yaml"), *argv],

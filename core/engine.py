@@ -2,8 +2,9 @@
 
 ``engine.backend: dask`` hands the work that grows with the fleet to Dask: in `features` the workers
 read the raw tables and write the VM features themselves, one task per creation day and then per
-customer partition (``features.shuffle``); in `simulate`, one task per cluster and policy (the
-local code each, so both engines give the same tables); in `evaluate`, the scoring of the day's VMs,
+customer partition (``features.shuffle``); in `simulate`, the workers read and place the trace by
+cluster partitions and hand back only the window's VMs (``evaluation.trace``), then one sizing task
+per cluster and policy (the local code each, so both engines give the same tables); in `evaluate`, the scoring of the day's VMs,
 one slice per worker (``models.inference.score_in_parts``: the same scores); and the UM fits of `train_um` and `backtest` to
 LightGBM's distributed learner (``models.dask_fit``; close to the local model, not equal to it).
 The cluster is the one at ``DASK_SCHEDULER_ADDRESS`` (``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with

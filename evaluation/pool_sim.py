@@ -29,17 +29,20 @@ class Placement:
 
 
 def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: SimParams,
-          cluster_col: str = "cluster_id") -> Placement:
+          cluster_col: str = "cluster_id", trace_servers: bool | None = None) -> Placement:
     """The trace's servers when every VM names one; otherwise first fit on servers (evaluation.packing).
 
     ``cluster_col`` groups the servers (and pools, which never cross a group); an Azure V2 trace,
-    whose cluster stands in for a deployment, is better packed by ``region``.
+    whose cluster stands in for a deployment, is better packed by ``region``. ``trace_servers``:
+    whether every VM of the whole trace names one, when ``vms`` is only some of its clusters.
     """
     if cluster_col not in vms.columns:
         raise ConfigError(f"simulate: table 'vms' has no column {cluster_col!r} to group servers by; "
                           "use cluster_id or region")
     cluster, _ = pd.factorize(vms[cluster_col], sort=True)
-    if len(vms) and vms["server_id"].notna().all():
+    if trace_servers is None:
+        trace_servers = bool(len(vms)) and bool(vms["server_id"].notna().all())
+    if trace_servers and len(vms):
         keys = vms[cluster_col].astype(str) + "\x00" + vms["server_id"].astype(str)
         codes, uniques = pd.factorize(keys, sort=True)
         first = pd.Series(np.arange(len(uniques))).groupby(pd.Series(uniques).str.split("\x00").str[0]).transform("min")

@@ -20,11 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from core.errors import ContractError
 from core.params import FeatureParams
 from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
 from features.history import KEY
-from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, split, units, upload
+from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, require_unique_ids, split, units, upload
 from telemetry.storage import Location, absolute, write_parquet
 
 Runner = Callable[[Callable, list[tuple]], list]
@@ -50,11 +49,7 @@ def _task(scratch: Location, k: int, feats_out: Location, events: list[str], p: 
     from core.progress import silenced
     empty_ids = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
     vms = read_partition(scratch, "vms", k, pd.DataFrame())
-    ids = read_partition(scratch, "ids", k, empty_ids)["vm_id"]
-    dup = ids.duplicated(keep=False)
-    if dup.any():
-        raise ContractError("vms", "duplicate ids", column="vm_id", rows=ids[dup].unique()[:6].tolist(),
-                            fix="each id must appear once")
+    require_unique_ids(scratch, k)
     has = read_partition(scratch, "has_counters", k, empty_ids)
     counters = read_partition(scratch, "counters", k,
                               pd.DataFrame({"vm_id": pd.Series(dtype="string"),

@@ -1,11 +1,12 @@
 """Moving the fleet between workers through files, so that no fleet-sized table passes through the
-stage's own process (the dask engine's `features`).
+stage's own process (the dask engine's `features` and `simulate`).
 
 1. ``units``: the raw tables cut into pieces one worker reads alone, in the order the local engine
    reads them: one per creation-day folder of a partitioned dataset, or one for a single file.
 2. ``split``: one task per unit validates its VMs (the contract's row checks) and writes them, and
-   their counters, to the customer partition each belongs to (``customer_partition``); every VM
-   carries ``_row``, its position in the local engine's row order. Counter events are copied only
+   their counters, to the partition their customer (`features`: ``customer_partition``) or cluster
+   (`simulate`) hashes to; their ids go to a partition by id, where ``require_unique_ids`` finds an
+   id that two units share. Every VM carries ``_row``, its position in the local engine's row order. Counter events are copied only
    for the days the snapshot's history can use; elsewhere `features` needs only which VMs have
    counters (``features.history.history_counts``).
 3. ``merge_in_order``: the partitions' outputs, each in ``_row`` order, streamed into one Parquet
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,10 +35,20 @@ import pyarrow.parquet as pq
 from core.errors import ConfigError, ContractError
 from telemetry.contract import validate_table
 from telemetry.io import COUNTERS, day_files, find_table, read_raw
-from telemetry.storage import Location, is_url, parquet_file, read_parquet, write_parquet
+from telemetry.storage import Location, is_url, location, parquet_file, read_parquet, write_parquet
 
+SCRATCH_ENV = "POND_SCRATCH"
 ROW = "_row"                                      # the local engine's row position of a VM
 KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one folder per partition each
+
+
+def scratch_folder(tmp: Path, stage: str) -> Location:
+    """Where the dask engine's workers exchange files: a fresh folder under ``POND_SCRATCH`` (a path
+    every worker sees, or a storage URL), else beside the stage's output in ``tmp``."""
+    base = os.environ.get(SCRATCH_ENV)
+    if not base:
+        return tmp / ".shuffle"
+    return location(base) / f"{stage}-{socket.gethostname()}-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}"
 
 
 def customer_partition(customer_id: pd.Series, partitions: int) -> np.ndarray:
@@ -58,9 +71,11 @@ class Unit:
 
 @dataclass
 class Split:
-    """What one split task wrote: rows per partition and counter rows of no VM of its unit."""
+    """What one split task wrote: rows per partition, counter rows of no VM of its unit, and what
+    the caller's ``summary`` made of the unit's VMs."""
     vms: dict[int, int] = field(default_factory=dict)
     stray_counters: int = 0
+    summary: Any = None
 
 
 def units(raw_dir: Location, counters: pd.DataFrame | Location, first_events_day: date) -> list[Unit]:
@@ -147,15 +162,19 @@ def _require_visible(unit: Unit) -> None:
                           "stage copies them there first")
 
 
-def split(unit: Unit, scratch: Location, partitions: int) -> Split:
-    """Validate one unit's VMs and write them and their counters to their partitions' folders."""
+def split(unit: Unit, scratch: Location, partitions: int, by: str = "customer_id",
+          summary: Callable[[pd.DataFrame], Any] | None = None) -> Split:
+    """Validate one unit's VMs and write them and their counters to the folders of the partitions
+    their ``by`` value hashes to; ``summary(vms)``, if given, is returned with the counts."""
     _require_visible(unit)
     vms = _read_vms(unit)
     out = Split()
     part = np.empty(0, np.int64)
+    if summary is not None:
+        out.summary = summary(vms)
     if len(vms):
         vms[ROW] = (np.int64(unit.index) << 32) + np.arange(len(vms), dtype=np.int64)
-        part = customer_partition(vms["customer_id"], partitions)
+        part = _hash(vms[by], partitions)
         _write(scratch, "vms", vms, part, unit.index)
         _write(scratch, "ids", vms[["vm_id"]], _hash(vms["vm_id"], partitions), unit.index)
         out.vms = {int(k): int(n) for k, n in zip(*np.unique(part, return_counts=True))}
@@ -177,6 +196,16 @@ def _write(scratch: Location, kind: str, df: pd.DataFrame, part: np.ndarray, ind
         folder = scratch / kind / f"p{k:05d}"
         folder.mkdir(parents=True, exist_ok=True)
         write_parquet(df[part == k], folder / f"u{index:06d}.parquet")
+
+
+def require_unique_ids(scratch: Location, k: int) -> None:
+    """No vm_id of partition ``k``'s ids (every VM whose id hashes there, from any unit) repeats:
+    the check the local engine makes on the whole table, split by id."""
+    ids = read_partition(scratch, "ids", k, pd.DataFrame({"vm_id": pd.Series(dtype="string")}))["vm_id"]
+    dup = ids.duplicated(keep=False)
+    if dup.any():
+        raise ContractError("vms", "duplicate ids", column="vm_id", rows=ids[dup].unique()[:6].tolist(),
+                            fix="each id must appear once")
 
 
 def read_partition(scratch: Location, kind: str, k: int, empty: pd.DataFrame) -> pd.DataFrame:

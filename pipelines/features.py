@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,22 +14,11 @@ from core.params import FeatureParams, Params
 from core.progress import Steps
 from features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features
 from features.partitioned import partitioned_features
+from features.shuffle import scratch_folder
 from features.tma import require_events
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
-from telemetry.storage import Location, location, remove_tree
-
-SCRATCH_ENV = "POND_SCRATCH"
-
-
-def scratch_folder(tmp: Path) -> Location:
-    """Where the dask engine's workers exchange files: a fresh folder under ``POND_SCRATCH`` (a path
-    every worker sees, or a storage URL), else beside the output in ``tmp``."""
-    base = os.environ.get(SCRATCH_ENV)
-    if not base:
-        return tmp / ".shuffle"
-    return location(base) / f"features-{socket.gethostname()}-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}"
-
+from telemetry.storage import Location, remove_tree
 
 def _local(raw_dir: Location, counters: pd.DataFrame | Location, events: list[str], p: FeatureParams, vm_file: Path,
            step: Callable[[str], None]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
@@ -50,7 +37,7 @@ def _dask(params: Params, raw_dir: Location, counters: pd.DataFrame | Location, 
           vm_file: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """``_local``'s answer from the workers (features.partitioned), through a scratch folder."""
     p, e = params.features, params.engine
-    scratch = scratch_folder(tmp)
+    scratch = scratch_folder(tmp, "features")
     try:
         with session(e) as client:
             done = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters,

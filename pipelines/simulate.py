@@ -1,7 +1,8 @@
 """Stage `simulate`: the DRAM a provider must buy with and without pools, in steady state (Pond
 §6.1, §6.5, Fig. 3 and 21), and how large the pools should be.
 
-The whole trace is placed (``evaluation.pool_sim.place``); DRAM is measured over a window only,
+The whole trace is placed (``evaluation.pool_sim.place``; on Dask by cluster partitions on the workers,
+``evaluation.trace``); DRAM is measured over a window only,
 after a warm-up that fills servers as production does, so only the VMs alive in the window are
 decided and replayed (``evaluation.sizing``).
 
@@ -32,6 +33,9 @@ replayed under its own name when no other row is it.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,23 +46,15 @@ from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import Params, SimParams
 from evaluation.combined import outcomes, summarize
-from evaluation.pool_sim import place
-from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster, in_window
+from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
 from evaluation.sizing_report import plot_savings, print_report, sizing_metrics, summarize_sizing
+from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from evaluation.truth import truth_table
-from models.decision import PolicyKnobs, decide, policy_knobs, served_name
+from features.shuffle import scratch_folder
+from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
-from telemetry.io import AtomicDir, read_tables, release_unused_memory, write_json
-from telemetry.storage import Location
-
-def _seconds(vms: pd.DataFrame) -> tuple[pd.Timestamp, np.ndarray, np.ndarray]:
-    """Trace start, and seconds since it; running VMs stay until one second past the last event."""
-    t0 = vms["created_at"].min()
-    start = ((vms["created_at"] - t0).dt.total_seconds()).to_numpy().astype(np.int64)
-    end_t = (vms["deleted_at"] - t0).dt.total_seconds()
-    horizon = int(max(start.max(), np.nanmax(end_t.to_numpy(float), initial=0))) + 1
-    return t0, start, end_t.fillna(horizon).to_numpy().astype(np.int64)
-
+from telemetry.io import AtomicDir, release_unused_memory, remove_leftovers, write_json
+from telemetry.storage import Location, absolute, remove_tree
 
 def _nights(backtest_dir: Path) -> list[Path]:
     nights = sorted(d for d in Path(backtest_dir).iterdir() if (d / "scores.parquet").exists())
@@ -85,7 +81,7 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
     error rate per ratio (for pool-only VMs without truth); which window VMs a night scored."""
     mem = vms["memory_gb"].to_numpy(float)
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
-    local_all = {"decision": np.full(len(vms), "local_only", dtype=object), "local_gb": mem.copy(),
+    local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
                  "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms)),
                  "li_called": np.zeros(len(vms), bool)}
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
@@ -105,13 +101,24 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
                 got = decide(mem[idx], s.has_history.to_numpy(), s[f"p_insensitive_r{ratio:g}"].to_numpy(),
                              s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
-                    d[k][idx] = v
+                    d[k][idx] = _shared_labels(v) if k == "decision" else v
     return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
+
+
+_LABELS = np.array(LABELS, dtype=object)
+
+
+def _shared_labels(decision: np.ndarray) -> np.ndarray:
+    """The decisions as references to the three label strings. Copied into an object array as they
+    come (fixed-width text), each VM gets a string of its own: 81 MB per policy instead of 9 at 1.1M
+    window VMs, 1.6 GiB of `simulate`'s process at 10M VMs over its 20 policy and ratio pairs."""
+    return _LABELS[np.select([decision == label for label in LABELS], np.arange(len(LABELS)), 0)]
 
 
 def _static(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, np.ndarray]:
     u = np.where(decided, fraction, 0.0)
-    return decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
+    d = decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
+    return d | {"decision": _shared_labels(d["decision"])}
 
 
 def _name(policy: str, ratio: float | None) -> str:
@@ -140,79 +147,105 @@ def _measured(window: tuple[int, int], label: str, sp: SimParams, nightly: bool,
                             "days of their VMs filling servers"
 
 
-def read_trace(raw_dir: Location) -> pd.DataFrame:
-    """The vms table (either layout) in vm_id order: the order every replay indexes its arrays by."""
-    return read_tables(raw_dir, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
-
-
 def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...], caps: tuple[float, ...] = ()
                       ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], np.ndarray, dict]:
     """((start, end) seconds, window, created-in-window mask, decisions per (policy, ratio)) as `simulate`
     replays the nightly window; for the sizing benchmarks."""
-    t0, start, end = _seconds(vms)
+    s = span([facts(vms, "cluster_id")])
+    start, end = seconds(vms, s)
     nights = _nights(backtest_dir)
-    window, _, _ = nightly_window(t0, nights)
+    window, _, _ = nightly_window(s.t0, nights)
     created_in = (start >= window[0]) & (start < window[1])
     return (start, end), window, created_in, _decisions(vms, created_in, nights, ratios, caps)[0]
 
 
+def _window(s: Span, nights: list[Path] | None, sp: SimParams) -> tuple[tuple[int, int], str]:
+    """The window (seconds from the trace's start) and how the report names it."""
+    if nights is not None:
+        window, lo, hi = nightly_window(s.t0, nights)
+        return window, f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
+    first = s.t0.normalize() + pd.Timedelta(days=sp.warmup_days)
+    if s.last_created < first:
+        print(f"simulate: the trace is shorter than warmup_days={sp.warmup_days}: no warm-up, the whole trace "
+              "is the window")
+        first = s.t0
+    return (max(int((first - s.t0).total_seconds()), 0), s.last_end + 1), \
+        f"{first.date()} on, after {sp.warmup_days} days of warm-up"
+
+
+def _placed_window(params: Params, client: Any | None, raw_dir: Location, nights: list[Path] | None, pack_by: str,
+                   scratch: Location | None) -> tuple[Span, Window, tuple[int, int], str]:
+    """The trace placed and cut to the window: in this process, or by the workers (``evaluation.trace``)."""
+    sp = params.simulate
+    if client is None:
+        vms = read_trace(raw_dir)
+        s = span([facts(vms, pack_by)])
+        window, label = _window(s, nights, sp)
+        return s, window_of(vms, s, window, sp, pack_by), window, label
+    assert scratch is not None
+    runner = partial(run_all, client)
+    s, parts = split_trace(runner, raw_dir, pack_by, params.engine.partitions, scratch)
+    window, label = _window(s, nights, sp)
+    print(f"simulate: the trace placed on Dask, one task per creation day, then per cluster partition "
+          f"({len(parts)} partitions of {len(s.groups)} clusters)")
+    return s, gather_window(runner, scratch, parts, s, window, sp, pack_by), window, label
+
+
 def run(params: Params, raw_dir: Location, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,
         out_dir: Path, pack_by: str = "cluster_id") -> dict[str, Any]:
+    nights = _nights(backtest_dir) if backtest_dir is not None else None
+    if params.engine.backend == "local":
+        return _run(params, None, raw_dir, nights, metrics_path, plots_dir, out_dir, pack_by, None)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(out_dir)              # a killed run's scratch too
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-scratch", dir=out_dir.parent))
+    try:
+        with session(params.engine) as client:
+            return _run(params, client, raw_dir, nights, metrics_path, plots_dir, out_dir, pack_by,
+                        absolute(scratch_folder(tmp, "simulate")))     # workers run in their own folders
+    finally:
+        remove_tree(tmp)
+
+
+def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Path] | None, metrics_path: Path,
+         plots_dir: Path, out_dir: Path, pack_by: str, scratch: Location | None) -> dict[str, Any]:
     sp = params.simulate
-    vms = read_trace(raw_dir)
-    if vms.empty:
-        raise ConfigError("simulate: table 'vms' has no rows to replay; import a trace")
-    t0, start, end = _seconds(vms)
-    day0 = t0.normalize()
-    decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
-    if backtest_dir is not None:
-        nights = _nights(backtest_dir)
-        window, lo, hi = nightly_window(t0, nights)
-        label = f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
-    else:
-        first = day0 + pd.Timedelta(days=sp.warmup_days)
-        if not (vms["created_at"] >= first).any():
-            print(f"simulate: the trace is shorter than warmup_days={sp.warmup_days}: no warm-up, the whole trace "
-                  "is the window")
-            first = t0
-        window = (max(int((first - t0).total_seconds()), 0), int(end.max()) + 1)
-        label = f"{first.date()} on, after {sp.warmup_days} days of warm-up"
+    s, w, window, label = _placed_window(params, client, raw_dir, nights, pack_by, scratch)
+    if scratch is not None:
+        remove_tree(scratch)                            # the workers' copy of the trace is not needed again
+    release_unused_memory()                             # nor the rest of the trace (Arrow keeps freed pages)
+    vms, start, end, placement = w.vms, w.start, w.end, w.placement
     if not ((start >= window[0]) & (start < window[1])).any():
         raise ConfigError(f"simulate: no VM was created in the window ({label}); check base.as_of and the trace")
-    placement = place(vms, start, end, sp, pack_by)     # the whole trace: earlier VMs shape the first fit
-    cluster_names = pd.factorize(vms[pack_by], sort=True)[1].astype(str)
-    keep = in_window(start, end, window)                # only VMs alive in the window weigh on it
-    print(f"simulate: {int(keep.sum())} of {len(keep)} VMs alive in the window are decided and replayed")
-    vms, start, end = vms[keep].reset_index(drop=True), start[keep], end[keep]
-    release_unused_memory()                             # the rest of the trace is not needed again
-    cluster, host = placement.cluster[keep], placement.host[keep]
+    print(f"simulate: {len(vms)} of {s.rows} VMs alive in the window are decided and replayed")
+    cluster, host = placement.cluster, placement.host
     mem = vms["memory_gb"].to_numpy(float)
     created_in = (start >= window[0]) & (start < window[1])
     rates: dict[float, float] = {}
     scored = created_in
     names: dict[str, str] = {}
-    if backtest_dir is not None:
+    decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
+    if nights is not None:
         decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
         names = {f"{r:g}": _name(served_name(read_policy(nights[-1] / f"policy_r{r:g}.json")), r)
                  for r in sp.latency_ratios}
     for f in sp.static_fractions:
         decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
-    decided, (window, label) = created_in, _measured(window, label, sp, backtest_dir is not None, t0)
+    decided, (window, label) = created_in, _measured(window, label, sp, nights is not None, s.t0)
     created_in = (start >= window[0]) & (start < window[1])
 
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, placement.assignment == "first_fit")
-    if params.engine.backend == "local":
+    if client is None:
         table = fleet_sizing(*args)
     else:
         print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
-        with session(params.engine) as client:
-            table = fleet_sizing_by_cluster(lambda fn, tasks: run_all(client, fn, tasks), *args)
-    table.insert(3, "cluster_name", cluster_names[table.cluster.to_numpy()])
+        table = fleet_sizing_by_cluster(partial(run_all, client), *args)
+    table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     fleet = summarize_sizing(table, sp)
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
-                         raw_dir, params.optimize.pdm, sp.latency_ratios if backtest_dir is not None else (), rates)
+                         raw_dir, params.optimize.pdm, sp.latency_ratios if nights is not None else (), rates)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, (100.0 - params.optimize.tp) / 100.0,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
                              int(((start < window[0]) & (end > window[0]) & ~decided).sum()), names)

@@ -49,12 +49,16 @@ def s3(tmp_path_factory, small_raw):
     server.stop()
 
 
-def _features(wd: Path, raw: str, backend: str) -> tuple[Path, str]:
+def _params(wd: Path, backend: str) -> Path:
     p = small_params()
     p["engine"] = {"backend": backend, "workers": 2, "worker_memory": "1GiB", "partitions": 5}
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "params.yaml").write_text(yaml.safe_dump(p))
-    assert main(["--quiet", "--params", str(wd / "params.yaml"), "features", "--raw", raw,
+    return wd / "params.yaml"
+
+
+def _features(wd: Path, raw: str, backend: str) -> tuple[Path, str]:
+    assert main(["--quiet", "--params", str(_params(wd, backend)), "features", "--raw", raw,
                  "--out", str(wd / "features"), "--metrics", str(wd / "f.json")]) == 0
     return wd / "features", (wd / "f.json").read_text()
 
@@ -102,6 +106,37 @@ def test_local_raw_tables_are_copied_to_a_scratch_url_for_the_workers(s3, local,
     _same(_features(tmp_path, str(small_raw), "dask"), local)
     assert "of raw tables to s3://scratch/nightly/features-" in capsys.readouterr().out
     assert s3.find("scratch") == []
+
+
+def test_simulate_places_the_trace_on_workers_from_the_bucket_through_a_scratch_url(s3, small_raw, small_backtest,
+                                                                                    tmp_path, monkeypatch):
+    """The workers read the trace in the bucket and exchange its cluster partitions through the scratch
+    URL (``evaluation.trace``); the tables and metrics are the local engine's on the folder."""
+    import pipelines.simulate as stage
+
+    monkeypatch.setenv("POND_SCRATCH", "s3://scratch/sim")
+    exchanged, real = [], stage.gather_window
+
+    def spy(*args):
+        s3.invalidate_cache()
+        exchanged.extend(s3.find("scratch/sim"))         # what the split tasks wrote, before it is removed
+        return real(*args)
+
+    monkeypatch.setattr(stage, "gather_window", spy)
+    outs = {}
+    for backend, raw in (("local", str(small_raw)), ("dask", "s3://raw/single")):
+        wd = tmp_path / backend
+        assert main(["--quiet", "--params", str(_params(wd, backend)), "simulate", "--raw", raw, "--nightly",
+                     str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
+                     "--plots", str(wd / "plots")]) == 0
+        outs[backend] = wd
+    pd.testing.assert_frame_equal(pd.read_csv(outs["dask"] / "sim" / "sizing_by_cluster.csv"),
+                                  pd.read_csv(outs["local"] / "sim" / "sizing_by_cluster.csv"), check_exact=True)
+    assert json.loads((outs["dask"] / "sim.json").read_text()) == json.loads((outs["local"] / "sim.json").read_text())
+    assert any("/vms/p" in f for f in exchanged) and any("/ids/p" in f for f in exchanged)
+    s3.invalidate_cache()
+    assert s3.find("scratch") == []                      # the workers' copy of the trace is gone
+    assert not list(tmp_path.glob("dask/.sim.*"))        # and nothing is left beside the output
 
 
 def test_csv_tables_in_a_bucket_on_the_workers(s3, small_raw, tmp_path, monkeypatch):

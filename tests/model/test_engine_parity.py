@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from core.params import EngineParams, Params
 from features.shuffle import customer_partition
 from models.um_protocol import fit_night, night
 from pipelines.cli import main
+from telemetry.contract import TRUTH_FILE
 from telemetry.fleet import FleetParams, LabParams, generate
 from telemetry.io import read_tables, write_tables
 from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
@@ -89,12 +91,20 @@ def test_every_customer_lands_in_one_partition():
     assert (customer_partition(ids, 4) == part).all()     # stable across calls (and processes: a hash, not id())
 
 
-def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest):
+@pytest.mark.parametrize("layout", ["single files", "partitioned by day"])
+def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, layout):
+    """The local engine on the single files; on Dask, the trace is placed by cluster partitions
+    (``evaluation.trace``) from either layout, and sized per cluster and policy."""
     outs = {}
     for backend in ("local", "dask"):
         wd = tmp_path / backend
         params = _params(wd, backend)
-        assert main(["--quiet", "--params", str(params), "simulate", "--raw", str(small_raw),
+        raw = small_raw
+        if backend == "dask" and layout == "partitioned by day":
+            raw = wd / "raw"
+            write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
+            shutil.copy(small_raw / TRUTH_FILE, raw / TRUTH_FILE)        # the realized outcomes' truth
+        assert main(["--quiet", "--params", str(params), "simulate", "--raw", str(raw),
                      "--nightly", str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
                      "--plots", str(wd / "plots")]) == 0
         outs[backend] = wd
