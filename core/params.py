@@ -269,7 +269,8 @@ class EngineParams(Section):
     worker_memory: str = Field("4GiB", min_length=1,
         description="dask, no scheduler address: memory limit per worker (dask spills, then pauses, above it)")
     partitions: int = Field(16, ge=1,
-        description="dask: partitions the VMs are shuffled into by customer (a customer's VMs meet in one)")
+        description="dask: partitions the VMs are shuffled into, by customer in features (a customer's VMs meet "
+                    "in one), by cluster in simulate (a cluster's VMs are placed together)")
 
 
 INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("features",): "as_of"}
