@@ -5,8 +5,10 @@ read the raw tables and write the VM features themselves, one task per creation 
 customer partition (``features.shuffle``); in `simulate`, the workers read and place the trace by
 cluster partitions and hand back only the window's VMs (``evaluation.trace``), then one sizing task
 per cluster and policy (the local code each, so both engines give the same tables); in `evaluate`, the scoring of the day's VMs,
-one slice per worker (``models.inference.score_in_parts``: the same scores); and the UM fits of `train_um` and `backtest` to
-LightGBM's distributed learner (``models.dask_fit``; close to the local model, not equal to it).
+one slice per worker (``models.inference.score_in_parts``: the same scores); in `backtest`, every night's snapshot,
+one task per customer partition after one split of the fleet (``features.partitioned.partitioned_snapshots``); and the
+UM fits of `train_um` and `backtest` to LightGBM's distributed learner (``models.dask_fit``; close to the local model,
+not equal to it).
 The cluster is the one at ``DASK_SCHEDULER_ADDRESS`` (``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with
 ``engine.worker_memory`` each, started here and stopped when the stage ends. Dask is imported
 only when it is asked for.

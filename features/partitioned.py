@@ -7,7 +7,8 @@ the local functions (``features.build``) unchanged: the same no-leakage rules, t
 
 Workers read the raw tables and write the VM features themselves (``features.shuffle``): the
 stage's own process holds the snapshot (what the service loads), the metrics' facts and one row
-group of the output at a time, never the fleet.
+group of the output at a time, never the fleet. `backtest` needs a snapshot per night: one split,
+then each partition's task computes every night's (``partitioned_snapshots``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from core.params import FeatureParams
 from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
 from features.history import KEY
 from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, require_unique_ids, split, units, upload
-from telemetry.storage import Location, absolute, write_parquet
+from telemetry.storage import Location, absolute, read_parquet, write_parquet
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -45,15 +46,18 @@ def first_events_day(p: FeatureParams) -> date:
     return p.snapshot_time.date() - timedelta(days=p.history_days + p.counter_delay_s // 86_400 + 2)
 
 
+def _counters(scratch: Location, k: int, events: list[str]) -> pd.DataFrame:
+    return read_partition(scratch, "counters", k, pd.DataFrame({"vm_id": pd.Series(dtype="string"),
+                                                               **{e: pd.Series(dtype="float64") for e in events}}))
+
+
 def _task(scratch: Location, k: int, feats_out: Location, events: list[str], p: FeatureParams) -> dict[str, Any]:
     from core.progress import silenced
     empty_ids = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
     vms = read_partition(scratch, "vms", k, pd.DataFrame())
     require_unique_ids(scratch, k)
     has = read_partition(scratch, "has_counters", k, empty_ids)
-    counters = read_partition(scratch, "counters", k,
-                              pd.DataFrame({"vm_id": pd.Series(dtype="string"),
-                                            **{e: pd.Series(dtype="float64") for e in events}}))
+    counters = _counters(scratch, k, events)
     rows = vms.pop(ROW).to_numpy()
     with silenced():
         feats = vm_features(vms, has, p)
@@ -82,11 +86,62 @@ def partitioned_features(run: Runner, raw_dir: Location, counters: pd.DataFrame 
     results = run(_task, [(scratch, k, scratch / f"features-{k:05d}.parquet", events, p) for k in parts])
     merge_in_order([(scratch / f"features-{k:05d}.parquet", r["rows"]) for k, r in zip(parts, results)],
                    out, row_group)
-    cust = pd.concat([r["customers"] for r in results], ignore_index=True)
-    hist = pd.concat([r["history"] for r in results], ignore_index=True)
-    return Partitioned(
-        customers=cust.sort_values("customer_id", kind="stable").reset_index(drop=True),
-        history=hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True),
-        request_shapes=top_shapes([r["shapes"] for r in results], p),
-        facts=merge_facts([r["facts"] for r in results]),
-        stray_counters=sum(s.stray_counters for s in splits), uploaded_bytes=copied)
+    cust, hist = _joined([(r["customers"], r["history"]) for r in results])
+    return Partitioned(customers=cust, history=hist, request_shapes=top_shapes([r["shapes"] for r in results], p),
+                       facts=merge_facts([r["facts"] for r in results]),
+                       stray_counters=sum(s.stray_counters for s in splits), uploaded_bytes=copied)
+
+
+def _joined(parts: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The partitions' snapshots as one, in the local engine's row order."""
+    cust = pd.concat([c for c, _ in parts], ignore_index=True)
+    hist = pd.concat([h for _, h in parts], ignore_index=True)
+    return (cust.sort_values("customer_id", kind="stable").reset_index(drop=True),
+            hist.sort_values(list(KEY), kind="stable", na_position="last").reset_index(drop=True))
+
+
+@dataclass(frozen=True)
+class NightParts:
+    """One night's snapshot as the partitions wrote it to the scratch folder: (customers, history) each."""
+    files: tuple[tuple[Location, Location], ...]
+
+    def read(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The night's snapshot, equal to the local engine's ``snapshot``."""
+        return _joined([(read_parquet(c), read_parquet(h)) for c, h in self.files])
+
+
+def _night_files(scratch: Location, i: int, k: int) -> tuple[Location, Location]:
+    folder = scratch / "snapshots" / f"n{i:04d}"
+    return folder / f"customers-{k:05d}.parquet", folder / f"history-{k:05d}.parquet"
+
+
+def _snapshots_task(scratch: Location, k: int, events: list[str], nights: list[FeatureParams]) -> None:
+    from core.progress import silenced
+    vms = read_partition(scratch, "vms", k, pd.DataFrame())
+    require_unique_ids(scratch, k)
+    vms = vms.drop(columns=ROW)
+    counters = _counters(scratch, k, events)
+    for i, p in enumerate(nights):
+        with silenced():
+            cust, hist = snapshot(vms, counters, events, p)
+        c, h = _night_files(scratch, i, k)
+        c.parent.mkdir(parents=True, exist_ok=True)
+        write_parquet(cust, c)
+        write_parquet(hist, h)
+
+
+def partitioned_snapshots(run: Runner, raw_dir: Location, counters: pd.DataFrame | Location, events: list[str],
+                          nights: list[FeatureParams], partitions: int, scratch: Location) -> list[NightParts] | None:
+    """``snapshot`` of the fleet in ``raw_dir`` as of each of ``nights`` (`backtest`'s), computed on the
+    workers from one split by customer and left in ``scratch``, so that the caller holds one night's at a
+    time (at 10M VMs, 7 nights' held at once took 2.7 GiB); None when the fleet has no VM."""
+    raw_dir, scratch = absolute(raw_dir), absolute(scratch)
+    counters = counters if isinstance(counters, pd.DataFrame) else absolute(counters)
+    first = min(first_events_day(p) for p in nights)
+    plan, _ = upload(units(raw_dir, counters, first), scratch)
+    splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
+    parts = sorted({k for s in splits for k in s.vms})
+    if not parts:
+        return None
+    run(_snapshots_task, [(scratch, k, events, nights) for k in parts])
+    return [NightParts(tuple(_night_files(scratch, i, k) for k in parts)) for i in range(len(nights))]

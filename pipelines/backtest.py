@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from core.engine import session
+from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import Params
 from core.progress import progress, silenced
@@ -33,6 +36,8 @@ from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.regret import realized_grid
 from features.build import snapshot
+from features.partitioned import partitioned_snapshots
+from features.shuffle import scratch_folder
 from models.inference import Models, score
 from models.policy import read_policy
 from optimize.solver import error_rate, regret
@@ -40,7 +45,7 @@ from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import AtomicDir, counters_source, read_days, read_tables, write_json
-from telemetry.storage import Location
+from telemetry.storage import Location, remove_tree
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
@@ -108,6 +113,29 @@ def days_read(last: pd.Timestamp, n_nights: int, train_days: int) -> tuple[date,
     return (last - pd.Timedelta(days=n_nights + train_days - 1)).date(), (last + pd.Timedelta(days=1)).date()
 
 
+@contextmanager
+def snapshots(nights: list[Params], raw_dir: Location, tmp: Path,
+              client: Any | None) -> Iterator[list[Callable[[], tuple[pd.DataFrame, pd.DataFrame]]]]:
+    """Each night's snapshot (customer percentiles, workload history), what `features` would have
+    written that night, one night at a time. With the dask engine the workers compute them from one
+    split of the fleet by customer (``features.partitioned``) into a scratch folder, removed on exit: the
+    stage's process never reads the ``vms`` table."""
+    events = event_columns(read_tables(raw_dir, ["workloads"])["workloads"], WORKLOADS)
+    counters = counters_source(raw_dir)
+    if client is not None:
+        scratch = scratch_folder(tmp, "backtest")
+        try:
+            parts = partitioned_snapshots(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters, events,
+                                          [p.features for p in nights], nights[0].engine.partitions, scratch)
+            if parts is not None:
+                yield [night.read for night in parts]
+                return
+        finally:
+            remove_tree(scratch)
+    vms = read_tables(raw_dir, ["vms"])["vms"]
+    yield [partial(snapshot, vms, counters, events, p.features) for p in nights]
+
+
 def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: Path, li_dir: Path, out_dir: Path,
         plots_dir: Path, metrics_path: Path | None = None) -> pd.DataFrame:
     n_nights = params.backtest.nights if n_nights is None else n_nights
@@ -115,26 +143,26 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
         raise ConfigError("backtest N needs N >= 1 nights")
     last = pd.Timestamp(params.base.as_of)
     vmf = read_days(features_dir / "vm_features.parquet", *days_read(last, n_nights, params.train_um.train_days))
-    tables = read_tables(raw_dir, ["workloads", "vms"])
-    events = event_columns(tables["workloads"], WORKLOADS)
-    counters = counters_source(raw_dir)
+    nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
+              for k in range(n_nights - 1, -1, -1)]
     rows, skipped = [], []
-    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client:
-        for k in progress(range(n_nights - 1, -1, -1), desc="backtest", unit="nights"):   # in order, as nightly
-            as_of = (last - pd.Timedelta(days=k)).date().isoformat()
+    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client, \
+            snapshots(nights, raw_dir, tmp, client) as snaps:
+        for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
+            as_of = p.base.as_of
             day = vmf[vmf.day == (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()].reset_index(drop=True)
             if day.empty:                          # a gap in an imported trace: nothing to decide or judge
                 print(f"backtest: night {as_of} skipped: no VM was created on the next day")
                 skipped.append(as_of)
                 continue
-            p = params.with_as_of(as_of)
             night = tmp / as_of
             feats = night / "features"
             (feats / "snapshot").mkdir(parents=True)
+            cust, hist = snap()
             os.symlink((features_dir / "vm_features.parquet").resolve(), feats / "vm_features.parquet")
-            cust, hist = snapshot(tables["vms"], counters, events, p.features)
             cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
+            del cust, hist                         # the night's stages read the files
             with silenced():                       # one line per night (above), not train_um's own
                 um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
             optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",

@@ -242,3 +242,50 @@ def test_train_um_on_dask_matches_local(tmp_path):
     assert dask["onnx_parity_max_abs_diff"] < 1e-6
     manifest = {b: json.loads((tmp_path / b / "um" / "manifest.json").read_text()) for b in metrics}
     assert manifest["dask"]["features"] == manifest["local"]["features"]
+
+
+@pytest.mark.parametrize("layout", ["single files", "partitioned by day"])
+def test_backtest_snapshots_are_identical(tmp_path, small_raw, layout):
+    """Each night's snapshot computed by the workers from one split by customer equals the local engine's,
+    which reads the `vms` table whole; the scratch folder is gone afterwards. A 2-day history: the first
+    night's needs counters of days the last night's does not."""
+    from pipelines.backtest import snapshots
+
+    p = yaml.safe_load(_params(tmp_path, "dask").read_text())
+    p["features"]["history_days"] = 2
+    params = Params(**p)
+    nights = [params.with_as_of(day) for day in ("2026-01-04", "2026-01-08", "2026-01-11")]
+    raw = small_raw
+    if layout == "partitioned by day":
+        raw = tmp_path / "raw"
+        write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
+    with snapshots(nights, small_raw, tmp_path, None) as local_nights:
+        local = [night() for night in local_nights]
+    with session(params.engine) as client, snapshots(nights, raw, tmp_path, client) as dask_nights:
+        assert (tmp_path / ".shuffle" / "snapshots").is_dir()     # each night read when it is wanted
+        dask = [night() for night in dask_nights]
+    assert not (tmp_path / ".shuffle").exists()
+    assert len(local[0][1]) < len(local[2][1])          # the nights differ: history grows
+    for (lc, lh), (dc, dh) in zip(local, dask, strict=True):
+        pd.testing.assert_frame_equal(dc, lc, check_exact=True)
+        pd.testing.assert_frame_equal(dh, lh, check_exact=True)
+
+
+def test_backtest_on_dask_never_reads_the_vms_table(tmp_path, small_raw, small_bundle, small_backtest, monkeypatch):
+    """A night of `pond backtest` on Dask: its snapshot is the local engine's (the small fleet's backtest
+    night), and its process reads the `workloads` table only (the workers read `vms`)."""
+    from pipelines import backtest
+
+    asked: list[list[str]] = []
+    real = backtest.read_tables
+    monkeypatch.setattr(backtest, "read_tables", lambda raw, names: asked.append(names) or real(raw, names))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    params = Params(**yaml.safe_load(_params(tmp_path, "dask").read_text()))
+    backtest.run(params, 1, small_raw, small_bundle / "features", small_bundle / "li", tmp_path / "out",
+                 tmp_path / "plots")
+    assert asked == [["workloads"]]
+    for name in ("customer_percentiles.parquet", "workload_history.parquet"):
+        got = pd.read_parquet(tmp_path / "out" / SMALL_AS_OF / "features" / "snapshot" / name)
+        want = pd.read_parquet(small_backtest / SMALL_AS_OF / "features" / "snapshot" / name)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert not list((tmp_path / "out").rglob(".shuffle"))
