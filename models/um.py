@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import re
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import ConfigError, ModelError
-from telemetry import request
 from telemetry.vm_types import family_of, generation_of
 
 if TYPE_CHECKING:
@@ -42,9 +41,26 @@ def _categories(cols: dict[str, Any]) -> dict[str, Any]:
             "region": cols["region"], "cluster_id": cols["cluster_id"] or repeat(None, n)}
 
 
+def _distinct(column: pd.Series, as_request: Callable[[pd.Series], list]) -> tuple[np.ndarray, list]:
+    """Each row's code into the column's distinct values, and those values as ``as_request`` turns a
+    column into the request's (``telemetry.request.columns_of``): conversion and look-ups then run
+    once per distinct value, not per row (a fleet has millions of rows and a few hundred names)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return codes, as_request(pd.Series(uniques, dtype=column.dtype))
+
+
+def _frame_categories(vms: pd.DataFrame) -> dict[str, tuple[np.ndarray, list]]:
+    """``_categories(request.columns_of(vms))`` as codes into distinct values (same values, same rows)."""
+    text = {c: _distinct(vms[c], lambda s: s.astype(str).tolist()) for c in ("vm_type", "os", "region")}
+    codes, names = text["vm_type"]
+    cluster = (_distinct(vms["cluster_id"], lambda s: s.astype(object).where(s.notna(), None).tolist())
+               if "cluster_id" in vms.columns else (np.zeros(len(vms), np.intp), [None]))
+    return {**text, "family": (codes, [family_of(n) for n in names]), "cluster_id": cluster}
+
+
 def fit_vocabulary(vms: pd.DataFrame) -> dict[str, list[str]]:
-    values = _categories(request.columns_of(vms))
-    return {c: sorted({v for v in values[c] if v is not None}) for c in CATEGORICAL}
+    values = _frame_categories(vms)
+    return {c: sorted({v for v in values[c][1] if v is not None}) for c in CATEGORICAL}
 
 
 class UmEncoder:
@@ -52,8 +68,9 @@ class UmEncoder:
 
     Categories become their index in the vocabulary learned at fit time (anything else, an
     unparsed VM type's family included, is NaN: LightGBM's missing branch); ``vm_type`` gives
-    family and generation through ``telemetry.vm_types``. Values map through dicts
-    (``map(dict.get, ...)``, C speed): one VM costs microseconds, a fleet no per-row Python.
+    family and generation through ``telemetry.vm_types``. The service's request columns map through
+    dicts (``head``: one VM costs microseconds); a frame of VMs (``encode``: training, evaluate) is
+    coded once per distinct value, with the same bits, and holds no Python object per row.
     """
 
     def __init__(self, vocabulary: dict[str, list[str]], customer_columns: Sequence[str]) -> None:
@@ -85,13 +102,26 @@ class UmEncoder:
                 vcpus, memory_gb, memory_gb / vcpus, generation_of(vm_type)]
 
     def encode(self, vms: pd.DataFrame) -> np.ndarray:
-        """float32 matrix in ``features`` order for VMs with their customer columns (training, evaluate)."""
+        """float32 matrix in ``features`` order for VMs with their customer columns (training, evaluate):
+        ``head`` of the request columns, bit for bit, without a Python object per row."""
         missing = [c for c in self.customer_columns if c not in vms.columns]
         if missing:
             raise ConfigError(f"the UM model needs customer columns {missing}, which the VM features lack: "
                               "features.percentiles changed since the features stage ran; rerun `dvc repro`")
-        tail = vms[self.customer_columns].to_numpy(np.float32)
-        return np.concatenate([self.head(request.columns_of(vms)), tail], axis=1)
+        out = np.empty((len(vms), len(self.features)), np.float32)
+        cats = _frame_categories(vms)
+        for i, c in enumerate(CATEGORICAL):
+            codes, values = cats[c]
+            out[:, i] = np.array([self.codes[c].get(v, NAN) for v in values], np.float64)[codes]
+        codes, names = cats["vm_type"]
+        vcpus = pd.to_numeric(vms["vcpus"]).to_numpy(np.float64)
+        mem = pd.to_numeric(vms["memory_gb"]).to_numpy(np.float64)
+        numeric = {"vcpus": vcpus, "memory_gb": mem, "gb_per_vcpu": mem / vcpus,
+                   "generation": np.array([generation_of(n) for n in names], np.float64)[codes]}
+        for i, c in enumerate(NUMERIC, start=len(CATEGORICAL)):
+            out[:, i] = numeric[c]
+        out[:, len(HEAD):] = vms[self.customer_columns].to_numpy(np.float32)
+        return out
 
 
 _THRESHOLD_LINE = re.compile(r"^threshold=(.*)$", re.MULTILINE)

@@ -17,6 +17,7 @@ from models.onnx_export import boundary_rows, check_regressor_parity, export_um,
 from models.runtime import session
 from models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
 from models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
+from telemetry import request
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,35 @@ def test_encoder_parses_vm_types_and_leaves_the_rest_missing():
     assert rows[0]["cust_p50"] == 0.5 and rows[1]["cust_n"] == 0
     with pytest.raises(ConfigError, match="cust_p75"):
         UmEncoder(vocab, ["cust_n", "cust_p75"]).encode(vms)
+
+
+@pytest.mark.parametrize("cluster", ["names", "some missing", "absent"])
+def test_frame_encoding_is_the_request_encoding_bit_for_bit(small_bundle, cluster):
+    """`encode` (training, evaluate: codes per distinct value) equals ``head`` of the request columns (the
+    service's path, a look-up per row) on the fleet's VMs and on values no vocabulary holds."""
+    vf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
+    odd = pd.DataFrame({"vm_id": ["x1", "x2", "x3"], "customer_id": ["c", "c", "d"],
+                        "vm_type": ["m7i.48xlarge", "totally-unknown", "Standard_D2s_v3"],
+                        "os": ["plan9", "linux", "windows"], "region": ["mars-1", "eastus", "eastus"],
+                        "cluster_id": [None, "new-cluster", None], "vcpus": [192, 3, 2],
+                        "memory_gb": [768.0, 5.5, 8.0]})
+    vms = pd.concat([vf, odd], ignore_index=True)
+    if cluster == "some missing":
+        vms.loc[vms.index[::7], "cluster_id"] = None
+    elif cluster == "absent":
+        vms = vms.drop(columns="cluster_id")
+    reference = vf.iloc[: len(vf) // 2]               # a vocabulary that does not hold everything
+    enc = UmEncoder(fit_vocabulary(reference), [c for c in vf.columns if c.startswith("cust_")])
+    got = enc.encode(vms)
+    cols = request.columns_of(vms)
+    want = np.concatenate([enc.head(cols), vms[enc.customer_columns].to_numpy(np.float32)], axis=1)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))   # the same bits, NaN included
+    assert np.isnan(got[-3:, 0]).sum() == 2                # unknown types are missing, a known one is coded
+    seen = {c: sorted({v for v in values if v is not None})
+            for c, values in zip(("vm_type", "os", "region"), (cols["vm_type"], cols["os"], cols["region"]))}
+    assert {c: fit_vocabulary(vms)[c] for c in seen} == seen
+    assert enc.encode(vms.iloc[:0]).shape == (0, len(enc.features))
 
 
 def test_no_leakage_from_the_future(vmf):
