@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import ConfigError, ModelError
+from telemetry import request
 from telemetry.vm_types import family_of, generation_of
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def _categories(cols: dict[str, Any]) -> dict[str, Any]:
 
 def _distinct(column: pd.Series, as_request: Callable[[pd.Series], list]) -> tuple[np.ndarray, list]:
     """Each row's code into the column's distinct values, and those values as ``as_request`` turns a
-    column into the request's (``telemetry.request.columns_of``): conversion and look-ups then run
+    column into the request's (``telemetry.request``'s rules): conversion and look-ups then run
     once per distinct value, not per row (a fleet has millions of rows and a few hundred names)."""
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
     return codes, as_request(pd.Series(uniques, dtype=column.dtype))
@@ -51,9 +52,9 @@ def _distinct(column: pd.Series, as_request: Callable[[pd.Series], list]) -> tup
 
 def _frame_categories(vms: pd.DataFrame) -> dict[str, tuple[np.ndarray, list]]:
     """``_categories(request.columns_of(vms))`` as codes into distinct values (same values, same rows)."""
-    text = {c: _distinct(vms[c], lambda s: s.astype(str).tolist()) for c in ("vm_type", "os", "region")}
+    text = {c: _distinct(vms[c], request.text_values) for c in ("vm_type", "os", "region")}
     codes, names = text["vm_type"]
-    cluster = (_distinct(vms["cluster_id"], lambda s: s.astype(object).where(s.notna(), None).tolist())
+    cluster = (_distinct(vms["cluster_id"], request.cluster_values)
                if "cluster_id" in vms.columns else (np.zeros(len(vms), np.intp), [None]))
     return {**text, "family": (codes, [family_of(n) for n in names]), "cluster_id": cluster}
 

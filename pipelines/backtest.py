@@ -44,7 +44,7 @@ from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, counters_source, read_days, read_tables, write_json
+from telemetry.io import AtomicDir, counters_source, read_days, read_tables, table_columns, write_json
 from telemetry.storage import Location, remove_tree
 
 
@@ -142,7 +142,10 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
     last = pd.Timestamp(params.base.as_of)
-    vmf = read_days(features_dir / "vm_features.parquet", *days_read(last, n_nights, params.train_um.train_days))
+    path = features_dir / "vm_features.parquet"
+    drift = ["day", "created_at", "vcpus", "memory_gb", *params.features.customer_columns]   # input_drift's
+    vmf = read_days(path, *days_read(last, n_nights, params.train_um.train_days),
+                    columns=[c for c in table_columns(path) if c in drift])
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
     rows, skipped = [], []
@@ -150,7 +153,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
             as_of = p.base.as_of
-            day = vmf[vmf.day == (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()].reset_index(drop=True)
+            next_day = (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()
+            day = read_days(path, next_day, next_day)          # the VMs the night decides, whole rows
             if day.empty:                          # a gap in an imported trace: nothing to decide or judge
                 print(f"backtest: night {as_of} skipped: no VM was created on the next day")
                 skipped.append(as_of)

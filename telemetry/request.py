@@ -137,13 +137,22 @@ def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
                             column="memory_gb", rows=_rows(ids, bad), fix="fix memory_gb in these rows")
 
 
+def text_values(column: pd.Series) -> list[str]:
+    """A text field's values as the engine takes them (``columns_of``)."""
+    return column.astype(str).tolist()
+
+
+def cluster_values(column: pd.Series) -> list[Any]:
+    """cluster_id's values as the engine takes them: None where missing (``columns_of``)."""
+    return column.astype(object).where(column.notna(), None).tolist()
+
+
 def columns_of(df: pd.DataFrame) -> dict[str, Any]:
     """Request columns as the engine takes them: text as lists of str, sizes as float64 arrays,
     cluster_id as a list (None where missing, or None for the whole column when absent)."""
-    cols: dict[str, Any] = {c: df[c].astype(str).tolist() for c in ("vm_id", "customer_id", "vm_type", "os", "region")
+    cols: dict[str, Any] = {c: text_values(df[c]) for c in ("vm_id", "customer_id", "vm_type", "os", "region")
                             if c in df.columns}
     cols["vcpus"] = pd.to_numeric(df["vcpus"]).to_numpy(np.float64)
     cols["memory_gb"] = pd.to_numeric(df["memory_gb"]).to_numpy(np.float64)
-    cols["cluster_id"] = (df["cluster_id"].astype(object).where(df["cluster_id"].notna(), None).tolist()
-                          if "cluster_id" in df.columns else None)
+    cols["cluster_id"] = cluster_values(df["cluster_id"]) if "cluster_id" in df.columns else None
     return cols
