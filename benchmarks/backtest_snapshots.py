@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from scale_out import _worker_peak_kb  # noqa: E402  (each worker's VmHWM, as scale_out reads it)
 STEP = """
 import sys
 from pathlib import Path
@@ -45,11 +47,6 @@ with session(params.engine) as client, snapshots(nights, location(raw), Path(tmp
         del cust, hist
 print("PEAK_RSS_KB", next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")))
 """
-
-
-def _worker_peak_kb() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
 
 def main() -> None:

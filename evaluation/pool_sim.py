@@ -28,6 +28,13 @@ class Placement:
     oversized: int            # VMs larger than a socket, given a socket of their own
 
 
+def require_group_column(vms: pd.DataFrame, column: str) -> None:
+    """``vms`` has the column servers are grouped by (``--pack-by``)."""
+    if column not in vms.columns:
+        raise ConfigError(f"simulate: table 'vms' has no column {column!r} to group servers by; "
+                          "use cluster_id or region")
+
+
 def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: SimParams,
           cluster_col: str = "cluster_id", trace_servers: bool | None = None) -> Placement:
     """The trace's servers when every VM names one; otherwise first fit on servers (evaluation.packing).
@@ -36,9 +43,7 @@ def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: Sim
     whose cluster stands in for a deployment, is better packed by ``region``. ``trace_servers``:
     whether every VM of the whole trace names one, when ``vms`` is only some of its clusters.
     """
-    if cluster_col not in vms.columns:
-        raise ConfigError(f"simulate: table 'vms' has no column {cluster_col!r} to group servers by; "
-                          "use cluster_id or region")
+    require_group_column(vms, cluster_col)
     cluster, _ = pd.factorize(vms[cluster_col], sort=True)
     if trace_servers is None:
         trace_servers = bool(len(vms)) and bool(vms["server_id"].notna().all())

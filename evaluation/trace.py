@@ -19,7 +19,7 @@ import pandas as pd
 
 from core.errors import ConfigError
 from core.params import SimParams
-from evaluation.pool_sim import Placement, place
+from evaluation.pool_sim import Placement, place, require_group_column
 from evaluation.sizing import in_window
 from features.shuffle import ROW, Split, read_partition, require_unique_ids, split, units, upload
 from telemetry.io import read_tables
@@ -52,9 +52,8 @@ class Window:
 
 def facts(vms: pd.DataFrame, pack_by: str) -> dict:
     """The part of a ``Span`` one piece of the trace gives (``span`` adds the pieces up)."""
-    if pack_by not in vms.columns and len(vms):
-        raise ConfigError(f"simulate: table 'vms' has no column {pack_by!r} to group servers by; "
-                          "use cluster_id or region")
+    if len(vms):
+        require_group_column(vms, pack_by)
     return {"rows": len(vms), "first": vms["created_at"].min() if len(vms) else pd.NaT,
             "last": vms["created_at"].max() if len(vms) else pd.NaT,
             "deleted": vms["deleted_at"].max() if len(vms) else pd.NaT,

@@ -46,6 +46,19 @@ def first_events_day(p: FeatureParams) -> date:
     return p.snapshot_time.date() - timedelta(days=p.history_days + p.counter_delay_s // 86_400 + 2)
 
 
+def _split_fleet(run: Runner, raw_dir: Location, counters: pd.DataFrame | Location, first_events: date,
+                 partitions: int, scratch: Location) -> tuple[list[Split], list[int], int]:
+    """The fleet split by customer into ``scratch`` by the workers: each task's counts, the partitions
+    written (none for a fleet without VMs) and the bytes copied to a scratch URL."""
+    # the workers run in working directories of their own: `dvc repro` passes relative paths
+    raw_dir = absolute(raw_dir)
+    counters = counters if isinstance(counters, pd.DataFrame) else absolute(counters)
+    plan: list[Unit]
+    plan, copied = upload(units(raw_dir, counters, first_events), scratch)
+    splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
+    return splits, sorted({k for s in splits for k in s.vms}), copied
+
+
 def _counters(scratch: Location, k: int, events: list[str]) -> pd.DataFrame:
     return read_partition(scratch, "counters", k, pd.DataFrame({"vm_id": pd.Series(dtype="string"),
                                                                **{e: pd.Series(dtype="float64") for e in events}}))
@@ -74,13 +87,8 @@ def partitioned_features(run: Runner, raw_dir: Location, counters: pd.DataFrame 
     """Write the VM features of the fleet in ``raw_dir`` to ``out`` (the local engine's table, row for
     row) and return the rest of the stage's output; None when the fleet has no VM. ``scratch``: where
     the workers exchange files (a path they all see, or a storage URL)."""
-    # the workers run in working directories of their own: `dvc repro` passes relative paths
-    raw_dir, scratch = absolute(raw_dir), absolute(scratch)
-    counters = counters if isinstance(counters, pd.DataFrame) else absolute(counters)
-    plan: list[Unit]
-    plan, copied = upload(units(raw_dir, counters, first_events_day(p)), scratch)
-    splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
-    parts = sorted({k for s in splits for k in s.vms})
+    scratch = absolute(scratch)
+    splits, parts, copied = _split_fleet(run, raw_dir, counters, first_events_day(p), partitions, scratch)
     if not parts:
         return None
     results = run(_task, [(scratch, k, scratch / f"features-{k:05d}.parquet", events, p) for k in parts])
@@ -135,12 +143,8 @@ def partitioned_snapshots(run: Runner, raw_dir: Location, counters: pd.DataFrame
     """``snapshot`` of the fleet in ``raw_dir`` as of each of ``nights`` (`backtest`'s), computed on the
     workers from one split by customer and left in ``scratch``, so that the caller holds one night's at a
     time (at 10M VMs, 7 nights' held at once took 2.7 GiB); None when the fleet has no VM."""
-    raw_dir, scratch = absolute(raw_dir), absolute(scratch)
-    counters = counters if isinstance(counters, pd.DataFrame) else absolute(counters)
-    first = min(first_events_day(p) for p in nights)
-    plan, _ = upload(units(raw_dir, counters, first), scratch)
-    splits: list[Split] = run(split, [(u, scratch, partitions) for u in plan])
-    parts = sorted({k for s in splits for k in s.vms})
+    scratch = absolute(scratch)
+    _, parts, _ = _split_fleet(run, raw_dir, counters, min(first_events_day(p) for p in nights), partitions, scratch)
     if not parts:
         return None
     run(_snapshots_task, [(scratch, k, events, nights) for k in parts])

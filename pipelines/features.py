@@ -20,6 +20,7 @@ from telemetry.contract import WORKLOADS, event_columns
 from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
 from telemetry.storage import Location, remove_tree
 
+
 def _local(raw_dir: Location, counters: pd.DataFrame | Location, events: list[str], p: FeatureParams, vm_file: Path,
            step: Callable[[str], None]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The fleet in this process: writes ``vm_file``; returns the snapshot's tables and the facts."""

@@ -56,6 +56,7 @@ from models.policy import read_policy
 from telemetry.io import AtomicDir, release_unused_memory, remove_leftovers, write_json
 from telemetry.storage import Location, absolute, remove_tree
 
+
 def _nights(backtest_dir: Path) -> list[Path]:
     nights = sorted(d for d in Path(backtest_dir).iterdir() if (d / "scores.parquet").exists())
     if not nights:

@@ -112,3 +112,16 @@ def test_the_span_of_pieces_is_the_span_of_the_whole(fleet):
     assert running.any() and whole.last_end == whole.horizon        # running VMs end at the horizon
     done = span([facts(vms[~running], "cluster_id")])
     assert done.last_end == int((vms.loc[~running, "deleted_at"].max() - done.t0).total_seconds())
+
+
+def test_a_trace_without_the_column_servers_are_grouped_by_is_named(fleet, tmp_path):
+    """A trace with no cluster_id: the contract requires it, so the workers' split names it as the whole-table
+    read does; the replay's own check names it and the alternative; packing by region still places it."""
+    vms = fleet["vms"].drop(columns="cluster_id")
+    with pytest.raises(ConfigError, match="has no column 'cluster_id' to group servers by; use cluster_id or region"):
+        facts(vms, "cluster_id")
+    write_tables(tmp_path / "raw", {"vms": vms}, partitioned=True)
+    with pytest.raises(ContractError, match="table 'vms', column 'cluster_id': missing columns"):
+        split_trace(_here, tmp_path / "raw", "cluster_id", 3, tmp_path / "scratch")
+    placed = window_of(vms, span([facts(vms, "region")]), (0, 86400), SimParams(), "region")
+    assert len(placed.vms) > 0 and (placed.placement.host >= 0).all()
