@@ -7,8 +7,8 @@ cluster partitions and hand back only the window's VMs (``evaluation.trace``), t
 per cluster and policy (the local code each, so both engines give the same tables); in `evaluate`, the scoring of the day's VMs,
 one slice per worker (``models.inference.score_in_parts``: the same scores); in `backtest`, every night's snapshot,
 one task per customer partition after one split of the fleet (``features.partitioned.partitioned_snapshots``); and the
-UM fits of `train_um` and `backtest` to LightGBM's distributed learner (``models.dask_fit``; close to the local model,
-not equal to it).
+UM fits of `train_um` and `backtest` to LightGBM's distributed learner, on rows the workers hold and encode
+(``models.um_dask``, ``models.dask_fit``; close to the local model, not equal to it).
 The cluster is the one at ``DASK_SCHEDULER_ADDRESS`` (``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with
 ``engine.worker_memory`` each, started here and stopped when the stage ends. Dask is imported
 only when it is asked for.

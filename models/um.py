@@ -11,6 +11,7 @@ compares) and ONNX Runtime (float32 thresholds) take the same branch for every f
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -31,9 +32,10 @@ CUSTOMER_PREFIX = "cust_"           # cust_n, then one cust_p<q> per features.pe
 NAN = float("nan")
 
 
-def customer_columns_of(frame: pd.DataFrame) -> list[str]:
-    """The customer-history columns the features stage wrote (features.customer.percentile_columns)."""
-    return [c for c in frame.columns if c.startswith(CUSTOMER_PREFIX)]
+def customer_columns_of(columns: Iterable[str] | pd.DataFrame) -> list[str]:
+    """The customer-history columns the features stage wrote (features.customer.percentile_columns),
+    of a frame's columns or of a table's."""
+    return [c for c in columns if c.startswith(CUSTOMER_PREFIX)]
 
 
 def _categories(cols: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +166,17 @@ class UntouchedModel:
         self.seed = seed
         self.client = client
 
-    def fit(self, vms: pd.DataFrame, untouched: np.ndarray) -> "UntouchedModel":
+    def fit(self, vms: pd.DataFrame | Any, untouched: np.ndarray | None = None) -> "UntouchedModel":
+        """``vms``: a frame of VMs and their ``untouched`` fractions; or the rows Dask workers hold, labels
+        included (``models.um_dask.TrainRows``), encoded and trained where they are."""
+        if not isinstance(vms, pd.DataFrame):
+            self.vocabulary_ = vms.vocabulary()
+            self.encoder_ = UmEncoder(self.vocabulary_, vms.customer_columns)
+            self.features_ = self.encoder_.features
+            self.booster_ = float32_thresholds(vms.fit(self.encoder_, seed=self.seed, objective="quantile",
+                                                       alpha=self.alpha))
+            self.n_features_in_ = len(self.features_)
+            return self
         self.vocabulary_ = fit_vocabulary(vms)
         self.encoder_ = UmEncoder(self.vocabulary_, customer_columns_of(vms))
         self.features_ = self.encoder_.features

@@ -31,15 +31,27 @@ from models.um import CUSTOMER_PREFIX, ConformalOffset, UntouchedModel
 @dataclass
 class Night:
     as_of: pd.Timestamp
-    train: pd.DataFrame
+    train: pd.DataFrame | Any    # or the workers' training rows (``models.um_dask.TrainRows``)
     calib: pd.DataFrame
     next_day: pd.DataFrame
     censored: int = 0            # next-day VMs whose outcome was not known by ``known_by``
 
 
-def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
+def night(vm_features: pd.DataFrame | Any, as_of: str | pd.Timestamp, p: UmParams,
           known_by: pd.Timestamp | None = None) -> Night:
+    """``vm_features``: a frame, or the rows Dask workers hold (``models.um_dask.WorkerRows``: its
+    ``night`` splits them by the same ``roles``, and the training rows stay on the workers)."""
     end = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+    if not isinstance(vm_features, pd.DataFrame):
+        return vm_features.night(end, p, known_by)
+    train, calib, scored, censored = roles(vm_features, end, p, known_by)
+    return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[scored],
+                 int(censored.sum()))
+
+
+def roles(vm_features: pd.DataFrame, end: pd.Timestamp, p: UmParams, known_by: pd.Timestamp | None = None
+          ) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
+    """The night ending at ``end``'s masks: training, calibration, next-day VMs scored, next-day VMs censored."""
     created, deleted = vm_features["created_at"], vm_features["deleted_at"]
     known = deleted.notna() & (deleted < end) & vm_features["untouched_fraction"].notna()
     calib_end = end - pd.Timedelta(days=p.calib_lag_days)
@@ -49,8 +61,7 @@ def night(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams,
     ended = vm_features["untouched_fraction"].notna()
     if known_by is not None:
         ended &= deleted.notna() & (deleted < known_by)
-    return Night(end - pd.Timedelta(days=1), vm_features[train], vm_features[calib], vm_features[day & ended],
-                 int((day & ~ended).sum()))
+    return train, calib, day & ended, day & ~ended
 
 
 OUTCOMES = ("created_at", "deleted_at", "untouched_fraction")   # what a night splits and scores by
@@ -96,7 +107,8 @@ def fit_night(n: Night, alpha: float, target: float, seed: int, client: Any = No
     if len(n.train) == 0:
         raise ConfigError(f"night {n.as_of.date()}: no VMs ended in the training window; "
                           "move base.as_of later or raise train_um.train_days")
-    model = UntouchedModel(alpha=alpha, seed=seed, client=client).fit(n.train, n.train["untouched_fraction"].to_numpy())
+    untouched = n.train["untouched_fraction"].to_numpy() if isinstance(n.train, pd.DataFrame) else None
+    model = UntouchedModel(alpha=alpha, seed=seed, client=client).fit(n.train, untouched)
     offset = ConformalOffset(target).fit(model.predict(n.calib), n.calib["untouched_fraction"].to_numpy())
     return model, offset
 

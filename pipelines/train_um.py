@@ -20,6 +20,9 @@ is a held-out figure for the report only.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from models.dask_fit import workers_of
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
 from models.runtime import sha256
 from models.um import ConformalOffset, customer_columns_of
+from models.um_dask import WorkerRows, worker_rows
 from models.um_protocol import creation_days, fit_night, night, night_columns
 from pipelines.tracking import start_run
 from telemetry.io import AtomicDir, read_days, table_columns, write_json
@@ -50,14 +54,14 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
             return run(params, features_dir, out_dir, metrics_path, plots_dir, own)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     path = features_dir / "vm_features.parquet"
-    vf = read_days(path, *creation_days(as_of, p), columns=night_columns(table_columns(path)))
-    have, want = customer_columns_of(vf), params.features.customer_columns
+    columns = night_columns(table_columns(path))
+    have, want = customer_columns_of(columns), params.features.customer_columns
     if have != want:
         raise ConfigError(f"{features_dir / 'vm_features.parquet'} has customer columns {have}, but "
                           f"features.percentiles gives {want}: the features stage ran with other params; "
                           "rerun it (`dvc repro`)")
     with start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}) as _, \
-            AtomicDir(out_dir) as tmp:
+            AtomicDir(out_dir) as tmp, _rows(path, creation_days(as_of, p), columns, seed, client) as vf:
         import mlflow
         if client is not None:
             print(f"train_um: LightGBM on Dask (lightgbm.dask), {len(workers_of(client))} workers")
@@ -80,7 +84,8 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         calib_pred = model.predict(n.calib)
         offsets = {f"{t:g}": ConformalOffset(t).fit(calib_pred, n.calib.untouched_fraction).offset_
                    for t in sorted({*p.target_grid, p.target_op})}
-        X_train = model.transform_input(n.train)
+        X_train = (model.transform_input(n.train) if isinstance(n.train, pd.DataFrame)
+                   else n.train.sample(model.encoder_, seed))       # on Dask, a sample of each worker's
         X_calib = model.transform_input(n.calib) if len(n.calib) else X_train[:0]
         nan_rows = X_train[:200].copy()
         nan_rows[:, ::2] = np.nan  # unknown categories and missing customer history
@@ -110,6 +115,17 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
     write_json(metrics_path, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()})
     print("train_um: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
     return metrics
+
+
+@contextmanager
+def _rows(path: Path, days: tuple[date, date], columns: list[str], seed: int, client: Any
+          ) -> Iterator[pd.DataFrame | WorkerRows]:
+    """The nights' rows: read here, or spread over the Dask workers a day at a time (``models.um_dask``)."""
+    if client is None:
+        yield read_days(path, *days, columns=columns)
+        return
+    with worker_rows(client, path, *days, columns, seed) as rows:
+        yield rows
 
 
 def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) -> None:

@@ -30,6 +30,17 @@ def vmf(small_raw):
 P = UmParams(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, target_grid=(0.02, 0.04, 0.1))
 
 
+def test_um_op_of_k_policies_is_each_policy_alone():
+    """(k, n) predictions are decided one policy at a time, with the bits of the (n,) call for each."""
+    rng = np.random.default_rng(4)
+    u, mem = rng.random(500), rng.choice([2.0, 4.0, 8.0, 48.0, 256.0], 500)
+    pred = rng.random((7, 500))
+    um, op = um_op(pred, u, mem)
+    assert um.shape == op.shape == (7,)
+    alone = [um_op(row, u, mem) for row in pred]
+    assert um.tolist() == [a for a, _ in alone] and op.tolist() == [b for _, b in alone]
+
+
 def test_um_op_by_hand():
     pred, mem, u = np.array([0.5, 0.25, 0.1]), np.array([8.0, 4.0, 4.0]), np.array([0.6, 0.1, 0.5])
     um, op = um_op(pred, u, mem)
