@@ -30,7 +30,7 @@ from features.history import KEY
 from models.decision import served_name
 from models.inference import load_verified
 from models.runtime import onnx_p_insensitive
-from optimize.solver import Grid, best, error_rate, grid
+from optimize.solver import Grid, best, called_shares, error_rate, grid
 from telemetry.io import read_days, write_json
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
@@ -58,6 +58,9 @@ def um_candidates(nights: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
             np.vstack([zeros, op.to_numpy(float)]))
 
 
+SLICE = 131_072    # VMs joined with the history's ~150 columns at a time (a whole week of 10M VMs took 2.7 GiB)
+
+
 def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, model: dict,
                     thresholds: np.ndarray, as_of: str, days: int) -> tuple[np.ndarray, np.ndarray, float]:
     """(share of VMs, share of GB) the LI model calls insensitive at each threshold, over the VMs
@@ -67,14 +70,18 @@ def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, mode
     recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=days)) & (vmf.created_at < end)]
     if recent.empty:
         raise ConfigError(f"no VMs were created in the {days} days up to {as_of}: move base.as_of")
-    enriched = recent[list(KEY)].merge(history, on=list(KEY), how="left")
-    X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
-    p = onnx_p_insensitive(load_verified(li_dir / model["file"], model["sha256"]), X, model["classes"])
-    # called only where the VM had history when it was created (the snapshot also holds later VMs' own counters)
-    known = recent["has_history"].to_numpy(bool) & enriched["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
-    called = known[None, :] & (p[None, :] >= thresholds[:, None])
-    mem = recent.memory_gb.to_numpy(float)
-    return called.mean(axis=1), (called @ mem) / mem.sum(), float(known.mean())
+    sess = load_verified(li_dir / model["file"], model["sha256"])
+    p, known = np.empty(len(recent)), np.empty(len(recent), bool)
+    for start in range(0, len(recent), SLICE):   # each score depends on its own row only
+        part = recent.iloc[start:start + SLICE]
+        enriched = part[list(KEY)].merge(history, on=list(KEY), how="left")
+        X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
+        p[start:start + len(part)] = onnx_p_insensitive(sess, X, model["classes"])
+        # called only where the VM had history when it was created (the snapshot also holds later VMs' own counters)
+        known[start:start + len(part)] = (part["has_history"].to_numpy(bool) & enriched["n_vms"].notna().to_numpy()
+                                          & ~np.isnan(X).all(axis=1))
+    vms, gb = called_shares(p, known, recent.memory_gb.to_numpy(float), thresholds)
+    return vms, gb, float(known.mean())
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,

@@ -66,3 +66,22 @@ def test_regret_on_a_hand_made_night():
     r = regret(pool, mis, budget=0.03, chosen=(0, 1))    # the policy ran UM only
     assert r["hindsight_pool"] == pytest.approx(0.75) and r["chosen_pool"] == pytest.approx(0.5)
     assert r["regret"] == pytest.approx(0.25) and (r["hindsight_li_index"], r["hindsight_um_index"]) == (1, 1)
+
+
+def test_called_shares_are_the_thresholds_by_vms_matrix():
+    """optimize's fleet LI shares by score order equal the matrix the stage used to build: ties at a
+    threshold count as called, an unknown VM or a NaN score never, an infinite threshold calls none."""
+    from optimize.solver import called_shares
+
+    rng = np.random.default_rng(9)
+    p = np.round(rng.random(5_000), 2)                    # many ties, some exactly at a threshold
+    p[rng.random(5_000) < 0.05] = np.nan
+    known = rng.random(5_000) < 0.7
+    mem = rng.choice([1.0, 2.0, 4.0, 8.0, 16.0, 56.0, 448.0], 5_000)
+    thresholds = np.r_[np.round(np.linspace(0, 1, 41), 3), np.inf]
+    with np.errstate(invalid="ignore"):
+        called = known[None, :] & (p[None, :] >= thresholds[:, None])
+    vms, gb = called_shares(p, known, mem, thresholds)
+    assert vms.tolist() == called.mean(axis=1).tolist()
+    assert gb.tolist() == ((called @ mem) / mem.sum()).tolist()
+    assert vms[-1] == gb[-1] == 0.0 and vms[0] == (known & ~np.isnan(p)).mean()
