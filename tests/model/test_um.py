@@ -13,6 +13,7 @@ from core.errors import ConfigError
 from core.params import Params
 from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from features.build import FeatureParams, vm_features
+from models.decision import pool_gb
 from models.onnx_export import boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools, lightgbm_splits
 from models.runtime import session
 from models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
@@ -37,8 +38,9 @@ def test_um_op_of_k_policies_is_each_policy_alone():
     pred = rng.random((7, 500))
     um, op = um_op(pred, u, mem)
     assert um.shape == op.shape == (7,)
-    alone = [um_op(row, u, mem) for row in pred]
-    assert um.tolist() == [a for a, _ in alone] and op.tolist() == [b for _, b in alone]
+    pool = pool_gb(pred, mem)                    # the (k, n) matrix the stage used to decide at once
+    assert um.tolist() == (pool.sum(axis=1) / mem.sum()).tolist()
+    assert op.tolist() == (u * mem < pool - 1e-9).mean(axis=1).tolist()
 
 
 def test_um_op_by_hand():
