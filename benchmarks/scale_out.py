@@ -5,7 +5,7 @@
 
 (the workers' LightGBM log lines share the terminal; the figures are the JSON lines).
 
-The fleet is generated once into ``--workdir`` (partitioned by creation day), untimed, as
+The fleet is generated once into ``--workdir`` (partitioned by creation day and cluster), untimed, as
 `benchmarks/stage_1m.py` builds its own. Each stage then runs as its own `pond` process, as `dvc repro` runs it:
 - ``local``: the single-process path; its peak RSS is the process's;
 - ``dask``: the same command with ``--engine dask`` against a cluster this script starts (``--workers``

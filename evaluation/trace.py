@@ -1,8 +1,9 @@
 """The trace `simulate` replays: its time span, where its VMs ran, and the VMs alive in the window.
 
 The local engine reads the ``vms`` table whole (``read_trace``) and places it in this process. The
-dask engine never holds the trace there (``split_trace``, ``gather_window``): the workers split it by a hash of
-the cluster (``features.shuffle``, with the contract's row checks and a duplicate-id check across
+dask engine never holds the trace there (``split_trace``, ``gather_window``): the workers split it by
+cluster, one partition per cluster spread by size where the dataset has cluster folders, else a hash
+of the cluster (``features.shuffle``, with the contract's row checks and a duplicate-id check across
 days), each partition is placed on a worker, and only the VMs alive in the window come back (a
 tenth of a 10M-VM trace). Placement never crosses a cluster (servers and pools belong to one), so
 each partition's placement is the local one's, and the window's VMs come back in the local order.
@@ -21,8 +22,8 @@ from core.errors import ConfigError
 from core.params import SimParams
 from evaluation.pool_sim import Placement, place, require_group_column
 from evaluation.sizing import in_window
-from features.shuffle import ROW, Split, read_partition, require_unique_ids, split, units, upload
-from telemetry.io import read_tables
+from features.shuffle import ROW, Split, read_partition, require_unique_ids, split, spread, units, upload
+from telemetry.io import CLUSTER_KEY, cluster_bytes, find_table, read_tables
 from telemetry.storage import Location, absolute
 
 Runner = Callable[[Callable, list[tuple]], list]
@@ -114,16 +115,27 @@ def _part_window(scratch: Location, k: int, s: Span, window: tuple[int, int], sp
         return window_of(vms.sort_values("vm_id", kind="stable").reset_index(drop=True), s, window, sp, pack_by)
 
 
+def cluster_partitions(raw_dir: Location, pack_by: str, partitions: int) -> dict[str, int]:
+    """A partition per cluster, spread by the bytes of its folders, when the ``vms`` dataset has a
+    cluster level (``telemetry.io.write_partitioned``) and servers are grouped by cluster; else none
+    (each cluster's partition is a hash of it: 12 clusters took 9 of 16 partitions at 10M VMs)."""
+    path = find_table(raw_dir, "vms")
+    if pack_by != CLUSTER_KEY or path is None:
+        return {}
+    return spread(cluster_bytes(path), partitions)
+
+
 def split_trace(run: Runner, raw_dir: Location, pack_by: str, partitions: int, scratch: Location
                 ) -> tuple[Span, list[int]]:
-    """The workers validate the trace, one task per creation day, and write it to ``scratch`` by a
-    hash of ``pack_by`` (whole clusters per partition): the span, and the partitions written."""
+    """The workers validate the trace, one task per creation day, and write it to ``scratch`` by
+    ``pack_by`` (whole clusters per partition, ``cluster_partitions``): the span, and the partitions written."""
     raw_dir = absolute(raw_dir)
     no_counters = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
+    assigned = cluster_partitions(raw_dir, pack_by, partitions)
     plan, copied = upload(units(raw_dir, no_counters, date.max), scratch)
     if copied:
         print(f"simulate: copied {copied / 2**30:.2f} GiB of the vms table to {scratch} for the workers")
-    splits: list[Split] = run(_split, [(u, scratch, partitions, pack_by) for u in plan])
+    splits: list[Split] = run(_split, [(u, scratch, partitions, pack_by, assigned) for u in plan])
     return span([x.summary for x in splits]), sorted({k for x in splits for k in x.vms})
 
 
@@ -141,5 +153,5 @@ def gather_window(run: Runner, scratch: Location, parts: list[int], s: Span, win
                   Placement(cluster, host, p.sockets_per_host, p.assignment, sum(w.placement.oversized for w in got)))
 
 
-def _split(unit, scratch: Location, partitions: int, pack_by: str) -> Split:
-    return split(unit, scratch, partitions, pack_by, lambda vms: facts(vms, pack_by))
+def _split(unit, scratch: Location, partitions: int, pack_by: str, assigned: dict[str, int]) -> Split:
+    return split(unit, scratch, partitions, pack_by, lambda vms: facts(vms, pack_by), assigned)

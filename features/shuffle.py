@@ -19,9 +19,10 @@ disk; a remote cluster needs shared storage there, a mounted path or a storage U
 
 from __future__ import annotations
 
+import heapq
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -58,6 +59,31 @@ def customer_partition(customer_id: pd.Series, partitions: int) -> np.ndarray:
 
 def _hash(values: pd.Series, buckets: int) -> np.ndarray:
     return (pd.util.hash_pandas_object(values.astype("string"), index=False).to_numpy() % buckets).astype(np.int64)
+
+
+def spread(sizes: Mapping[str, int], partitions: int) -> dict[str, int]:
+    """A partition per named group, the largest first into the least loaded (ties: the lower number),
+    so that no partition holds two groups while another is empty: ``split``'s ``assigned``."""
+    load = [(0, k) for k in range(max(int(partitions), 1))]
+    out: dict[str, int] = {}
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):   # one step per group (clusters), not per row
+        size, k = heapq.heappop(load)
+        out[name] = k
+        heapq.heappush(load, (size + int(sizes[name]), k))
+    return out
+
+
+def group_partition(values: pd.Series, partitions: int, assigned: Mapping[str, int] | None = None) -> np.ndarray:
+    """Each row's partition: its group's in ``assigned``, else a hash of the group. Either way a
+    function of the value alone, so every row of a group lands in one partition, whichever task
+    wrote it; a name ``assigned`` lacks (a layout without group folders, a folder whose name is not
+    its rows' value) only loses the balance."""
+    part = _hash(values, partitions)
+    if assigned:
+        named = values.astype("string").map(pd.Series(assigned, dtype="Int64"))
+        known = named.notna().to_numpy()
+        part[known] = named[known].to_numpy(np.int64)
+    return part
 
 
 @dataclass(frozen=True)
@@ -163,9 +189,9 @@ def _require_visible(unit: Unit) -> None:
 
 
 def split(unit: Unit, scratch: Location, partitions: int, by: str = "customer_id",
-          summary: Callable[[pd.DataFrame], Any] | None = None) -> Split:
+          summary: Callable[[pd.DataFrame], Any] | None = None, assigned: Mapping[str, int] | None = None) -> Split:
     """Validate one unit's VMs and write them and their counters to the folders of the partitions
-    their ``by`` value hashes to; ``summary(vms)``, if given, is returned with the counts."""
+    of their ``by`` value (``group_partition``); ``summary(vms)``, if given, is returned with the counts."""
     _require_visible(unit)
     vms = _read_vms(unit)
     out = Split()
@@ -174,7 +200,7 @@ def split(unit: Unit, scratch: Location, partitions: int, by: str = "customer_id
         out.summary = summary(vms)
     if len(vms):
         vms[ROW] = (np.int64(unit.index) << 32) + np.arange(len(vms), dtype=np.int64)
-        part = _hash(vms[by], partitions)
+        part = group_partition(vms[by], partitions, assigned)
         _write(scratch, "vms", vms, part, unit.index)
         _write(scratch, "ids", vms[["vm_id"]], _hash(vms["vm_id"], partitions), unit.index)
         out.vms = {int(k): int(n) for k, n in zip(*np.unique(part, return_counts=True))}

@@ -92,9 +92,20 @@ class Scores:
     um_raw: np.ndarray
 
 
+def join_history(vms: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+    """Each VM's row of the history snapshot (NaN where it has none), in ``vms``' order, one per VM:
+    a snapshot that holds a key twice would score a VM twice, so it is refused by name."""
+    try:
+        return vms[list(KEY)].merge(history, on=list(KEY), how="left", validate="many_to_one")
+    except pd.errors.MergeError:
+        twice = history.loc[history.duplicated(list(KEY), keep=False), list(KEY)].head(3).to_dict("records")
+        raise ModelError(f"the workload history snapshot holds {'/'.join(KEY)} more than once (e.g. {twice}); "
+                         "it is not one `pond features` wrote: run `pond features` again to rebuild it") from None
+
+
 def score(models: Models, vms: pd.DataFrame, history: pd.DataFrame) -> Scores:
     """Both models on VM requests, each enriched with its workload history (snapshot ``history``)."""
-    enriched = vms[list(KEY)].merge(history, on=list(KEY), how="left")
+    enriched = join_history(vms, history)
     return Scores(enriched["n_vms"].notna().to_numpy(), models.p_insensitive(enriched), models.um_raw(vms))
 
 

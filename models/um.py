@@ -169,34 +169,28 @@ class UntouchedModel:
     def fit(self, vms: pd.DataFrame | Any, untouched: np.ndarray | None = None) -> "UntouchedModel":
         """``vms``: a frame of VMs and their ``untouched`` fractions; or the rows Dask workers hold, labels
         included (``models.um_dask.TrainRows``), encoded and trained where they are."""
-        if not isinstance(vms, pd.DataFrame):
-            self.vocabulary_ = vms.vocabulary()
-            self.encoder_ = UmEncoder(self.vocabulary_, vms.customer_columns)
-            self.features_ = self.encoder_.features
-            self.booster_ = float32_thresholds(vms.fit(self.encoder_, seed=self.seed, objective="quantile",
-                                                       alpha=self.alpha))
-            self.n_features_in_ = len(self.features_)
-            return self
-        self.vocabulary_ = fit_vocabulary(vms)
-        self.encoder_ = UmEncoder(self.vocabulary_, customer_columns_of(vms))
+        on_workers = not isinstance(vms, pd.DataFrame)
+        self.vocabulary_ = vms.vocabulary() if on_workers else fit_vocabulary(vms)
+        self.encoder_ = UmEncoder(self.vocabulary_, vms.customer_columns if on_workers else customer_columns_of(vms))
         self.features_ = self.encoder_.features
-        X = self.encoder_.encode(vms)
+        booster = (vms.fit(self.encoder_, seed=self.seed, objective="quantile", alpha=self.alpha) if on_workers
+                   else self._fit_matrix(self.encoder_.encode(vms), np.asarray(untouched, dtype=np.float64)))
+        self.booster_ = float32_thresholds(booster)
+        self.n_features_in_ = len(self.features_)
+        return self
+
+    def _fit_matrix(self, X: np.ndarray, y: np.ndarray) -> Any:
+        """The booster of an encoded matrix: on the client's workers, or in this process."""
         cat = [self.features_.index(c) for c in CATEGORICAL]
-        y = np.asarray(untouched, dtype=np.float64)
         if self.client is not None:
             from models.dask_fit import fit_regressor
 
-            booster = fit_regressor(self.client, X, y, seed=self.seed, feature_name=self.features_,
-                                    categorical_feature=cat, objective="quantile", alpha=self.alpha)
-        else:
-            import lightgbm as lgb
+            return fit_regressor(self.client, X, y, seed=self.seed, feature_name=self.features_,
+                                 categorical_feature=cat, objective="quantile", alpha=self.alpha)
+        import lightgbm as lgb
 
-            reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed,
-                                    n_jobs=2, verbose=-1)
-            booster = reg.fit(X, y, feature_name=self.features_, categorical_feature=cat).booster_
-        self.booster_ = float32_thresholds(booster)
-        self.n_features_in_ = X.shape[1]
-        return self
+        reg = lgb.LGBMRegressor(objective="quantile", alpha=self.alpha, random_state=self.seed, n_jobs=2, verbose=-1)
+        return reg.fit(X, y, feature_name=self.features_, categorical_feature=cat).booster_
 
     def transform_input(self, vms: pd.DataFrame) -> np.ndarray:
         if not hasattr(self, "booster_"):

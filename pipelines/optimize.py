@@ -28,7 +28,7 @@ from core.params import Params
 from evaluation.plots import pyplot, save_figure
 from features.history import KEY
 from models.decision import served_name
-from models.inference import load_verified
+from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.solver import Grid, best, called_shares, error_rate, grid
 from telemetry.io import read_days, write_json
@@ -74,7 +74,7 @@ def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, mode
     p, known = np.empty(len(recent)), np.empty(len(recent), bool)
     for start in range(0, len(recent), SLICE):   # each score depends on its own row only
         part = recent.iloc[start:start + SLICE]
-        enriched = part[list(KEY)].merge(history, on=list(KEY), how="left")
+        enriched = join_history(part, history)
         X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
         p[start:start + len(part)] = onnx_p_insensitive(sess, X, model["classes"])
         # called only where the VM had history when it was created (the snapshot also holds later VMs' own counters)

@@ -11,10 +11,13 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote, unquote
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -28,6 +31,7 @@ from telemetry.storage import Location, arrow_source, child, is_url, location, p
 ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
 PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet
 DAY_KEY = "created_day"                # their partition: the (VM's) creation day, UTC
+CLUSTER_KEY = "cluster_id"             # within a day: the (VM's) cluster, so whole clusters can be found by name
 
 
 def find_table(directory: Location, table: str) -> Location | None:
@@ -74,15 +78,37 @@ def _read_dataset(path: Location, days: tuple[str, str] | None) -> pd.DataFrame:
                                                                                    split_blocks=True)
 
 
+def _key(fs_path: str, key: str) -> str | None:
+    """The value of a ``key=value`` folder on a file's path (URI-decoded, as pyarrow reads it), or None."""
+    return next((unquote(p.split("=", 1)[1]) for p in reversed(Path(fs_path).parent.parts)
+                 if p.startswith(f"{key}=")), None)
+
+
 def day_files(path: Location) -> dict[str, list[Location]]:
     """A partitioned table's files by creation day (``unknown`` for a file outside a day folder), each
-    day's in the order ``read_raw`` reads them: the files pyarrow finds, whatever their names."""
+    day's in the order ``read_raw`` reads them: the files pyarrow finds, whatever their names, with or
+    without a cluster level below the day."""
     days: dict[str, list[Location]] = {}
     for f in sorted(_dataset(path).get_fragments(), key=lambda f: f.path):
-        folder = Path(f.path).parent.name
-        days.setdefault(folder.split("=", 1)[1] if folder.startswith(f"{DAY_KEY}=") else "unknown", []).append(
-            child(path, f.path))
+        days.setdefault(_key(f.path, DAY_KEY) or "unknown", []).append(child(path, f.path))
     return days
+
+
+def cluster_bytes(path: Location) -> dict[str, int]:
+    """Bytes on disk per cluster folder of a partitioned table, every day's summed; empty when the
+    table has no cluster level (a single file, or a dataset by day only). Read from the listing alone:
+    what a stage needs to spread whole clusters evenly before any worker reads a row."""
+    if not path.is_dir():
+        return {}
+    d = _dataset(path)
+    frags = [f.path for f in d.get_fragments()]
+    sizes = [i.size for i in d.filesystem.get_file_info(frags)]
+    out: dict[str, int] = {}
+    for f, size in zip(frags, sizes):
+        name = _key(f, CLUSTER_KEY)
+        if name is not None:
+            out[name] = out.get(name, 0) + int(size)
+    return out
 
 
 def read_days(path: Path, first: date, last: date, columns: list[str] | None = None, key: str = "day") -> pd.DataFrame:
@@ -257,38 +283,78 @@ class AtomicDir:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def creation_days(tables: dict[str, pd.DataFrame]) -> dict[str, pd.Series]:
-    """The partition value of each row of the partitioned tables: the (VM's) UTC creation day."""
-    vms = tables["vms"]
+@dataclass(frozen=True)
+class Partitions:
+    """Where each row of a partitioned table goes: its (VM's) UTC creation day and, when the VMs name
+    one, its (VM's) cluster; None where unknown (a counter of no VM)."""
+    day: pd.Series
+    cluster: pd.Series | None = None
+
+    def of(self, vm_ids: pd.Series, vms: pd.DataFrame) -> "Partitions":
+        """The partitions of rows that belong to ``vms``' VMs by ``vm_ids`` (``vm_counters``)."""
+        def by_vm(values: pd.Series) -> pd.Series:
+            return vm_ids.map(pd.Series(values.to_numpy(), index=vms["vm_id"].to_numpy()))
+        return Partitions(by_vm(self.day), None if self.cluster is None else by_vm(self.cluster))
+
+
+def vm_partitions(vms: pd.DataFrame) -> Partitions:
+    """The partitions of the vms table's rows."""
     day = vms["created_at"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")
-    out = {"vms": day}
+    return Partitions(day, vms[CLUSTER_KEY].astype("string") if CLUSTER_KEY in vms.columns else None)
+
+
+def table_partitions(tables: dict[str, pd.DataFrame]) -> dict[str, Partitions]:
+    """The partitions of each row of the partitioned tables (vms, and vm_counters by its VM)."""
+    vms = tables["vms"]
+    out = {"vms": vm_partitions(vms)}
     if "vm_counters" in tables:
-        out["vm_counters"] = tables["vm_counters"]["vm_id"].map(pd.Series(day.to_numpy(), index=vms["vm_id"]))
+        out["vm_counters"] = out["vms"].of(tables["vm_counters"]["vm_id"], vms)
     return out
 
 
-def write_partitioned(directory: Path, df: pd.DataFrame, day: pd.Series, part: int = 0,
+def _folder_names(values: pd.Index) -> list[str]:
+    """A folder name per distinct cluster: the value URI-encoded (pyarrow decodes it), unique also on a
+    file system that ignores case, and short enough for any file system. The file's column, not the
+    name, is the value every stage reads."""
+    names = pd.Series([quote(str(v), safe="") for v in values], dtype=object)
+    long = names.str.len() > 120
+    clash = names.str.casefold().duplicated(keep=False) | long
+    digest = [hashlib.sha1(str(v).encode()).hexdigest()[:12] for v in values]
+    return [f"{n[:120]}~{h}" if c else n for n, h, c in zip(names, digest, clash)]
+
+
+def write_partitioned(directory: Path, df: pd.DataFrame, where: Partitions, part: int = 0,
                       schema: pa.Schema | None = None) -> None:
-    """One Parquet file per day (``<dir>/created_day=YYYY-MM-DD/part-<part>.parquet``), rows in their
-    order; a table written in parts calls this once per part. A row whose day is unknown (a counter
-    of no VM) goes to ``created_day=unknown``."""
-    day = day.fillna("unknown").to_numpy()
+    """One Parquet file per day and cluster (``<dir>/created_day=YYYY-MM-DD/cluster_id=C/part-<part>.parquet``;
+    per day only when there are no clusters), rows in their order; a table written in parts calls this
+    once per part. A row whose day is unknown (a counter of no VM) goes to ``created_day=unknown``,
+    outside any cluster folder."""
+    day = where.day.fillna("unknown").to_numpy()
     schema = schema or pa.Schema.from_pandas(df, preserve_index=False)   # a day of all-null ids stays typed
-    for d in pd.unique(day):   # a few dozen days, each one vectorized write
-        out = directory / f"{DAY_KEY}={d}"
+    day_code, days = pd.factorize(day)
+    if where.cluster is None:
+        cluster_code, folders = np.full(len(df), -1), []
+    else:
+        cluster_code, clusters = pd.factorize(where.cluster.to_numpy())
+        folders = _folder_names(pd.Index(clusters))
+    groups = pd.DataFrame({"d": day_code, "c": cluster_code}).groupby(["d", "c"], sort=False).indices
+    for (d, c), rows in groups.items():   # days x clusters: a few hundred vectorized writes
+        out = directory / f"{DAY_KEY}={days[d]}"
+        if c >= 0:
+            out = out / f"{CLUSTER_KEY}={folders[c]}"
         out.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(df[day == d], schema=schema, preserve_index=False),
+        pq.write_table(pa.Table.from_pandas(df.take(rows), schema=schema, preserve_index=False),
                        out / f"part-{part:05d}.parquet")
 
 
 def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partitioned: bool = False) -> None:
     """Write tables as Parquet into ``directory``, replacing it whole. ``partitioned``: vms and
     vm_counters as datasets partitioned by creation day, so a reader can take only the days it needs."""
-    days = creation_days(tables) if partitioned and "vms" in tables else {}
+    where = table_partitions(tables) if partitioned and "vms" in tables else {}
     with AtomicDir(directory) as tmp:
         for name, df in tables.items():
-            if name in days:
-                write_partitioned(tmp / name, df, days[name])
+            if name in where:
+                write_partitioned(tmp / name, df, where[name])
             else:
                 df.to_parquet(tmp / f"{name}.parquet", index=False)
 

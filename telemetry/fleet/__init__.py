@@ -12,7 +12,7 @@ from core.progress import Steps
 from telemetry.fleet.lab import Lab, LabParams, build_lab
 from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
 from telemetry.contract import TRUTH_FILE
-from telemetry.io import AtomicDir, creation_days, write_partitioned
+from telemetry.io import AtomicDir, vm_partitions, write_partitioned
 
 __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
 
@@ -23,7 +23,7 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
              variant: str = "pond", partitioned: bool = False) -> dict[str, int]:
     """Write the four contract tables and the population's slowdown truth to ``out_dir``
     (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
-    partitioned by creation day (``telemetry.io.write_partitioned``)."""
+    partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
     lab = build_lab(lab_params, variant)
@@ -36,16 +36,15 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
         if partitioned:
-            days = creation_days({"vms": public})["vms"]
-            write_partitioned(tmp / "vms", public, days)
-            day_of = pd.Series(days.to_numpy(), index=public["vm_id"])
+            where = vm_partitions(public)
+            write_partitioned(tmp / "vms", public, where)
         else:
             public.to_parquet(tmp / "vms.parquet", index=False)
         writer, n_counters = None, 0
         for k, part in enumerate(iter_counters(vms, lab, fleet_params)):
             table = pa.Table.from_pandas(part, preserve_index=False)
             if partitioned:
-                write_partitioned(tmp / "vm_counters", part, part["vm_id"].map(day_of), k, table.schema)
+                write_partitioned(tmp / "vm_counters", part, where.of(part["vm_id"], public), k, table.schema)
             else:
                 if writer is None:
                     writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)

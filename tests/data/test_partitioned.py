@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from telemetry.fleet import generate
-from telemetry.io import DAY_KEY, find_table, read_raw, read_tables, write_tables
+from telemetry.io import CLUSTER_KEY, DAY_KEY, cluster_bytes, find_table, read_raw, read_tables, write_tables
 from tests.conftest import SMALL_FLEET
 from telemetry.fleet import LabParams
 
@@ -30,6 +30,43 @@ def test_generate_writes_one_folder_per_creation_day(partitioned_raw, small_tabl
     assert days == [f"{DAY_KEY}={d}" for d in sorted(created.unique())]
     assert sorted(p.name for p in (partitioned_raw / "vm_counters").iterdir()) == days
     assert not (partitioned_raw / "vms.parquet").exists()
+
+
+def test_each_day_has_one_folder_per_cluster_holding_its_vms_and_their_counters(partitioned_raw, small_tables):
+    vms = small_tables["vms"]
+    cluster_of = vms.set_index("vm_id").cluster_id
+    for table in ("vms", "vm_counters"):
+        files = sorted((partitioned_raw / table).rglob("*.parquet"))
+        assert files and all(f.parent.name.startswith(f"{CLUSTER_KEY}=") for f in files)
+        for f in files:
+            rows = pd.read_parquet(f, columns=["vm_id"]).vm_id
+            assert set(cluster_of[rows]) == {f.parent.name.split("=", 1)[1]}, f
+            assert (f.parent.parent.name.split("=", 1)[1] ==
+                    vms.set_index("vm_id").created_at[rows].dt.strftime("%Y-%m-%d")).all()
+    sizes = cluster_bytes(partitioned_raw / "vms")
+    assert set(sizes) == set(vms.cluster_id) and sum(sizes.values()) == sum(
+        f.stat().st_size for f in (partitioned_raw / "vms").rglob("*.parquet"))
+    assert cluster_bytes(find_table(partitioned_raw, "workloads")) == {}
+
+
+NAMES = ["us/east 1", "A", "a", "x" * 256, "%41", "ü-1", "..", "k=v"]
+
+
+def test_any_cluster_name_gets_a_folder_of_its_own(tmp_path, small_tables):
+    """Foreign cluster names: slashes, percent signs, names equal but for case (one folder each on a
+    file system that ignores case), names longer than a file name may be; the rows read back as written."""
+    tables = {k: v.copy() for k, v in small_tables.items()}
+    vms = tables["vms"]
+    vms["cluster_id"] = pd.array([NAMES[i % len(NAMES)] for i in range(len(vms))], dtype="string")
+    write_tables(tmp_path / "raw", tables, partitioned=True)
+    folders = {f.parent.name for f in (tmp_path / "raw" / "vms").rglob("*.parquet")}
+    assert len(folders) == len(NAMES) == len({f.casefold() for f in folders})
+    assert max(len(f.encode()) for f in folders) < 160
+    back = read_tables(tmp_path / "raw")
+    for name in ("vms", "vm_counters"):
+        pd.testing.assert_frame_equal(_by_id(back[name], "vm_id"), _by_id(tables[name], "vm_id"))
+    named = set(cluster_bytes(tmp_path / "raw" / "vms"))
+    assert named & set(NAMES) == {"us/east 1", "%41", "ü-1", "..", "k=v"}   # the rest carry a suffix
 
 
 def test_partitioned_tables_equal_the_single_files(partitioned_raw, small_tables):
@@ -70,9 +107,14 @@ def test_features_on_the_partitioned_layout_equal_the_single_files(tmp_path, par
     from pipelines.cli import main
     assert main(["--quiet", "--params", str(small_bundle / "params.yaml"), "features", "--raw", str(partitioned_raw),
                  "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 0
-    for name in ("vm_features.parquet", "snapshot/workload_history.parquet", "snapshot/customer_percentiles.parquet"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "features" / name),
-                                      pd.read_parquet(small_bundle / "features" / name), check_exact=True)
+    # within a day the dataset's rows come cluster by cluster, so the VMs' order differs; each VM's
+    # features, and the snapshot, do not
+    for name, key in (("vm_features.parquet", "vm_id"), ("snapshot/workload_history.parquet", None),
+                      ("snapshot/customer_percentiles.parquet", None)):
+        got, want = (pd.read_parquet(d / "features" / name) for d in (tmp_path, small_bundle))
+        if key:
+            got, want = _by_id(got, key), _by_id(want, key)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
 def test_read_days_returns_those_days_and_skips_the_other_row_groups(tmp_path, small_bundle):

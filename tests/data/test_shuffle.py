@@ -44,7 +44,7 @@ def _run(raw: Path, tmp: Path, fp, events: list[str], partitions: int = 3):
 
 
 def _events(raw: Path) -> list[str]:
-    cols = pq.read_schema(next((raw / "vm_counters").glob("*/*.parquet"))).names
+    cols = pq.read_schema(next((raw / "vm_counters").rglob("*.parquet"))).names
     return [c for c in cols if c != "vm_id"]
 
 
@@ -88,14 +88,19 @@ def _copy(src: Path, dst: Path) -> list[Path]:
     return sorted((dst / "vms").iterdir())
 
 
+def _file(day: Path, last: bool = False) -> Path:
+    """A day folder's first (or last) file, whatever cluster folder it is in."""
+    return sorted(day.rglob("*.parquet"))[-1 if last else 0]
+
+
 def test_an_id_on_two_days_is_named(tmp_path, partitioned_raw, fp):
     days = _copy(partitioned_raw, tmp_path / "raw")
-    first = pd.read_parquet(days[0] / "part-00000.parquet")
-    last = pd.read_parquet(days[-1] / "part-00000.parquet")
+    first = pd.read_parquet(_file(days[0]))
+    last = pd.read_parquet(_file(days[-1], last=True))
     twin = first.vm_id.iloc[0]
     assert last.customer_id.iloc[-1] != first.customer_id.iloc[0]
     last.loc[last.index[-1], "vm_id"] = twin          # a VM of another customer, days later
-    last.to_parquet(days[-1] / "part-00000.parquet", index=False)
+    last.to_parquet(_file(days[-1], last=True), index=False)
     with pytest.raises(ContractError, match="duplicate ids") as e:
         _run(tmp_path / "raw", tmp_path, fp, _events(partitioned_raw))
     assert e.value.table == "vms" and e.value.column == "vm_id" and e.value.rows == [twin]
@@ -115,9 +120,10 @@ def test_counters_outside_their_vms_day_are_counted(tmp_path, partitioned_raw, f
     raw = tmp_path / "raw"
     _copy(partitioned_raw, raw)
     days = sorted((raw / "vm_counters").iterdir())
-    a, b = pd.read_parquet(days[0] / "part-00000.parquet"), pd.read_parquet(days[1] / "part-00000.parquet")
-    pd.concat([b, a.head(2)], ignore_index=True).to_parquet(days[1] / "part-00000.parquet", index=False)
-    a.iloc[2:].to_parquet(days[0] / "part-00000.parquet", index=False)
+    fa, fb = _file(days[0]), _file(days[1])
+    a, b = pd.read_parquet(fa), pd.read_parquet(fb)
+    pd.concat([b, a.head(2)], ignore_index=True).to_parquet(fb, index=False)
+    a.iloc[2:].to_parquet(fa, index=False)
     assert days[0].name.startswith(DAY_KEY)
     done, _ = _run(raw, tmp_path, fp, _events(partitioned_raw))
     assert done.stray_counters == 2
@@ -126,7 +132,8 @@ def test_counters_outside_their_vms_day_are_counted(tmp_path, partitioned_raw, f
 def test_files_of_any_name_are_read_as_the_local_engine_reads_them(tmp_path, partitioned_raw, fp):
     """A foreign export's day folders may hold files without a .parquet suffix: no VM is left out."""
     days = _copy(partitioned_raw, tmp_path / "raw")
-    (days[3] / "part-00000.parquet").rename(days[3] / "part-00000")
+    f = _file(days[3])
+    f.rename(f.with_suffix(""))
     done, out = _run(tmp_path / "raw", tmp_path, fp, _events(partitioned_raw))
     vms = read_tables(tmp_path / "raw", ["vms"])["vms"]
     assert len(pd.read_parquet(out)) == len(vms) == len(read_tables(partitioned_raw, ["vms"])["vms"])
@@ -163,3 +170,20 @@ def test_relative_paths_reach_workers_in_another_directory(tmp_path, partitioned
     _, want = _run(partitioned_raw, tmp_path / "abs", fp, events)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "rel.parquet"), pd.read_parquet(want), check_exact=True)
     assert done.stray_counters == 0 and list((tmp_path / "worker").iterdir()) == []
+
+
+def test_spread_puts_the_largest_group_into_the_least_loaded_partition():
+    from features.shuffle import spread
+    sizes = {"a": 10, "b": 7, "c": 5, "d": 3}
+    assert spread(sizes, 2) == {"a": 0, "b": 1, "c": 1, "d": 0}
+    assert spread(sizes, 6) == {"a": 0, "b": 1, "c": 2, "d": 3}     # more partitions than groups: one each
+    assert spread({}, 4) == {} and spread(sizes, 0) == {n: 0 for n in sizes}
+
+
+def test_a_group_lands_in_one_partition_named_or_not():
+    from features.shuffle import group_partition
+    values = pd.Series(["a", "b", "z", "a", "z", "b", "y"], dtype="string")
+    part = group_partition(values, 4, {"a": 3, "b": 0})
+    assert part[0] == part[3] == 3 and part[1] == part[5] == 0
+    assert part[2] == part[4] == group_partition(values, 4)[2]     # not named: its hash, in every task
+    assert group_partition(values.iloc[::-1].reset_index(drop=True), 4, {"a": 3, "b": 0}).tolist() == part[::-1].tolist()

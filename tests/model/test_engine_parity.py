@@ -15,12 +15,13 @@ import yaml
 from core.engine import session
 from core.errors import ConfigError
 from core.params import EngineParams, Params
+from evaluation.trace import cluster_partitions
 from features.shuffle import customer_partition
 from models.um_protocol import fit_night, night
 from pipelines.cli import main
 from telemetry.contract import TRUTH_FILE
 from telemetry.fleet import FleetParams, LabParams, generate
-from telemetry.io import read_tables, write_tables
+from telemetry.io import cluster_bytes, read_tables, write_tables
 from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
 
 pytestmark = pytest.mark.slow
@@ -45,27 +46,31 @@ def local_features(tmp_path_factory, small_raw) -> Path:
     return _features(small_raw, tmp_path_factory.mktemp("engines") / "local", "local")
 
 
-@pytest.fixture(scope="module", params=["single files", "partitioned by day"])
-def both(request, tmp_path_factory, small_raw, local_features) -> tuple[Path, Path]:
-    """The local engine on the single files; the dask engine on either layout of the same tables."""
+@pytest.fixture(scope="module", params=["single files", "partitioned by day and cluster"])
+def both(request, tmp_path_factory, small_raw, local_features) -> tuple[Path, Path, bool]:
+    """The local engine on the single files; the dask engine on either layout of the same tables (and
+    whether the VMs' order may differ: a dataset's day comes cluster by cluster)."""
     wd = tmp_path_factory.mktemp("dask")
     raw = small_raw
-    if request.param == "partitioned by day":
+    if request.param != "single files":
         raw = wd / "raw"
         write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
-    return local_features, _features(raw, wd / "dask", "dask")
+    return local_features, _features(raw, wd / "dask", "dask"), request.param != "single files"
 
 
 @pytest.mark.parametrize("name", ["vm_features.parquet", "snapshot/customer_percentiles.parquet",
                                   "snapshot/workload_history.parquet", "snapshot/request_shapes.parquet",
                                   "workload_features.parquet"])
 def test_features_are_identical(both, name):
-    local, dask = both
-    pd.testing.assert_frame_equal(pd.read_parquet(dask / name), pd.read_parquet(local / name), check_exact=True)
+    local, dask, reordered = both
+    got, want = pd.read_parquet(dask / name), pd.read_parquet(local / name)
+    if reordered and name == "vm_features.parquet":
+        got, want = (x.sort_values("vm_id", kind="stable").reset_index(drop=True) for x in (got, want))
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
 def test_feature_metrics_are_identical(both):
-    local, dask = both
+    local, dask, _ = both
     assert json.loads((dask.parent / "f.json").read_text()) == json.loads((local.parent / "f.json").read_text())
 
 
@@ -91,19 +96,42 @@ def test_every_customer_lands_in_one_partition():
     assert (customer_partition(ids, 4) == part).all()     # stable across calls (and processes: a hash, not id())
 
 
-@pytest.mark.parametrize("layout", ["single files", "partitioned by day"])
+def _by_day_only(raw: Path) -> None:
+    """A dataset partitioned by day alone (a foreign export's, or one this project wrote before the
+    cluster level): each day's cluster folders' files moved up into the day folder."""
+    for table in ("vms", "vm_counters"):
+        for i, f in enumerate(sorted((raw / table).glob("*/*/*.parquet"))):
+            f.rename(f.parent.parent / f"part-{i:05d}.parquet")
+        for folder in (raw / table).glob("*/*/"):
+            folder.rmdir()
+
+
+@pytest.mark.parametrize("layout", ["single files", "partitioned by day and cluster", "partitioned by day"])
 def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, layout):
     """The local engine on the single files; on Dask, the trace is placed by cluster partitions
-    (``evaluation.trace``) from either layout, and sized per cluster and policy."""
+    (``evaluation.trace``) from any layout, and sized per cluster and policy. With cluster folders
+    the 12 clusters are spread over the 5 partitions by size; without, a hash of each."""
     outs = {}
     for backend in ("local", "dask"):
         wd = tmp_path / backend
         params = _params(wd, backend)
         raw = small_raw
-        if backend == "dask" and layout == "partitioned by day":
+        if backend == "dask" and layout != "single files":
             raw = wd / "raw"
             write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
             shutil.copy(small_raw / TRUTH_FILE, raw / TRUTH_FILE)        # the realized outcomes' truth
+            if layout == "partitioned by day":
+                _by_day_only(raw)
+            clusters = read_tables(raw, ["vms"], validate=False)["vms"].cluster_id
+            assigned = cluster_partitions(raw, "cluster_id", 5)
+            assert cluster_partitions(raw, "region", 5) == {}
+            if layout == "partitioned by day":
+                assert assigned == {} and not list(raw.glob("vms/*/*/*"))
+            else:
+                sizes = cluster_bytes(raw / "vms")
+                load = pd.Series(sizes).groupby(pd.Series(assigned)).sum()
+                assert sorted(assigned) == sorted(clusters.unique()) and sorted(load.index) == [0, 1, 2, 3, 4]
+                assert load.max() - load.min() <= max(sizes.values())    # no partition a cluster from the lightest
         assert main(["--quiet", "--params", str(params), "simulate", "--raw", str(raw),
                      "--nightly", str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
                      "--plots", str(wd / "plots")]) == 0

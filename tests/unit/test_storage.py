@@ -14,7 +14,7 @@ import pytest
 
 from core.errors import ConfigError, ContractError
 from pipelines.cli import main
-from telemetry.io import day_files, find_table, read_raw, read_tables, table_columns, write_tables
+from telemetry.io import cluster_bytes, day_files, find_table, read_raw, read_tables, table_columns, write_tables
 from telemetry.storage import is_url, location, remove_tree, storage_failure
 
 
@@ -54,7 +54,7 @@ def test_the_cli_refuses_a_url_it_cannot_open(capsys):
     assert exit_.value.code == 2 and "install the fsspec package of 'nosuch://'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("partitioned", [False, True], ids=["single files", "partitioned by day"])
+@pytest.mark.parametrize("partitioned", [False, True], ids=["single files", "partitioned by day and cluster"])
 def test_tables_at_a_url_are_the_local_tables(tmp_path, small_tables, memory_url, partitioned):
     write_tables(tmp_path / "raw", small_tables, partitioned=partitioned)
     _put(tmp_path / "raw", memory_url)
@@ -68,6 +68,7 @@ def test_tables_at_a_url_are_the_local_tables(tmp_path, small_tables, memory_url
         assert list(url_days) == list(local_days)
         assert [[f.name for f in fs] for fs in url_days.values()] == [[f.name for f in fs] for fs in local_days.values()]
         assert all(is_url(f) for fs in url_days.values() for f in fs)
+        assert cluster_bytes(vms_there) == cluster_bytes(vms_here) and len(cluster_bytes(vms_here)) > 1
         day = list(local_days)[3]
         pd.testing.assert_frame_equal(read_raw(vms_there, "vms", days=(day, day)), read_raw(vms_here, "vms", days=(day, day)))
 
