@@ -23,7 +23,7 @@ from core.params import SimParams
 from evaluation.pool_sim import Placement, place, require_group_column
 from evaluation.sizing import in_window
 from features.shuffle import ROW, Split, read_partition, require_unique_ids, split, spread, units, upload
-from telemetry.io import CLUSTER_KEY, cluster_bytes, find_table, read_tables
+from telemetry.io import cluster_bytes, find_table, read_tables
 from telemetry.storage import Location, absolute
 
 Runner = Callable[[Callable, list[tuple]], list]
@@ -120,7 +120,7 @@ def cluster_partitions(raw_dir: Location, pack_by: str, partitions: int) -> dict
     cluster level (``telemetry.io.write_partitioned``) and servers are grouped by cluster; else none
     (each cluster's partition is a hash of it: 12 clusters took 9 of 16 partitions at 10M VMs)."""
     path = find_table(raw_dir, "vms")
-    if pack_by != CLUSTER_KEY or path is None:
+    if pack_by != "cluster_id" or path is None:
         return {}
     return spread(cluster_bytes(path), partitions)
 

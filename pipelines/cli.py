@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
     g = sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw")
     _paths(g, out="data/raw")
-    partitioned = "write vms and vm_counters as Parquet datasets partitioned by creation day and cluster (vms/created_day=.../cluster_id=.../)"
+    partitioned = "write vms and vm_counters as Parquet datasets partitioned by creation day and cluster (vms/created_day=.../cluster=.../)"
     g.add_argument("--partitioned", action="store_true", help=partitioned)
     i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
                        description="--perf-dir: one `perf stat -x,` file per lab run; --perf-meta: CSV with columns "

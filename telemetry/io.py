@@ -31,7 +31,9 @@ from telemetry.storage import Location, arrow_source, child, is_url, location, p
 ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
 PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet
 DAY_KEY = "created_day"                # their partition: the (VM's) creation day, UTC
-CLUSTER_KEY = "cluster_id"             # within a day: the (VM's) cluster, so whole clusters can be found by name
+CLUSTER_KEY = "cluster"                # within a day: the (VM's) cluster_id, so whole clusters can be found by name;
+                                       # not the column's own name, so that a reader inferring hive keys (pandas,
+                                       # pyarrow) adds a column beside cluster_id instead of failing on two types
 
 
 def find_table(directory: Location, table: str) -> Location | None:
@@ -300,7 +302,7 @@ class Partitions:
 def vm_partitions(vms: pd.DataFrame) -> Partitions:
     """The partitions of the vms table's rows."""
     day = vms["created_at"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")
-    return Partitions(day, vms[CLUSTER_KEY].astype("string") if CLUSTER_KEY in vms.columns else None)
+    return Partitions(day, vms["cluster_id"].astype("string") if "cluster_id" in vms.columns else None)
 
 
 def table_partitions(tables: dict[str, pd.DataFrame]) -> dict[str, Partitions]:
@@ -325,7 +327,7 @@ def _folder_names(values: pd.Index) -> list[str]:
 
 def write_partitioned(directory: Path, df: pd.DataFrame, where: Partitions, part: int = 0,
                       schema: pa.Schema | None = None) -> None:
-    """One Parquet file per day and cluster (``<dir>/created_day=YYYY-MM-DD/cluster_id=C/part-<part>.parquet``;
+    """One Parquet file per day and cluster (``<dir>/created_day=YYYY-MM-DD/cluster=C/part-<part>.parquet``;
     per day only when there are no clusters), rows in their order; a table written in parts calls this
     once per part. A row whose day is unknown (a counter of no VM) goes to ``created_day=unknown``,
     outside any cluster folder."""

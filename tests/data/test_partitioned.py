@@ -47,6 +47,9 @@ def test_each_day_has_one_folder_per_cluster_holding_its_vms_and_their_counters(
     assert set(sizes) == set(vms.cluster_id) and sum(sizes.values()) == sum(
         f.stat().st_size for f in (partitioned_raw / "vms").rglob("*.parquet"))
     assert cluster_bytes(find_table(partitioned_raw, "workloads")) == {}
+    # a reader that infers the folders' keys (pandas on the folder) reads it too, the folder beside the column
+    inferred = pd.read_parquet(partitioned_raw / "vms")
+    assert len(inferred) == len(vms) and (inferred.cluster.astype(str) == inferred.cluster_id).all()
 
 
 NAMES = ["us/east 1", "A", "a", "x" * 256, "%41", "ü-1", "..", "k=v"]
