@@ -1,0 +1,35 @@
+"""`train_um` reads its rows before it opens an MLflow run: a table it cannot read leaves no failed run."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.errors import ContractError
+from core.params import Params
+
+
+def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
+    import mlflow
+
+    from pipelines import train_um
+
+    store = tmp_path / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    features = tmp_path / "features"
+    features.mkdir()
+    params = Params()
+    columns = ["vm_type", "os", "region", "vcpus", "memory_gb", "created_at", "deleted_at", "untouched_fraction",
+               *params.features.customer_columns]
+    pd.DataFrame({c: [] for c in columns}).to_parquet(features / "vm_features.parquet")
+
+    def unreadable(*args, **kwargs):
+        raise ContractError("vm_features", "a row group cannot be decoded", fix="run `pond features` again")
+
+    monkeypatch.setattr(train_um, "read_days", unreadable)
+    with pytest.raises(ContractError, match="cannot be decoded"):
+        train_um.run(params, features, tmp_path / "um", tmp_path / "um.json", tmp_path / "plots")
+    assert not (tmp_path / "um").exists()
+    if store.exists():   # the store is created by the first run, so a missing one holds none
+        mlflow.set_tracking_uri(f"sqlite:///{store}")
+        assert mlflow.search_runs(search_all_experiments=True).empty
