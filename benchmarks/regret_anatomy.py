@@ -13,7 +13,11 @@ Per variant, from the saved nights (no model is trained again):
 - and the lab's error rate re-weighted by a covariate-shift density ratio in the LI feature space (fleet VMs with
   history in the week before each night, as `optimize` reads them, against the lab workloads), two ways: each lab
   workload weighted by the fleet VMs whose nearest lab workload it is (standardized features), and by a logistic
-  regression's odds of "fleet" (C = 1). Each lab workload keeps its out-of-fold score, recomputed as `train_li` does.
+  regression's odds of "fleet" (C = 1). Each lab workload keeps its out-of-fold score, recomputed as `train_li` does;
+- the solver re-run on each night (as `optimize` does, same inputs), with every UM backtest night and without the
+  ones near the start of the trace: a night trained on creations no older than its calibration block learns from
+  short-lived VMs only (the bias the calibration lag avoids), so its OP overstates tonight's model's. Is that the
+  cost of the first nights?
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +38,10 @@ from core.params import load  # noqa: E402
 from evaluation.li_select import candidates, oof_scores  # noqa: E402
 from features.history import KEY  # noqa: E402
 from models.li import training_set  # noqa: E402
-from telemetry.io import read_tables  # noqa: E402
+from telemetry.io import read_days, read_tables  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
-from optimize.solver import best, error_rate  # noqa: E402
-from pipelines.optimize import li_candidates, um_candidates  # noqa: E402
+from optimize.solver import best, error_rate, grid  # noqa: E402
+from pipelines.optimize import fleet_li_shares, li_candidates, um_candidates  # noqa: E402
 
 
 def anatomy(wd: Path) -> None:
@@ -45,14 +50,22 @@ def anatomy(wd: Path) -> None:
     li = li_candidates(pd.read_parquet(wd / "li" / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
-    pools, mis, hindsight, decisions = [], [], [], []
+    pools, mis, hindsight, decisions, resolved = [], [], [], [], []
+    params = load(wd / "params.yaml")
+    u = params.train_um
+    start = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=["created_at"]).created_at.min()
+    warm_from = start.normalize().tz_localize(None) + pd.Timedelta(days=u.calib_lag_days + u.calib_days)
     for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
-        targets, _, _ = um_candidates(pd.read_parquet(night / "um" / "heldout_nights.parquet"))
+        um_nights = pd.read_parquet(night / "um" / "heldout_nights.parquet")
+        targets, _, _ = um_candidates(um_nights)
         offsets = json.loads((night / "um" / "manifest.json").read_text())["offsets"]
         off = np.r_[np.nan, [offsets[f"{t:g}"] for t in targets[1:]]]
         d = pd.read_parquet(night / "evaluation" / "decisions.parquet")
         pool, m = realized_grid(d, thresholds, off, q)
         pools.append(pool), mis.append(m), decisions.append(d)
+        warm = um_nights[pd.to_datetime(um_nights.as_of) >= warm_from]
+        resolved.append([(pool[c], m[c], k.as_of.nunique()) for k in (um_nights, warm if len(warm) else um_nights)
+                         for c in [_solve(wd, params, night, li, k)]])
         b = best(pool, m, budget)
         hindsight.append(pool[b] if b is not None else 0.0)
     P, M, H = np.array(pools), np.array(mis), np.array(hindsight)
@@ -65,6 +78,12 @@ def anatomy(wd: Path) -> None:
         print(f"  best fixed pair with >= {k}/{n} nights within the budget: LI threshold {thresholds[i]:g}, "
               f"UM target {targets[j]:g}: pool {100 * P[:, i, j].mean():.2f}%, mean regret "
               f"{100 * (H - P[:, i, j]).mean():.2f} points, worst night {100 * M[:, i, j].max():.2f}%")
+    for name, k in (("every UM backtest night", 0), (f"the UM nights from {warm_from.date()} only", 1)):
+        got = [r[k] for r in resolved]   # a night with none of them keeps every night, as it must have one
+        pool, m = np.array([g[0] for g in got]), np.array([g[1] for g in got])
+        print(f"  the solver again, with {name}: mean regret {100 * (H - pool).mean():.2f} points, "
+              f"{int((m <= budget + 1e-12).sum())}/{len(got)} nights within the budget, pool {100 * pool.mean():.2f}%, "
+              f"{min(g[2] for g in got)}-{max(g[2] for g in got)} UM nights a night")
     d = pd.concat(decisions, ignore_index=True)
     p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
     in_bin = li.called.to_numpy(float) - np.r_[li.called.to_numpy(float)[1:], 0.0]   # lab workloads per threshold step
@@ -85,6 +104,21 @@ def anatomy(wd: Path) -> None:
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
               f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
+
+
+def _solve(wd: Path, params, night: Path, li: pd.DataFrame, um_nights: pd.DataFrame) -> tuple[int, int]:
+    """The pair `optimize` chooses on ``night`` from these UM backtest nights (its other inputs as saved)."""
+    o = params.optimize
+    last = pd.Timestamp(night.name).date()
+    vmf = read_days(wd / "features" / "vm_features.parquet", last - timedelta(days=o.recent_days - 1), last,
+                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
+    model = json.loads((wd / "li" / "manifest.json").read_text())["models"][f"r{o.latency_ratio:g}_pdm{o.pdm:g}"]
+    history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
+    li_vm, li_gb, _ = fleet_li_shares(vmf, history, wd / "li", model, li.threshold.to_numpy(), night.name, o.recent_days)
+    _, um_n, op_n = um_candidates(um_nights)
+    g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
+             params.base.seed)
+    return best(g.pool, g.bound, (100.0 - o.tp) / 100.0)
 
 
 def _weighted_rate(called: np.ndarray, sensitive: np.ndarray, w: np.ndarray) -> float:
