@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +37,10 @@ from core.params import load  # noqa: E402
 from evaluation.li_select import candidates, oof_scores  # noqa: E402
 from features.history import KEY  # noqa: E402
 from models.li import training_set  # noqa: E402
-from telemetry.io import read_days, read_tables  # noqa: E402
+from telemetry.io import read_tables  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
-from optimize.solver import best, error_rate, grid  # noqa: E402
-from pipelines.optimize import fleet_li_shares, li_candidates, um_candidates  # noqa: E402
+from optimize.solver import best, error_rate  # noqa: E402
+from pipelines.optimize import choose, li_candidates, li_model, recent_li_shares, um_candidates  # noqa: E402
 
 
 def anatomy(wd: Path) -> None:
@@ -53,6 +52,7 @@ def anatomy(wd: Path) -> None:
     pools, mis, hindsight, decisions, resolved = [], [], [], [], []
     params = load(wd / "params.yaml")
     u = params.train_um
+    model = li_model(wd / "li", o.latency_ratio, o.pdm)
     start = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=["created_at"]).created_at.min()
     warm_from = start.normalize().tz_localize(None) + pd.Timedelta(days=u.calib_lag_days + u.calib_days)
     for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
@@ -64,8 +64,12 @@ def anatomy(wd: Path) -> None:
         pool, m = realized_grid(d, thresholds, off, q)
         pools.append(pool), mis.append(m), decisions.append(d)
         warm = um_nights[pd.to_datetime(um_nights.as_of) >= warm_from]
+        p = params.with_as_of(night.name)
+        history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
+        li_vm, li_gb, _ = recent_li_shares(p, wd / "features" / "vm_features.parquet", history, wd / "li", model,
+                                           thresholds)
         resolved.append([(pool[c], m[c], k.as_of.nunique()) for k in (um_nights, warm if len(warm) else um_nights)
-                         for c in [_solve(wd, params, night, li, k)]])
+                         for c in [choose(p, li, li_vm, li_gb, k)[1]]])
         b = best(pool, m, budget)
         hindsight.append(pool[b] if b is not None else 0.0)
     P, M, H = np.array(pools), np.array(mis), np.array(hindsight)
@@ -106,21 +110,6 @@ def anatomy(wd: Path) -> None:
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
 
 
-def _solve(wd: Path, params, night: Path, li: pd.DataFrame, um_nights: pd.DataFrame) -> tuple[int, int]:
-    """The pair `optimize` chooses on ``night`` from these UM backtest nights (its other inputs as saved)."""
-    o = params.optimize
-    last = pd.Timestamp(night.name).date()
-    vmf = read_days(wd / "features" / "vm_features.parquet", last - timedelta(days=o.recent_days - 1), last,
-                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
-    model = json.loads((wd / "li" / "manifest.json").read_text())["models"][f"r{o.latency_ratio:g}_pdm{o.pdm:g}"]
-    history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
-    li_vm, li_gb, _ = fleet_li_shares(vmf, history, wd / "li", model, li.threshold.to_numpy(), night.name, o.recent_days)
-    _, um_n, op_n = um_candidates(um_nights)
-    g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed)
-    return best(g.pool, g.bound, (100.0 - o.tp) / 100.0)
-
-
 def _weighted_rate(called: np.ndarray, sensitive: np.ndarray, w: np.ndarray) -> float:
     return float((w[called] * sensitive[called]).sum() / w[called].sum()) if w[called].sum() > 0 else float("nan")
 
@@ -134,7 +123,7 @@ def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple
     o, p = params.optimize, params.train_li
     feats = pd.read_parquet(wd / "features" / "workload_features.parquet")
     X, y, names, ids = training_set(feats, read_tables(wd / "raw", ["slowdowns"])["slowdowns"], o.latency_ratio, o.pdm)
-    method = json.loads((wd / "li" / "manifest.json").read_text())["models"][f"r{o.latency_ratio:g}_pdm{o.pdm:g}"]["method"]
+    method = li_model(wd / "li", o.latency_ratio, o.pdm)["method"]
     scores = oof_scores(candidates(names)[method], X, y, np.asarray(ids, dtype=object), p.cv_folds, params.base.seed,
                         p.oof_repeats)
     vmf = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=[*KEY, "created_at", "has_history"])

@@ -68,13 +68,16 @@ def differ(a: dict, b: dict) -> list[str]:
     return sorted(f"{s}:{p}" for (s, p) in set(a) | set(b) if a.get((s, p)) != b.get((s, p)))
 
 
+def _committed_outs(rev: str) -> dict[tuple[str, str], str]:
+    return outs(subprocess.check_output(["git", "show", f"{rev}:dvc.lock"], cwd=ROOT, text=True))
+
+
 def history(first: str, last: str) -> list[tuple[str, list[str]]]:
     """The commits between two revisions whose committed `dvc.lock` changed a stage's outputs."""
     revs = subprocess.check_output(["git", "rev-list", "--reverse", f"{first}..{last}"], cwd=ROOT, text=True).split()
-    lock = lambda r: outs(subprocess.check_output(["git", "show", f"{r}:dvc.lock"], cwd=ROOT, text=True))  # noqa: E731
-    rows, prev = [], lock(first)
+    rows, prev = [], _committed_outs(first)
     for r in revs:
-        cur = lock(r)
+        cur = _committed_outs(r)
         if d := differ(prev, cur):
             subject = subprocess.check_output(["git", "log", "-1", "--format=%h %s", r], cwd=ROOT, text=True)
             rows.append((subject.strip()[:100], d))

@@ -84,27 +84,49 @@ def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, mode
     return vms, gb, float(known.mean())
 
 
+def li_model(li_dir: Path, ratio: float, pdm: float) -> dict[str, Any]:
+    """The LI model's manifest entry for this latency ratio and PDM."""
+    name = f"r{ratio:g}_pdm{pdm:g}"
+    models = json.loads((li_dir / "manifest.json").read_text())["models"]
+    if name not in models:
+        raise ModelError(f"no LI model {name} in {li_dir}; train_li.latency_ratios/pdms must include it")
+    return models[name]
+
+
+def recent_li_shares(params: Params, vm_features: Path, history: pd.DataFrame, li_dir: Path, model: dict,
+                     thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``fleet_li_shares`` over the ``optimize.recent_days`` up to ``base.as_of``, read from ``vm_features``."""
+    o, as_of = params.optimize, params.base.as_of
+    last = pd.Timestamp(as_of).date()
+    vmf = read_days(vm_features, last - timedelta(days=o.recent_days - 1), last,
+                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
+    return fleet_li_shares(vmf, history, li_dir, model, thresholds, as_of, o.recent_days)
+
+
+def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame
+           ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
+    candidates (targets, UM and OP per night) it was chosen from."""
+    o = params.optimize
+    targets, um_n, op_n = um_candidates(um_nights)
+    g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
+             params.base.seed)
+    return g, best(g.pool, g.bound, (100.0 - o.tp) / 100.0), targets, um_n, op_n
+
+
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
         metrics_path: Path, frontier_path: Path, plot_path: Path) -> dict[str, Any]:
-    o, seed, as_of = params.optimize, params.base.seed, params.base.as_of
+    o, as_of = params.optimize, params.base.as_of
     pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
-    li_manifest = json.loads((li_dir / "manifest.json").read_text())
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
-    name = f"r{ratio:g}_pdm{pdm:g}"
-    if name not in li_manifest["models"]:
-        raise ModelError(f"no LI model {name} in {li_dir}; train_li.latency_ratios/pdms must include it")
-    model = li_manifest["models"][name]
+    model = li_model(li_dir, ratio, pdm)
     li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
-    targets, um_n, op_n = um_candidates(pd.read_parquet(um_dir / "heldout_nights.parquet"))
-    last = pd.Timestamp(as_of).date()
-    vmf = read_days(features_dir / "vm_features.parquet", last - timedelta(days=o.recent_days - 1), last,
-                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
-    li_vm, li_gb, h = fleet_li_shares(vmf, history, li_dir, model, li.threshold.to_numpy(),
-                                             as_of, o.recent_days)
-    g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, level, o.samples, seed)
+    li_vm, li_gb, h = recent_li_shares(params, features_dir / "vm_features.parquet", history, li_dir, model,
+                                       li.threshold.to_numpy())
+    g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"))
     budget = (100.0 - tp) / 100.0
-    choice = best(g.pool, g.bound, budget)
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
     i, j = choice
