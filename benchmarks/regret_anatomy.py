@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.params import load  # noqa: E402
+from core.params import Params, load  # noqa: E402
 from evaluation.li_select import candidates, oof_scores  # noqa: E402
 from features.history import KEY  # noqa: E402
 from models.li import training_set  # noqa: E402
@@ -43,18 +44,49 @@ from optimize.solver import best, error_rate  # noqa: E402
 from pipelines.optimize import choose, li_candidates, li_model, recent_li_shares, um_candidates  # noqa: E402
 
 
-def anatomy(wd: Path) -> None:
-    o = load(wd / "params.yaml").optimize
+CONFIDENCE_LEVELS = (None, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
+
+
+@dataclass(frozen=True)
+class Night:
+    """One saved backtest night with what `optimize` read and what its next day realized."""
+    params: Params
+    li_vm: np.ndarray
+    li_gb: np.ndarray
+    um_nights: pd.DataFrame
+    pool: np.ndarray          # realized pool share per candidate pair
+    mis: np.ndarray           # realized mispredicted share per candidate pair
+    hindsight: float          # the night's hindsight-best realized pool share within the budget
+    decisions: pd.DataFrame
+    history: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Replay:
+    li: pd.DataFrame          # the lab's LI candidates (threshold, called, errors)
+    q: np.ndarray             # the lab's error rate among called workloads
+    budget: float
+    model: dict
+    nights: list[Night]
+
+    def resolve(self, night: Night, params: Params | None = None, li: pd.DataFrame | None = None,
+                um_nights: pd.DataFrame | None = None) -> tuple[float, float]:
+        """(realized pool share, realized mispredictions) of the pair the solver chooses with these inputs."""
+        c = choose(params or night.params, self.li if li is None else li, night.li_vm, night.li_gb,
+                   night.um_nights if um_nights is None else um_nights)[1]
+        return float(night.pool[c]), float(night.mis[c])
+
+
+def replay(wd: Path) -> Replay:
+    """Every saved night of ``wd``'s backtest, with `optimize`'s inputs recomputed as it computes them."""
+    params = load(wd / "params.yaml")
+    o = params.optimize
     budget = (100.0 - o.tp) / 100.0
     li = li_candidates(pd.read_parquet(wd / "li" / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
-    pools, mis, hindsight, decisions, resolved = [], [], [], [], []
-    params = load(wd / "params.yaml")
-    u = params.train_um
     model = li_model(wd / "li", o.latency_ratio, o.pdm)
-    start = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=["created_at"]).created_at.min()
-    warm_from = start.normalize().tz_localize(None) + pd.Timedelta(days=u.calib_lag_days + u.calib_days)
+    nights = []
     for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
         um_nights = pd.read_parquet(night / "um" / "heldout_nights.parquet")
         targets, _, _ = um_candidates(um_nights)
@@ -62,16 +94,33 @@ def anatomy(wd: Path) -> None:
         off = np.r_[np.nan, [offsets[f"{t:g}"] for t in targets[1:]]]
         d = pd.read_parquet(night / "evaluation" / "decisions.parquet")
         pool, m = realized_grid(d, thresholds, off, q)
-        pools.append(pool), mis.append(m), decisions.append(d)
-        warm = um_nights[pd.to_datetime(um_nights.as_of) >= warm_from]
         p = params.with_as_of(night.name)
         history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
         li_vm, li_gb, _ = recent_li_shares(p, wd / "features" / "vm_features.parquet", history, wd / "li", model,
                                            thresholds)
-        resolved.append([(pool[c], m[c], k.as_of.nunique()) for k in (um_nights, warm if len(warm) else um_nights)
-                         for c in [choose(p, li, li_vm, li_gb, k)[1]]])
         b = best(pool, m, budget)
-        hindsight.append(pool[b] if b is not None else 0.0)
+        nights.append(Night(p, li_vm, li_gb, um_nights, pool, m, float(pool[b]) if b is not None else 0.0, d, history))
+    return Replay(li, q, budget, model, nights)
+
+
+def summary(r: Replay, got: list[tuple[float, float]]) -> str:
+    """Mean regret, nights within the budget and mean pool share of one realized (pool, mispredictions) per night."""
+    pool, m = np.array([g[0] for g in got]), np.array([g[1] for g in got])
+    h = np.array([n.hindsight for n in r.nights])
+    return (f"mean regret {100 * (h - pool).mean():.2f} points, {int((m <= r.budget + 1e-12).sum())}/{len(got)} nights "
+            f"within the budget (worst {100 * m.max():.2f}%), pool {100 * pool.mean():.2f}%")
+
+
+def anatomy(wd: Path) -> None:
+    r = replay(wd)
+    params = r.nights[0].params
+    o, u, li, q, budget = params.optimize, params.train_um, r.li, r.q, r.budget
+    thresholds = li.threshold.to_numpy(float)
+    start = pd.read_parquet(wd / "features" / "vm_features.parquet", columns=["created_at"]).created_at.min()
+    warm_from = start.normalize().tz_localize(None) + pd.Timedelta(days=u.calib_lag_days + u.calib_days)
+    targets = um_candidates(r.nights[0].um_nights)[0]
+    pools, mis = [n.pool for n in r.nights], [n.mis for n in r.nights]
+    hindsight, decisions = [n.hindsight for n in r.nights], [n.decisions for n in r.nights]
     P, M, H = np.array(pools), np.array(mis), np.array(hindsight)
     n = len(P)
     print(f"{wd.name}: {n} nights; nightly hindsight-best pool {100 * H.mean():.2f}% on average")
@@ -82,12 +131,17 @@ def anatomy(wd: Path) -> None:
         print(f"  best fixed pair with >= {k}/{n} nights within the budget: LI threshold {thresholds[i]:g}, "
               f"UM target {targets[j]:g}: pool {100 * P[:, i, j].mean():.2f}%, mean regret "
               f"{100 * (H - P[:, i, j]).mean():.2f} points, worst night {100 * M[:, i, j].max():.2f}%")
-    for name, k in (("every UM backtest night", 0), (f"the UM nights from {warm_from.date()} only", 1)):
-        got = [r[k] for r in resolved]   # a night with none of them keeps every night, as it must have one
-        pool, m = np.array([g[0] for g in got]), np.array([g[1] for g in got])
-        print(f"  the solver again, with {name}: mean regret {100 * (H - pool).mean():.2f} points, "
-              f"{int((m <= budget + 1e-12).sum())}/{len(got)} nights within the budget, pool {100 * pool.mean():.2f}%, "
-              f"{min(g[2] for g in got)}-{max(g[2] for g in got)} UM nights a night")
+    for name, only_warm in (("every UM backtest night", False), (f"the UM nights from {warm_from.date()} only", True)):
+        got, used = [], []
+        for night in r.nights:
+            um = night.um_nights
+            warm = um[pd.to_datetime(um.as_of) >= warm_from]
+            um = warm if only_warm and len(warm) else um   # a night with none of them keeps every night
+            got.append(r.resolve(night, um_nights=um)), used.append(um.as_of.nunique())
+        print(f"  the solver again, with {name}: {summary(r, got)}, {min(used)}-{max(used)} UM nights a night")
+    for level in CONFIDENCE_LEVELS:   # optimize.confidence; None: the mean
+        got = [r.resolve(night, params=_with_confidence(night.params, level)) for night in r.nights]
+        print(f"  the solver again at optimize.confidence {level}: {summary(r, got)}")
     d = pd.concat(decisions, ignore_index=True)
     p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
     in_bin = li.called.to_numpy(float) - np.r_[li.called.to_numpy(float)[1:], 0.0]   # lab workloads per threshold step
@@ -108,6 +162,10 @@ def anatomy(wd: Path) -> None:
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
               f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
+
+
+def _with_confidence(params: Params, level: float | None) -> Params:
+    return params.model_copy(update={"optimize": params.optimize.model_copy(update={"confidence": level})})
 
 
 def _weighted_rate(called: np.ndarray, sensitive: np.ndarray, w: np.ndarray) -> float:
