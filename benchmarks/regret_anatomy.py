@@ -7,7 +7,8 @@ Per variant, from the saved nights (no model is trained again):
   realized pool share with at least k of the n nights within the budget, and its mean regret. No nightly solver
   that does not see the outcomes can be expected to beat it by much;
 - the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown
-  truth of the built-in fleet), beside the lab's out-of-fold estimate the solver must use at the same threshold,
+  truth of the built-in fleet), the same with each called workload counted once (the lab counts each workload
+  once; the fleet's budget counts VMs, so which workloads are popular weighs in), beside the lab's out-of-fold estimate the solver must use at the same threshold,
   and beside that estimate re-weighted to the fleet's scores (the lab's error rate per 0.1-wide score bin, Jeffreys
   mean, weighted by the fleet's called VMs in each bin): does a shift in where the fleet's scores fall explain the gap?
 - and the lab's error rate re-weighted by a covariate-shift density ratio in the LI feature space (fleet VMs with
@@ -17,7 +18,7 @@ Per variant, from the saved nights (no model is trained again):
 - the solver re-run on each night (as `optimize` does, same inputs), with every UM backtest night and without the
   ones near the start of the trace: a night trained on creations no older than its calibration block learns from
   short-lived VMs only (the bias the calibration lag avoids), so its OP overstates tonight's model's. Is that the
-  cost of the first nights?
+  cost of the first nights? And at each ``optimize.confidence``: does spending the budget differently buy it back?
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +61,7 @@ class Night:
     hindsight: float          # the night's hindsight-best realized pool share within the budget
     decisions: pd.DataFrame
     history: pd.DataFrame
+    offsets: np.ndarray       # the UM candidates' conformal offsets (NaN: UM off)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ def replay(wd: Path) -> Replay:
         li_vm, li_gb, _ = recent_li_shares(p, wd / "features" / "vm_features.parquet", history, wd / "li", model,
                                            thresholds)
         b = best(pool, m, budget)
-        nights.append(Night(p, li_vm, li_gb, um_nights, pool, m, float(pool[b]) if b is not None else 0.0, d, history))
+        nights.append(Night(p, li_vm, li_gb, um_nights, pool, m, float(pool[b]) if b is not None else 0.0, d, history,
+                            off))
     return Replay(li, q, budget, model, nights)
 
 
@@ -140,15 +144,18 @@ def anatomy(wd: Path) -> None:
             got.append(r.resolve(night, um_nights=um)), used.append(um.as_of.nunique())
         print(f"  the solver again, with {name}: {summary(r, got)}, {min(used)}-{max(used)} UM nights a night")
     for level in CONFIDENCE_LEVELS:   # optimize.confidence; None: the mean
-        got = [r.resolve(night, params=_with_confidence(night.params, level)) for night in r.nights]
+        got = [r.resolve(night, params=with_confidence(night.params, level)) for night in r.nights]
         print(f"  the solver again at optimize.confidence {level}: {summary(r, got)}")
     d = pd.concat(decisions, ignore_index=True)
+    workload = d[["vm_id"]].merge(pd.read_parquet(wd / "raw" / "vms.parquet", columns=["vm_id", "workload_id"]),
+                                  on="vm_id", how="left").workload_id   # evaluation only: the fleet's truth link
     p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
     in_bin = li.called.to_numpy(float) - np.r_[li.called.to_numpy(float)[1:], 0.0]   # lab workloads per threshold step
     err_bin = li.errors.to_numpy(float) - np.r_[li.errors.to_numpy(float)[1:], 0.0]
     lab_scores, sensitive, weights = density_ratio(wd, nights=[n for n in sorted((wd / "backtest").iterdir())
                                                                 if (n / "policy.json").exists()])
-    print("  threshold | VMs called | fleet error rate among them | lab called / errors | lab estimate | "
+    print("  threshold | VMs called | fleet error rate among them | each called workload once | "
+          "lab called / errors | lab estimate | "
           "re-weighted to the fleet's scores | density ratio: nearest lab workload, logistic")
     for t in (0.4, 0.5, 0.6, 0.7, 0.77, 0.8, 0.9):
         called = h & (p >= t)
@@ -158,13 +165,14 @@ def anatomy(wd: Path) -> None:
         rate = [error_rate(in_bin[(thresholds >= a - 1e-9) & (thresholds < b - 1e-9)].sum(),
                            err_bin[(thresholds >= a - 1e-9) & (thresholds < b - 1e-9)].sum()) for a, b in zip(lo, hi)]
         weight = [int((called & (p >= a) & (p < b)).sum()) for a, b in zip(lo, hi)]
-        print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | "
+        once = pd.Series(s[called]).groupby(workload[called].to_numpy()).mean().mean()
+        print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | {once:25.4f} | "
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
               f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
 
 
-def _with_confidence(params: Params, level: float | None) -> Params:
+def with_confidence(params: Params, level: float | None) -> Params:
     return params.model_copy(update={"optimize": params.optimize.model_copy(update={"confidence": level})})
 
 
@@ -203,14 +211,15 @@ def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple
     return scores, (1 - y).astype(float), [knn, odds / (1 - odds)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def variants_cli(doc: str, analyse: Callable[[Path], None]) -> None:
+    """The command line of the issue-13 analyses: each variant's work dir of `backtest_variants.py`, analysed."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-backtest-variants"))
     ap.add_argument("--variants", nargs="+", default=["pond", "walks"])
     a = ap.parse_args()
     for v in a.variants:
-        anatomy(a.workdir / v)
+        analyse(a.workdir / v)
 
 
 if __name__ == "__main__":
-    main()
+    variants_cli(__doc__, anatomy)
