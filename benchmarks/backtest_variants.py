@@ -2,12 +2,15 @@
 
     python benchmarks/backtest_variants.py                    # both variants, 14 nights, params.yaml
     python benchmarks/backtest_variants.py --variants walks --nights 3 --workdir /tmp/bt
+    python benchmarks/backtest_variants.py --seed 43 --workdir /tmp/pond-bv-43   # another draw of both fleets
+    python benchmarks/backtest_variants.py --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
 
 For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
 `pond backtest N` with the repository's params except ``generate.variant`` (PDM, TP and the
 latency ratio are params.yaml's `optimize` section: 5 / 98 / 1.82). Prints, per variant, the
 nights whose realized mispredictions are within the budget, the mean and max regret, and the
-LI selection (selected procedure vs best single-counter rule on held-out halves at FP 2%), and
+LI selection (selected procedure vs best single-counter rule on held-out halves at FP 2%), the same
+nights for the policy the service applies (``optimize.serve``), and
 writes the same as JSON to ``<workdir>/summary.json``. About 60 s per night on 2 cores.
 """
 
@@ -31,10 +34,12 @@ def pond(wd: Path, *args: str) -> None:
                    cwd=wd, check=True)
 
 
-def variant(name: str, nights: int, wd: Path) -> dict:
+def variant(name: str, nights: int, wd: Path, seed: int | None = None) -> dict:
     wd.mkdir(parents=True, exist_ok=True)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["generate"]["variant"] = name
+    if seed is not None:   # another draw of the same fleet: everything that is random follows base.seed
+        params["base"]["seed"] = seed
     (wd / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     t0 = time.perf_counter()
     pond(wd, "generate", "--out", "raw")
@@ -43,22 +48,34 @@ def variant(name: str, nights: int, wd: Path) -> dict:
          "--plots", "plots/train_li")
     pond(wd, "backtest", str(nights), "--raw", "raw", "--features", "features", "--li", "li", "--out", "backtest",
          "--plots", "plots/backtest")
+    return {**summarize(wd, name), "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def summarize(wd: Path, name: str) -> dict:
+    """The acceptance figures of a finished work dir: the solver's pair per night (`nights.csv`) and the
+    policy the service applies (``optimize.serve``, each night's `evaluate.json`)."""
+    params = yaml.safe_load((wd / "params.yaml").read_text())
     n = pd.read_csv(wd / "backtest" / "nights.csv")
     li = json.loads((wd / "train_li.json").read_text())
     ratio = params["optimize"]["latency_ratio"]
     sel = li[f"r{ratio:g}_pdm{params['optimize']['pdm']}"]
     rule = sel["selection.best_rule"]
+    served = [json.loads((wd / "backtest" / night / "evaluate.json").read_text()) for night in n.as_of]
+    served_mis = [e["served"]["mispredictions_conservative"] for e in served]
     return {
-        "variant": name, "nights": len(n),
+        "variant": name, "seed": params["base"]["seed"], "nights": len(n),
         "within_budget": int((n.realized_mispredictions <= n.budget).sum()),
         "within_budget_worst_case": int((n.realized_worst_case <= n.budget).sum()),
         "realized_mispredictions_max": round(float(n.realized_mispredictions.max()), 4),
         "realized_pool_mean": round(float(n.realized_pool.mean()), 4),
         "regret_mean_points": round(100 * float(n.regret.mean()), 2),
         "regret_max_points": round(100 * float(n.regret.max()), 2),
+        "served_policy": served[0]["served_policy"],
+        "served_within_budget": int(sum(m <= b for m, b in zip(served_mis, n.budget))),
+        "served_mispredictions_max": round(float(max(served_mis)), 4),
+        "served_pool_mean": round(float(sum(e["served"]["pool_share"] for e in served) / len(served)), 4),
         "li_selected": sel["selection.method"], "li_heldout_selected": sel["selection.heldout_li.selected"],
         "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"],
-        "wall_s": round(time.perf_counter() - t0, 1),
     }
 
 
@@ -67,15 +84,21 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=["pond", "walks"])
     ap.add_argument("--nights", type=int, default=14)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-backtest-variants"))
+    ap.add_argument("--seed", type=int, default=None, help="base.seed (default: params.yaml's)")
+    ap.add_argument("--summarize", action="store_true", help="only print the figures of finished work dirs")
     a = ap.parse_args()
-    rows = [variant(v, a.nights, a.workdir / v) for v in a.variants]
+    rows = [summarize(a.workdir / v, v) if a.summarize else variant(v, a.nights, a.workdir / v, a.seed)
+            for v in a.variants]
     for r in rows:
         print(f"{r['variant']:6s} within budget {r['within_budget']}/{r['nights']} nights "
               f"(worst case {r['within_budget_worst_case']}), max {100 * r['realized_mispredictions_max']:.2f}%; "
               f"pool {100 * r['realized_pool_mean']:.1f}%; regret mean {r['regret_mean_points']:.2f} "
               f"max {r['regret_max_points']:.2f} points; LI {r['li_selected']} {r['li_heldout_selected']} vs "
-              f"{r['li_best_rule']} {r['li_heldout_best_rule']}; {r['wall_s']:.0f} s")
-    (a.workdir / "summary.json").write_text(json.dumps(rows, indent=1))
+              f"{r['li_best_rule']} {r['li_heldout_best_rule']}; served ({r['served_policy']}) within budget "
+              f"{r['served_within_budget']}/{r['nights']}, max {100 * r['served_mispredictions_max']:.2f}%, pool "
+              f"{100 * r['served_pool_mean']:.1f}%" + (f"; {r['wall_s']:.0f} s" if "wall_s" in r else ""))
+    if not a.summarize:
+        (a.workdir / "summary.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ A customer may run more than one workload under one key, and then the history de
   compute: call a key insensitive only if its *least* insensitive VM of the history window
   (``features.history_days`` up to the night, counters available ``features.counter_delay_s`` after creation) is
   at or above the threshold, i.e. the VM's score becomes min(the key's score, that minimum);
+- scores one run of each workload outside the lab (its first VM's own counters) and compares the error rate
+  among those called with the lab's out-of-fold estimate: is the gap in the forest or in the history?
 - re-runs the solver on every night with the rule (the recent VMs' LI shares and the next day's decisions both
   under it) at several ``optimize.confidence`` levels, beside the served rule.
 """
@@ -28,13 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from evaluation.combined import slowdown_at  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
+from evaluation.truth import truth_table  # noqa: E402
 from features.history import KEY  # noqa: E402
 from features.tma import pmu_features  # noqa: E402
 from models.inference import join_history, load_verified  # noqa: E402
 from models.runtime import onnx_p_insensitive  # noqa: E402
 from optimize.solver import best, called_shares  # noqa: E402
 from pipelines.optimize import choose  # noqa: E402
+from telemetry.io import read_tables  # noqa: E402
 from regret_anatomy import Replay, replay, summary, variants_cli, with_confidence  # noqa: E402
 
 LEVELS = (None, 0.7, 0.8, 0.9)
@@ -111,6 +116,18 @@ def analyse(wd: Path) -> None:
               f"{np.nanmean(s[called & mixed]):.1%} (the rest {np.nanmean(s[called & ~mixed]):.2%}): "
               f"{np.nansum(s[called & mixed]) / np.nansum(s[called]):.0%} of the errors. With the rule: "
               f"{kept.sum() / called.sum():.1%} of those calls kept, error rate {np.nanmean(s[kept]):.2%}")
+    # the same forest on one run of each workload outside the lab (its first VM's own counters), as the lab's
+    # out-of-fold estimate scores a lab workload: does it generalize as the lab says, before any history?
+    lab = set(read_tables(wd / "raw", ["workloads"])["workloads"].workload_id)
+    first = vms[vms.own_p.notna() & ~vms.workload_id.isin(lab)].drop_duplicates("workload_id")
+    table, _ = truth_table(wd / "raw", o.latency_ratio)
+    sensitive = slowdown_at(table, first.workload_id.to_numpy(object), np.full(len(first), 100.0)) > o.pdm
+    for t in (0.5, 0.77):
+        k = int(np.argmin(abs(thresholds - t)))
+        called = first.own_p.to_numpy() >= t
+        print(f"  at {t:g}, one run of each of the {len(first)} workloads outside the lab: {called.sum()} called, "
+              f"{sensitive[called].mean():.2%} of them sensitive; the lab's estimate {r.q[k]:.2%} "
+              f"({int(r.li.called[k])} called, {int(r.li.errors[k])} sensitive)")
     ruled_replay = dc_replace(r, nights=[dc_replace(n, hindsight=hh) for n, hh in zip(r.nights, hindsight)])
     for lv in LEVELS:
         print(f"  optimize.confidence {lv}: served {summary(r, served[lv])} | with the rule "

@@ -8,7 +8,8 @@ Per variant, from the saved nights (no model is trained again):
   that does not see the outcomes can be expected to beat it by much;
 - the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown
   truth of the built-in fleet), the same with each called workload counted once (the lab counts each workload
-  once; the fleet's budget counts VMs, so which workloads are popular weighs in), beside the lab's out-of-fold estimate the solver must use at the same threshold,
+  once; the fleet's budget counts VMs, so which workloads are popular weighs in) and split between VMs running a
+  workload of the lab and the others (the forest was fit on the former), beside the lab's out-of-fold estimate the solver must use at the same threshold,
   and beside that estimate re-weighted to the fleet's scores (the lab's error rate per 0.1-wide score bin, Jeffreys
   mean, weighted by the fleet's called VMs in each bin): does a shift in where the fleet's scores fall explain the gap?
 - and the lab's error rate re-weighted by a covariate-shift density ratio in the LI feature space (fleet VMs with
@@ -154,8 +155,9 @@ def anatomy(wd: Path) -> None:
     err_bin = li.errors.to_numpy(float) - np.r_[li.errors.to_numpy(float)[1:], 0.0]
     lab_scores, sensitive, weights = density_ratio(wd, nights=[n for n in sorted((wd / "backtest").iterdir())
                                                                 if (n / "policy.json").exists()])
+    in_lab = workload.isin(read_tables(wd / "raw", ["workloads"])["workloads"].workload_id).to_numpy()
     print("  threshold | VMs called | fleet error rate among them | each called workload once | "
-          "lab called / errors | lab estimate | "
+          "VMs of lab workloads / of the others | lab called / errors | lab estimate | "
           "re-weighted to the fleet's scores | density ratio: nearest lab workload, logistic")
     for t in (0.4, 0.5, 0.6, 0.7, 0.77, 0.8, 0.9):
         called = h & (p >= t)
@@ -167,6 +169,7 @@ def anatomy(wd: Path) -> None:
         weight = [int((called & (p >= a) & (p < b)).sum()) for a, b in zip(lo, hi)]
         once = pd.Series(s[called]).groupby(workload[called].to_numpy()).mean().mean()
         print(f"  {t:9.2f} | {called.mean():10.3f} | {np.nanmean(s[called]):27.4f} | {once:25.4f} | "
+              f"{np.nanmean(s[called & in_lab]):.4f} / {np.nanmean(s[called & ~in_lab]):.4f}               | "
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
               f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
