@@ -1,0 +1,51 @@
+"""Issue 13: does the served UM-only policy's evidence bound its next day? After `benchmarks/backtest_variants.py`:
+
+    python benchmarks/served_um_nights.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+
+The served policy (``optimize.serve: um_only``) takes the largest UM target whose ``optimize.confidence`` quantile of
+OP over the UM backtest nights (each night's `um/heldout_nights.parquet`, outcomes known by its as-of) is within the
+budget. Per backtest night this prints that target, the OP the nights it read realized at it (how many, mean, the
+quantile, max), the next day's realized OP (`evaluate.json`, served), and how the same backtest nights look once
+every outcome is known (the last night's file): is the evidence biased by the VMs still running at as-of, or does
+OP move between nights?
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from regret_anatomy import variants_cli  # noqa: E402
+
+
+def served_nights(wd: Path) -> None:
+    nights = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
+    level = json.loads((nights[0] / "policy.json").read_text())["confidence"]
+    later = pd.read_parquet(nights[-1] / "um" / "heldout_nights.parquet")
+    rows = []
+    for night in nights:
+        policy = json.loads((night / "policy.json").read_text())
+        target = policy["alternatives"]["um_only"]["um_target_op"]
+        read = pd.read_parquet(night / "um" / "heldout_nights.parquet")
+        op = read.loc[np.isclose(read.target_op, target), ["as_of", "op"]]
+        known = later[np.isclose(later.target_op, target) & later.as_of.isin(op.as_of)]
+        served = json.loads((night / "evaluate.json").read_text())["served"]
+        rows.append({"night": night.name, "target": target, "nights_read": len(op), "op_mean": op.op.mean(),
+                     f"op_q{level:g}": np.quantile(op.op, level) if level is not None else np.nan,
+                     "op_max": op.op.max(), "same_nights_known_later": known.op.mean(),
+                     "next_day": served["mispredictions_conservative"]})
+    df = pd.DataFrame(rows)
+    print(f"{wd}: next day over the budget on {(df.next_day > 0.02).sum()} of {len(df)} nights; OP of the nights read "
+          f"{100 * df.op_mean.mean():.2f}% on average, the same nights once known {100 * df.same_nights_known_later.mean():.2f}%, "
+          f"next days {100 * df.next_day.mean():.2f}%")
+    print((df.set_index("night") * 1).round(4).to_string())
+
+
+if __name__ == "__main__":
+    variants_cli(__doc__, served_nights)
