@@ -7,7 +7,8 @@ OP over the UM backtest nights (each night's `um/heldout_nights.parquet`, outcom
 budget. Per backtest night this prints that target, the OP the nights it read realized at it (how many, mean, the
 quantile, max), the next day's realized OP (`evaluate.json`, served), and how the same backtest nights look once
 every outcome is known (the last night's file): is the evidence biased by the VMs still running at as-of, or does
-OP move between nights?
+OP move between nights? Then the UM-only choice again, night by night, with those nights' OP once known (the
+censoring removed, in hindsight) and at higher ``optimize.confidence``, each judged on the next day's VMs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from regret_anatomy import variants_cli  # noqa: E402
+from evaluation.regret import realized_grid  # noqa: E402
+from pipelines.optimize import choose  # noqa: E402
+from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
 
 def served_nights(wd: Path) -> None:
@@ -45,6 +48,28 @@ def served_nights(wd: Path) -> None:
           f"{100 * df.op_mean.mean():.2f}% on average, the same nights once known {100 * df.same_nights_known_later.mean():.2f}%, "
           f"next days {100 * df.next_day.mean():.2f}%")
     print((df.set_index("night") * 1).round(4).to_string())
+    resolve(wd, later)
+
+
+def resolve(wd: Path, later: pd.DataFrame) -> None:
+    """The UM-only choice with other evidence or another confidence, realized on each next day."""
+    r = replay(wd)
+    off = r.li.iloc[:1]   # LI off: the UM-only alternative of the grid
+    got: dict[str, list[float]] = {}
+    for night in r.nights:
+        op = realized_grid(night.decisions, off.threshold.to_numpy(float), night.offsets, r.q)[1][0]
+        um = night.um_nights
+        known = um[["as_of", "target_op"]].merge(later[["as_of", "target_op", "op"]], on=["as_of", "target_op"],
+                                                 how="left").op
+        for name, params, nights in (
+                ("as served", night.params, um),
+                ("the nights' OP once known", night.params, um.assign(op=known.fillna(um.op).to_numpy())),
+                ("optimize.confidence 0.95", with_confidence(night.params, 0.95), um)):
+            got.setdefault(name, []).append(float(op[choose(params, off, np.zeros(1), np.zeros(1), nights)[1][1]]))
+    for name, m in got.items():
+        m = np.array(m)
+        print(f"  UM only, {name}: {(m <= r.budget + 1e-12).sum()} of {len(m)} next days within the budget, "
+              f"worst {100 * m.max():.2f}%")
 
 
 if __name__ == "__main__":
