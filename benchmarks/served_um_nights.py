@@ -29,7 +29,8 @@ from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
 def served_nights(wd: Path) -> None:
     nights = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
-    level = json.loads((nights[0] / "policy.json").read_text())["confidence"]
+    first = json.loads((nights[0] / "policy.json").read_text())
+    level, budget = first["confidence"], first["misprediction_budget"]
     later = pd.read_parquet(nights[-1] / "um" / "heldout_nights.parquet")
     rows = []
     for night in nights:
@@ -44,7 +45,7 @@ def served_nights(wd: Path) -> None:
                      "op_max": op.op.max(), "same_nights_known_later": known.op.mean(),
                      "next_day": served["mispredictions_conservative"]})
     df = pd.DataFrame(rows)
-    print(f"{wd}: next day over the budget on {(df.next_day > 0.02).sum()} of {len(df)} nights; OP of the nights read "
+    print(f"{wd}: next day over the budget on {(df.next_day > budget + 1e-12).sum()} of {len(df)} nights; OP of the nights read "
           f"{100 * df.op_mean.mean():.2f}% on average, the same nights once known {100 * df.same_nights_known_later.mean():.2f}%, "
           f"next days {100 * df.next_day.mean():.2f}%")
     print((df.set_index("night") * 1).round(4).to_string())
