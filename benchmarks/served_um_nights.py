@@ -8,7 +8,8 @@ budget. Per backtest night this prints that target, the OP the nights it read re
 quantile, max), the next day's realized OP (`evaluate.json`, served), and how the same backtest nights look once
 every outcome is known (the last night's file): is the evidence biased by the VMs still running at as-of, or does
 OP move between nights? Then the UM-only choice again, night by night, with those nights' OP once known (the
-censoring removed, in hindsight) and at higher ``optimize.confidence``, each judged on the next day's VMs.
+censoring removed, in hindsight), at a higher ``optimize.confidence``, and with a prediction bound for one more
+night in place of the past nights' quantile, each judged on the next day's VMs.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evaluation.regret import realized_grid  # noqa: E402
-from pipelines.optimize import choose  # noqa: E402
+from pipelines.optimize import choose, um_candidates  # noqa: E402
 from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
 
@@ -52,6 +54,18 @@ def served_nights(wd: Path) -> None:
     resolve(wd, later)
 
 
+def prediction_choice(um_nights: pd.DataFrame, level: float, budget: float) -> int:
+    """The UM target (index into `um_candidates`, 0 = off) with the most UM whose one-sided ``level`` prediction
+    bound for one more night, mean + t(n - 1) s sqrt(1 + 1/n) over the nights read, is within the budget: a bound on
+    the next night rather than the past nights' own quantile, which is their largest value when they are few."""
+    _, um, op = um_candidates(um_nights)
+    n = op.shape[1]
+    t = stats.t.ppf(level, n - 1) if n > 1 else np.inf
+    bound = op.mean(axis=1) + t * op.std(axis=1, ddof=1 if n > 1 else 0) * np.sqrt(1 + 1 / n)
+    ok = np.flatnonzero(bound <= budget + 1e-12)   # row 0, UM off, is always within
+    return int(ok[np.argmax(um.mean(axis=1)[ok])])
+
+
 def resolve(wd: Path, later: pd.DataFrame) -> None:
     """The UM-only choice with other evidence or another confidence, realized on each next day."""
     r = replay(wd)
@@ -67,6 +81,9 @@ def resolve(wd: Path, later: pd.DataFrame) -> None:
                 ("the nights' OP once known", night.params, um.assign(op=known.fillna(um.op).to_numpy())),
                 ("optimize.confidence 0.95", with_confidence(night.params, 0.95), um)):
             got.setdefault(name, []).append(float(op[choose(params, off, np.zeros(1), np.zeros(1), nights)[1][1]]))
+        level = night.params.optimize.confidence
+        got.setdefault(f"a {level:g} prediction bound over the nights read", []).append(
+            float(op[prediction_choice(um, level, r.budget)]))
     for name, m in got.items():
         m = np.array(m)
         print(f"  UM only, {name}: {(m <= r.budget + 1e-12).sum()} of {len(m)} next days within the budget, "
