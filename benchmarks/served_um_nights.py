@@ -7,9 +7,10 @@ OP over the UM backtest nights (each night's `um/heldout_nights.parquet`, outcom
 budget. Per backtest night this prints that target, the OP the nights it read realized at it (how many, mean, the
 quantile, max), the next day's realized OP (`evaluate.json`, served), and how the same backtest nights look once
 every outcome is known (the last night's file): is the evidence biased by the VMs still running at as-of, or does
-OP move between nights? Then the UM-only choice again, night by night, with those nights' OP once known (the
-censoring removed, in hindsight), at a higher ``optimize.confidence``, and with a prediction bound for one more
-night in place of the past nights' quantile, each judged on the next day's VMs.
+OP move between nights (its trend at a 2% target over the last night's UM backtest nights)? Then the UM-only
+choice again, night by night, with those nights' OP once known (the censoring removed, in hindsight), at a higher
+``optimize.confidence``, and with a prediction bound for one more night in place of the past nights' quantile,
+each judged on the next day's VMs.
 """
 
 from __future__ import annotations
@@ -51,7 +52,18 @@ def served_nights(wd: Path) -> None:
           f"{100 * df.op_mean.mean():.2f}% on average, the same nights once known {100 * df.same_nights_known_later.mean():.2f}%, "
           f"next days {100 * df.next_day.mean():.2f}%")
     print((df.set_index("night") * 1).round(4).to_string())
+    trend(later)
     resolve(wd, later)
+
+
+def trend(nights: pd.DataFrame, target: float = 0.02) -> None:
+    """OP at one UM target across the UM backtest nights of the last night: does it move over the trace?"""
+    x = nights[np.isclose(nights.target_op, target)].sort_values("as_of")
+    days = (pd.to_datetime(x.as_of) - pd.to_datetime(x.as_of).min()).dt.days.to_numpy()
+    slope = 7 * np.polyfit(days, x.op.to_numpy(), 1)[0] if len(x) > 1 else float("nan")
+    print(f"  OP at target {target:g} over the {len(x)} UM backtest nights of the last night: first five "
+          f"{100 * x.op.head(5).mean():.2f}%, last five {100 * x.op.tail(5).mean():.2f}%, "
+          f"least-squares trend {100 * slope:+.2f} points a week")
 
 
 def prediction_choice(um_nights: pd.DataFrame, level: float, budget: float) -> int:
