@@ -6,12 +6,13 @@ Per variant, from the saved nights (no model is trained again):
 - the best *fixed* threshold pair in hindsight: the one pair that, used on every night, gives the most mean
   realized pool share with at least k of the n nights within the budget, and its mean regret. No nightly solver
   that does not see the outcomes can be expected to beat it by much;
-- the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown
-  truth of the built-in fleet), the same with each called workload counted once (the lab counts each workload
-  once; the fleet's budget counts VMs, so which workloads are popular weighs in) and split between VMs running a
-  workload of the lab and the others (the forest was fit on the former), beside the lab's out-of-fold estimate the solver must use at the same threshold,
-  and beside that estimate re-weighted to the fleet's scores (the lab's error rate per 0.1-wide score bin, Jeffreys
-  mean, weighted by the fleet's called VMs in each bin): does a shift in where the fleet's scores fall explain the gap?
+- the error rate among the VMs the LI model calls insensitive, realized on the fleet's next days (slowdown truth of
+  the built-in fleet), the same with each called workload counted once (the lab counts each workload once; the
+  fleet's budget counts VMs, so which workloads are popular weighs in) and split between VMs running a workload of
+  the lab and the others (the forest was fit on the former), beside the lab's out-of-fold estimate the solver must
+  use at the same threshold, and beside that estimate re-weighted to the fleet's scores (the lab's error rate per
+  0.1-wide score bin, Jeffreys mean, weighted by the fleet's called VMs in each bin): does a shift in where the
+  fleet's scores fall explain the gap?
 - and the lab's error rate re-weighted by a covariate-shift density ratio in the LI feature space (fleet VMs with
   history in the week before each night, as `optimize` reads them, against the lab workloads), two ways: each lab
   workload weighted by the fleet VMs whose nearest lab workload it is (standardized features), and by a logistic
@@ -199,7 +200,8 @@ def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple
     rows = []
     for night in nights:
         end = pd.Timestamp(night.name, tz="UTC") + pd.Timedelta(days=1)
-        recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < end) & vmf.has_history]
+        recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < end)
+                     & vmf.has_history]
         hist = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
         rows.append(recent[list(KEY)].merge(hist, on=list(KEY)).reindex(columns=names).to_numpy(np.float32))
     fleet = np.vstack(rows)
@@ -209,7 +211,8 @@ def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple
     lab, fl = scaler.transform(np.nan_to_num(X)), scaler.transform(np.nan_to_num(fleet))
     nearest = ((fl ** 2).sum(1)[:, None] - 2 * fl @ lab.T + (lab ** 2).sum(1)[None, :]).argmin(axis=1)
     knn = np.bincount(nearest, minlength=len(lab)).astype(float)
-    clf = LogisticRegression(C=1.0, max_iter=2000).fit(np.vstack([lab, fl]), np.r_[np.zeros(len(lab)), np.ones(len(fl))])
+    clf = LogisticRegression(C=1.0, max_iter=2000).fit(np.vstack([lab, fl]),
+                                                       np.r_[np.zeros(len(lab)), np.ones(len(fl))])
     odds = clf.predict_proba(lab)[:, 1]
     return scores, (1 - y).astype(float), [knn, odds / (1 - odds)]
 

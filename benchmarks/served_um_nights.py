@@ -48,9 +48,9 @@ def served_nights(wd: Path) -> None:
                      "op_max": op.op.max(), "same_nights_known_later": known.op.mean(),
                      "next_day": served["mispredictions_conservative"]})
     df = pd.DataFrame(rows)
-    print(f"{wd}: next day over the budget on {(df.next_day > budget + 1e-12).sum()} of {len(df)} nights; OP of the nights read "
-          f"{100 * df.op_mean.mean():.2f}% on average, the same nights once known {100 * df.same_nights_known_later.mean():.2f}%, "
-          f"next days {100 * df.next_day.mean():.2f}%")
+    print(f"{wd}: next day over the budget on {(df.next_day > budget + 1e-12).sum()} of {len(df)} nights; OP of the "
+          f"nights read {100 * df.op_mean.mean():.2f}% on average, the same nights once known "
+          f"{100 * df.same_nights_known_later.mean():.2f}%, next days {100 * df.next_day.mean():.2f}%")
     print((df.set_index("night") * 1).round(4).to_string())
     trend(later)
     resolve(wd, later)
