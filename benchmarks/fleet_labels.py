@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evaluation.combined import slowdown_at  # noqa: E402
 from evaluation.truth import truth_table  # noqa: E402
 from features.history import KEY  # noqa: E402
-from models.inference import join_history, load_verified  # noqa: E402
-from models.runtime import onnx_p_insensitive  # noqa: E402
+from models.inference import load_verified  # noqa: E402
+from pipelines.optimize import li_scores  # noqa: E402
 from regret_anatomy import Replay, replay, summary  # noqa: E402
 
 
@@ -48,10 +48,8 @@ def scored_keys(wd: Path, r: Replay, window: int) -> list[pd.DataFrame]:
     for night in r.nights:
         end = pd.Timestamp(night.params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
         part = vmf[(vmf.created_at >= end - pd.Timedelta(days=window)) & (vmf.created_at < end)]
-        e = join_history(part, night.history)
-        X = e.reindex(columns=r.model["features"]).to_numpy(np.float32)
-        ok = e["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
-        part = part[ok].assign(p=onnx_p_insensitive(sess, X[ok], r.model["classes"]))
+        p, known = li_scores(part, night.history, sess, r.model)
+        part = part[known].assign(p=p[known])
         out.append(part.groupby(list(KEY), observed=True).agg(p=("p", "first"), sensitive=("sensitive", "mean"))
                    .reset_index())
     return out

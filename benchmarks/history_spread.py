@@ -35,10 +35,10 @@ from evaluation.regret import realized_grid  # noqa: E402
 from evaluation.truth import truth_table  # noqa: E402
 from features.history import KEY  # noqa: E402
 from features.tma import pmu_features  # noqa: E402
-from models.inference import join_history, load_verified  # noqa: E402
+from models.inference import load_verified  # noqa: E402
 from models.runtime import onnx_p_insensitive  # noqa: E402
 from optimize.solver import best, called_shares  # noqa: E402
-from pipelines.optimize import choose  # noqa: E402
+from pipelines.optimize import choose, li_scores  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
 from regret_anatomy import Replay, replay, summary, variants_cli, with_confidence  # noqa: E402
 
@@ -92,10 +92,8 @@ def analyse(wd: Path) -> None:
         rows.append(d)
         # the solver's inputs under the rule: the recent VMs scored as `optimize` scores them, then the rule
         recent = vmf[(vmf.created_at >= day - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < day)]
-        e = join_history(recent, night.history)
-        X = e.reindex(columns=r.model["features"]).to_numpy(np.float32)
-        known = recent.has_history.to_numpy(bool) & e["n_vms"].notna().to_numpy() & ~np.isnan(X).all(axis=1)
-        p = with_rule(recent, onnx_p_insensitive(sess, X, r.model["classes"]), kmin)
+        p, known = li_scores(recent, night.history, sess, r.model)
+        p = with_rule(recent, p, kmin)
         li_vm, li_gb = called_shares(p, known, recent.memory_gb.to_numpy(float), thresholds)
         pool, m = realized_grid(d.assign(p_insensitive=d.p_rule), thresholds, night.offsets, r.q)
         b = best(pool, m, r.budget)

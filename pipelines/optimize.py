@@ -61,6 +61,21 @@ def um_candidates(nights: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
 SLICE = 131_072    # VMs joined with the history's ~150 columns at a time (a whole week of 10M VMs took 2.7 GiB)
 
 
+def li_scores(rows: pd.DataFrame, history: pd.DataFrame, sess: Any, model: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(P(insensitive), whether the model may call it) of each VM row, scored with the snapshot
+    ``history``: callable only where the VM had history when it was created (the snapshot also
+    holds later VMs' own counters). ``rows`` needs the history key and ``has_history``."""
+    p, known = np.empty(len(rows)), np.empty(len(rows), bool)
+    for start in range(0, len(rows), SLICE):   # each score depends on its own row only
+        part = rows.iloc[start:start + SLICE]
+        enriched = join_history(part, history)
+        X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
+        p[start:start + len(part)] = onnx_p_insensitive(sess, X, model["classes"])
+        known[start:start + len(part)] = (part["has_history"].to_numpy(bool) & enriched["n_vms"].notna().to_numpy()
+                                          & ~np.isnan(X).all(axis=1))
+    return p, known
+
+
 def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, model: dict,
                     thresholds: np.ndarray, as_of: str, days: int) -> tuple[np.ndarray, np.ndarray, float]:
     """(share of VMs, share of GB) the LI model calls insensitive at each threshold, over the VMs
@@ -70,16 +85,7 @@ def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, mode
     recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=days)) & (vmf.created_at < end)]
     if recent.empty:
         raise ConfigError(f"no VMs were created in the {days} days up to {as_of}: move base.as_of")
-    sess = load_verified(li_dir / model["file"], model["sha256"])
-    p, known = np.empty(len(recent)), np.empty(len(recent), bool)
-    for start in range(0, len(recent), SLICE):   # each score depends on its own row only
-        part = recent.iloc[start:start + SLICE]
-        enriched = join_history(part, history)
-        X = enriched.reindex(columns=model["features"]).to_numpy(np.float32)
-        p[start:start + len(part)] = onnx_p_insensitive(sess, X, model["classes"])
-        # called only where the VM had history when it was created (the snapshot also holds later VMs' own counters)
-        known[start:start + len(part)] = (part["has_history"].to_numpy(bool) & enriched["n_vms"].notna().to_numpy()
-                                          & ~np.isnan(X).all(axis=1))
+    p, known = li_scores(recent, history, load_verified(li_dir / model["file"], model["sha256"]), model)
     vms, gb = called_shares(p, known, recent.memory_gb.to_numpy(float), thresholds)
     return vms, gb, float(known.mean())
 
