@@ -202,9 +202,9 @@ class OptimizeParams(Section):
     pdm: float = Field(5.0, gt=0, description="performance degradation margin, % slowdown")
     tp: float = Field(98.0, gt=0, le=100, description="at least tp % of VMs within the PDM (100 - tp: the budget)")
     latency_ratio: float = Field(1.82, ge=1, description="pool/local latency the policy is for")
-    confidence: float | None = Field(0.9, gt=0, lt=1,
-        description="quantile of a night's mispredictions that must be within the budget; null = the mean")
-    samples: int = Field(4000, ge=100, description="joint draws (lab error rate x backtest night) behind that quantile")
+    confidence: float | None = Field(0.95, gt=0, lt=1,
+        description="quantile of tonight's mispredictions that must be within the budget; null = the mean")
+    samples: int = Field(4000, ge=100, description="joint draws (lab error rate x tonight's OP) behind that quantile")
     recent_days: int = Field(7, ge=1, description="days of VMs up to as_of whose LI scores stand for the next day's")
     serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
         description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "

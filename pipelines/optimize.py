@@ -109,6 +109,13 @@ def recent_li_shares(params: Params, vm_features: Path, history: pd.DataFrame, l
     return fleet_li_shares(vmf, history, li_dir, model, thresholds, as_of, o.recent_days)
 
 
+def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
+    """Each UM backtest night's as-of day relative to ``as_of``, in `um_candidates`' column order:
+    the night ending at ``as_of`` (tonight, whose next day the policy serves) is day 0."""
+    days = pd.to_datetime(np.sort(nights.as_of.astype(str).unique())) - pd.Timestamp(as_of)
+    return days.days.to_numpy(float)
+
+
 def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame
            ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
@@ -116,7 +123,7 @@ def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarra
     o = params.optimize
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed)
+             params.base.seed, night_days(um_nights, params.base.as_of))
     return g, best(g.pool, g.bound, (100.0 - o.tp) / 100.0), targets, um_n, op_n
 
 
@@ -153,7 +160,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                "error_rate": float(q[i]), "lab_called": int(li.called[i]), "lab_errors": int(li.errors[i])},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
-               "expected_um": float(um_n[j].mean()), "expected_op": float(op_n[j].mean()),
+               "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),
                "op_bound": float(g.bound[0, j])},
         "expected": {"pool_share": float(g.pool[i, j]), "mispredictions": float(g.mean[i, j]),
                      "mispredictions_bound": float(g.bound[i, j])},

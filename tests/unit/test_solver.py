@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from evaluation.regret import realized_grid
-from optimize.solver import best, error_draws, error_rate, grid, regret
+from scipy import stats
+
+from optimize.solver import best, error_draws, error_rate, grid, next_night, regret
 
 
 def test_hand_made_grid_means():
@@ -37,9 +39,36 @@ def test_joint_bound_is_below_the_sum_of_separate_bounds_and_above_the_mean():
     op = np.array([[0.0] * 14, np.linspace(0.002, 0.02, 14)])
     g = grid([0.0, 0.4], [0.0, 0.35], [0, 50], [0, 1], [[0.0] * 14, [0.2] * 14], op, 0.9, 8000, 3)
     q = error_draws(np.array([50]), np.array([1]), np.random.default_rng(3).random(8000))
-    separate = 0.35 * np.quantile(q, 0.9) + 0.65 * np.quantile(op[1], 0.9)
+    pred = next_night(op)   # no days: the nights' mean and spread, one more night
+    separate = 0.35 * np.quantile(q, 0.9) + 0.65 * (pred.center[1] + pred.scale[1] * stats.t.ppf(0.9, 13))
     assert g.mean[1, 1] < g.bound[1, 1] < separate
     assert error_rate(np.array([0, 10]), np.array([0, 1])) == pytest.approx([0.0, 1.5 / 11])
+
+
+def test_a_drifting_op_is_predicted_for_tonight_not_bounded_by_the_past_nights():
+    days = np.arange(-14.0, -4.0)                      # ten nights, the last one four days before tonight
+    rising = 0.010 + 0.0005 * (days + 14)              # 1.0% ... 1.45%, no noise
+    p = next_night(np.vstack([np.zeros(10), rising]), days)
+    assert p.center == pytest.approx([0.0, 0.017]) and p.scale == pytest.approx([0.0, 0.0]) and p.df == 8
+    # every past night fits a 1.6% budget, tonight's line does not: UM is switched off
+    g = grid([0.0], [0.0], [0], [0], [[0.0] * 10, [0.2] * 10], np.vstack([np.zeros(10), rising]), 0.95, 2000, 0, days)
+    assert g.bound[0, 1] == pytest.approx(0.017) and best(g.pool, g.bound, 0.016) == (0, 0)
+    noisy = rising + np.tile([0.001, -0.001], 5)
+    p = next_night(noisy[None, :], days)
+    x = days - days.mean()
+    s = np.sqrt(((noisy - np.polyval(np.polyfit(days, noisy, 1), days)) ** 2).sum() / 8)
+    assert p.center[0] == pytest.approx(np.polyval(np.polyfit(days, noisy, 1), 0.0))
+    assert p.scale[0] == pytest.approx(s * np.sqrt(1 + 1 / 10 + days.mean() ** 2 / (x ** 2).sum()))
+
+
+def test_few_nights_widen_the_prediction():
+    two = next_night(np.array([[0.01, 0.03]]), np.array([-6.0, -5.0]))     # too few for a line
+    assert two.center == pytest.approx([0.02]) and two.df == 1
+    assert two.scale == pytest.approx([np.std([0.01, 0.03], ddof=1) * np.sqrt(1.5)])
+    one = next_night(np.array([[0.0], [0.01]]))                           # one night: no spread is known
+    assert one.scale[0] == 0.0 and one.scale[1] == np.inf
+    assert np.array_equal(one.draws(np.array([0.2, 0.8]))[1], [0.0, 1.0])
+    assert np.array_equal(one.draws(np.array([0.2, 0.8]))[0], [0.0, 0.0])
 
 
 def test_seeded():
@@ -85,3 +114,34 @@ def test_called_shares_are_the_thresholds_by_vms_matrix():
     assert vms.tolist() == called.mean(axis=1).tolist()
     assert gb.tolist() == ((called @ mem) / mem.sum()).tolist()
     assert vms[-1] == gb[-1] == 0.0 and vms[0] == (known & ~np.isnan(p)).mean()
+
+
+def test_realized_grid_is_the_thresholds_by_vms_matrix():
+    """The regret replay sums in score order; it equals the called-VMs matrix it replaced: ties at a
+    threshold called, a VM without history or score never, an infinite threshold none."""
+    from models.decision import PolicyKnobs, decide
+
+    rng = np.random.default_rng(4)
+    n = 3_000
+    night = pd.DataFrame({"memory_gb": rng.choice([2.0, 8.0, 32.0, 448.0], n), "has_history": rng.random(n) < 0.8,
+                          "p_insensitive": np.where(rng.random(n) < 0.05, np.nan, np.round(rng.random(n), 2)),
+                          "um_raw": rng.random(n), "sensitive": rng.choice([0.0, 1.0, np.nan], n),
+                          "touched_known_gb": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 40)})
+    thresholds, offsets = np.r_[np.inf, np.round(np.arange(0.3, 1.0, 0.01), 2)], np.array([np.nan, 0.0, 0.1])
+    q = np.linspace(0.0, 0.05, len(thresholds))
+    pool, mis = realized_grid(night, thresholds, offsets, q)
+    mem, p, sens = night.memory_gb.to_numpy(), night.p_insensitive.to_numpy(), night.sensitive.to_numpy()
+    with np.errstate(invalid="ignore"):
+        called = night.has_history.to_numpy()[None, :] & (p[None, :] >= thresholds[:, None])
+    for j, off in enumerate(offsets):
+        if np.isnan(off):
+            z, o = np.zeros(n), np.zeros(n, bool)
+        else:
+            d = decide(mem, np.zeros(n, bool), np.full(n, np.nan), night.um_raw.to_numpy(), PolicyKnobs(None, off))
+            z = d["pool_gb"]
+            with np.errstate(invalid="ignore"):
+                o = (z > 0) & (night.touched_known_gb.to_numpy() > d["local_gb"] + 1e-9)
+        want_pool = (np.where(called, mem, 0.0).sum(1) + np.where(called, 0.0, z).sum(1)) / mem.sum()
+        want_mis = (((sens == 1) & called).sum(1) + q * (np.isnan(sens) & called).sum(1) + (~called & o).sum(1)) / n
+        assert pool[:, j] == pytest.approx(want_pool, rel=1e-12) and mis[:, j] == pytest.approx(want_mis, rel=1e-12)
+    assert called[1:].any(axis=1).all() and not called[0].any()
