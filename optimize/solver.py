@@ -12,8 +12,8 @@ fleet itself. ``q(t)``: the error rate among lab workloads called insensitive at
 (out-of-fold), the only data that speak to it; its uncertainty is a Jeffreys posterior
 Beta(k + 1/2, m - k + 1/2), so zero errors among m called workloads is a finite, shrinking bound
 rather than a floor no model can pass. ``UM_j``: the mean over the backtest nights. ``OP_j``: the
-next night's, predicted from the backtest nights (``next_night``): OP drifts over a trace, and the
-night to bound is tonight's, not a past one.
+next night's, predicted from the backtest nights with and without their trend, whichever is more
+cautious (``next_night``): OP drifts over a trace, and the night to bound is tonight's.
 
 The guarantee: the chosen pair's ``confidence`` quantile of tonight's mispredictions, over the
 posterior of ``q`` and the prediction of OP (drawn jointly, seeded), is within the budget. Adding
@@ -55,41 +55,62 @@ class NextNight:
     """Per UM candidate, tonight's OP as ``center + scale * T(df)``: a Student-t prediction."""
     center: np.ndarray
     scale: np.ndarray
-    df: int
+    df: np.ndarray
 
     @property
     def mean(self) -> np.ndarray:
         return np.clip(self.center, 0.0, 1.0)
 
+    def quantile(self, level: float) -> np.ndarray:
+        return self.draws(np.array([level]))[:, 0]
+
     def draws(self, u: np.ndarray) -> np.ndarray:
         """(candidates, draws) at the shared uniforms ``u``: comonotone across candidates."""
-        t = stats.t.ppf(u, self.df) if self.df > 0 else np.where(u > 0.5, np.inf, -np.inf)
+        df = np.asarray(self.df, float)[:, None]
         with np.errstate(invalid="ignore"):   # 0 x inf: a candidate that never overpredicts stays at 0
-            spread = np.where(self.scale[:, None] > 0, self.scale[:, None] * t[None, :], 0.0)
+            t = np.where(df > 0, stats.t.ppf(u[None, :], np.maximum(df, 1.0)),
+                         np.where(u[None, :] > 0.5, np.inf, -np.inf))
+            spread = np.where(self.scale[:, None] > 0, self.scale[:, None] * t, 0.0)
         return np.clip(self.center[:, None] + spread, 0.0, 1.0)
 
 
-def next_night(op_nights: np.ndarray, days: np.ndarray | None = None) -> NextNight:
-    """Tonight's OP per UM candidate from its backtest nights (``days``: each night's day, tonight = 0).
-
-    From three nights on, a least-squares line over the days and its prediction interval at day 0,
-    s sqrt(1 + 1/n + xbar^2 / Sxx) with n - 2 degrees of freedom: OP at a fixed target drifted by up
-    to 0.36 points a week over 14 nights on other draws of the built-in fleet, and a quantile of the
-    past nights then bounds the past, not tonight (docs/results.md). With two nights (or no days),
-    their mean and s sqrt(1 + 1/n); with one, no spread is known and any OP is unbounded."""
-    op = np.asarray(op_nights, float)
+def _spread(op: np.ndarray) -> NextNight:
+    """The nights as draws of one distribution: their mean and s sqrt(1 + 1/n), n - 1 degrees of freedom."""
     n = op.shape[1]
-    if n >= 3 and days is not None:
-        x = np.asarray(days, float)
-        xbar, sxx = x.mean(), ((x - x.mean()) ** 2).sum()
-        slope = ((x - xbar)[None, :] * (op - op.mean(axis=1, keepdims=True))).sum(axis=1) / sxx
-        center = op.mean(axis=1) - slope * xbar                      # the line at day 0
-        resid = op - (center[:, None] + slope[:, None] * x[None, :])
-        s = np.sqrt((resid ** 2).sum(axis=1) / (n - 2))
-        return NextNight(center, s * np.sqrt(1.0 + 1.0 / n + xbar ** 2 / sxx), n - 2)
-    if n >= 2:
-        return NextNight(op.mean(axis=1), op.std(axis=1, ddof=1) * np.sqrt(1.0 + 1.0 / n), n - 1)
-    return NextNight(op.mean(axis=1), np.where(op.max(axis=1) > 0, np.inf, 0.0), 0)
+    if n < 2:   # no spread is known: any OP is possible unless the target never overpredicted
+        return NextNight(op.mean(axis=1), np.where(op.max(axis=1) > 0, np.inf, 0.0), np.zeros(len(op)))
+    return NextNight(op.mean(axis=1), op.std(axis=1, ddof=1) * np.sqrt(1.0 + 1.0 / n), np.full(len(op), n - 1.0))
+
+
+def _trend(op: np.ndarray, x: np.ndarray) -> NextNight:
+    """A least-squares line over the days, at day 0: s sqrt(1 + 1/n + xbar^2 / Sxx), n - 2 degrees of freedom."""
+    n = op.shape[1]
+    xbar, sxx = x.mean(), ((x - x.mean()) ** 2).sum()
+    slope = ((x - xbar)[None, :] * (op - op.mean(axis=1, keepdims=True))).sum(axis=1) / sxx
+    center = op.mean(axis=1) - slope * xbar
+    resid = op - (center[:, None] + slope[:, None] * x[None, :])
+    s = np.sqrt((resid ** 2).sum(axis=1) / (n - 2))
+    return NextNight(center, s * np.sqrt(1.0 + 1.0 / n + xbar ** 2 / sxx), np.full(len(op), n - 2.0))
+
+
+def next_night(op_nights: np.ndarray, days: np.ndarray | None = None, level: float | None = None) -> NextNight:
+    """Tonight's OP per UM candidate from its backtest nights (``days``: each night's day, tonight = 0):
+    per candidate, the more cautious of two predictions, the one with the larger ``level`` quantile
+    (the larger mean if None).
+
+    OP at a fixed target drifted by up to 0.36 points a week over 14 nights on other draws of the
+    built-in fleet, and the nights' own spread then bounds the past, not tonight: hence a line over
+    the days, extrapolated (from three nights on). But a line through the first nights of a trace
+    falls with their warm-up and promises tonight too little, so the nights' spread without a trend
+    stays as the floor (docs/results.md, "Other draws of the built-in fleet")."""
+    op = np.asarray(op_nights, float)
+    flat = _spread(op)
+    if op.shape[1] < 3 or days is None:
+        return flat
+    line = _trend(op, np.asarray(days, float))
+    cautious = line.mean > flat.mean if level is None else line.quantile(level) > flat.quantile(level)
+    return NextNight(*(np.where(cautious, a, b) for a, b in ((line.center, flat.center), (line.scale, flat.scale),
+                                                             (line.df, flat.df))))
 
 
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
@@ -99,7 +120,7 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
     night's day relative to tonight (``next_night``)."""
     li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
     um_nights = np.asarray(um_nights, float)
-    op = next_night(op_nights, days)
+    op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
     q_mean = error_rate(called, errors)
     mean = li_vm[:, None] * q_mean[:, None] + (1.0 - li_vm[:, None]) * op.mean[None, :]

@@ -49,7 +49,7 @@ def test_a_drifting_op_is_predicted_for_tonight_not_bounded_by_the_past_nights()
     days = np.arange(-14.0, -4.0)                      # ten nights, the last one four days before tonight
     rising = 0.010 + 0.0005 * (days + 14)              # 1.0% ... 1.45%, no noise
     p = next_night(np.vstack([np.zeros(10), rising]), days)
-    assert p.center == pytest.approx([0.0, 0.017]) and p.scale == pytest.approx([0.0, 0.0]) and p.df == 8
+    assert p.center == pytest.approx([0.0, 0.017]) and p.scale == pytest.approx([0.0, 0.0]) and p.df[1] == 8
     # every past night fits a 1.6% budget, tonight's line does not: UM is switched off
     g = grid([0.0], [0.0], [0], [0], [[0.0] * 10, [0.2] * 10], np.vstack([np.zeros(10), rising]), 0.95, 2000, 0, days)
     assert g.bound[0, 1] == pytest.approx(0.017) and best(g.pool, g.bound, 0.016) == (0, 0)
@@ -59,6 +59,18 @@ def test_a_drifting_op_is_predicted_for_tonight_not_bounded_by_the_past_nights()
     s = np.sqrt(((noisy - np.polyval(np.polyfit(days, noisy, 1), days)) ** 2).sum() / 8)
     assert p.center[0] == pytest.approx(np.polyval(np.polyfit(days, noisy, 1), 0.0))
     assert p.scale[0] == pytest.approx(s * np.sqrt(1 + 1 / 10 + days.mean() ** 2 / (x ** 2).sum()))
+
+
+def test_a_falling_trend_never_promises_less_than_the_nights_spread():
+    """A line through a trace's warm-up falls and would promise tonight too little: the nights' own
+    mean and spread stay as the floor, at the level the solver bounds."""
+    days = np.arange(-14.0, -4.0)
+    falling = 0.020 - 0.0005 * (days + 14)             # 2.0% ... 1.55%: the line says 1.3% tonight
+    p = next_night(falling[None, :], days, level=0.95)
+    flat = np.std(falling, ddof=1) * np.sqrt(1 + 1 / 10)
+    assert p.center == pytest.approx([falling.mean()]) and p.scale == pytest.approx([flat]) and p.df[0] == 9
+    assert p.quantile(0.95) == pytest.approx([falling.mean() + flat * stats.t.ppf(0.95, 9)])
+    assert next_night(falling[None, :], days).center == pytest.approx([falling.mean()])   # the mean, level None
 
 
 def test_few_nights_widen_the_prediction():

@@ -1,0 +1,57 @@
+"""Issue 13: this checkout's solver on the saved nights of finished acceptance runs, without running them again.
+
+    python benchmarks/resolve_runs.py /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
+
+Each DIR is a work dir of `benchmarks/backtest_variants.py`. Per night, `optimize`'s inputs are recomputed from what
+the run saved (`regret_anatomy.replay`: the lab's LI counts, the fleet's LI shares, the UM backtest nights) and the
+solver chooses again with this checkout's `optimize` params; the choice is realized on the night's saved next-day
+decisions (`evaluation.regret.realized_grid`). The models and the nights do not depend on the policy, so this is
+what a fresh run with this solver gives (on seeds 42-44 it gave each run's figures exactly). Prints, per variant,
+the solver's pair and the UM-only policy (``optimize.serve``'s default): nights within the budget, worst night,
+mean regret and pool share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from core.params import load  # noqa: E402
+from pipelines.optimize import choose  # noqa: E402
+from regret_anatomy import replay, summary  # noqa: E402
+
+
+def resolve(wd: Path) -> tuple[str, str]:
+    """(the solver's pair, UM only) re-chosen on every saved night of ``wd`` with this checkout's params."""
+    r = replay(wd)
+    o = load(ROOT / "params.yaml").optimize
+    off = r.li.iloc[:1]   # LI off: the UM-only alternative of the grid
+    pair, um_only = [], []
+    for night in r.nights:
+        params = night.params.model_copy(update={"optimize": o})
+        pair.append(r.resolve(night, params=params))
+        j = choose(params, off, np.zeros(1), np.zeros(1), night.um_nights)[1][1]
+        um_only.append((float(night.pool[0, j]), float(night.mis[0, j])))
+    return summary(r, pair), summary(r, um_only)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdirs", nargs="+", type=Path)
+    ap.add_argument("--variants", nargs="+", default=["pond", "walks"])
+    a = ap.parse_args()
+    for wd in a.workdirs:
+        for v in a.variants:
+            pair, um_only = resolve(wd / v)
+            print(f"{wd.name} {v}: pair: {pair} | UM only: {um_only}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
