@@ -81,6 +81,13 @@ class Replay:
                    night.um_nights if um_nights is None else um_nights)[1]
         return float(night.pool[c]), float(night.mis[c])
 
+    def resolve_um_only(self, night: Night, params: Params | None = None, um_nights: pd.DataFrame | None = None
+                        ) -> tuple[float, float]:
+        """The same for the UM-only alternative (LI off), what the service applies by default."""
+        j = choose(params or night.params, self.li.iloc[:1], np.zeros(1), np.zeros(1),
+                   night.um_nights if um_nights is None else um_nights)[1][1]
+        return float(night.pool[0, j]), float(night.mis[0, j])
+
 
 def replay(wd: Path) -> Replay:
     """Every saved night of ``wd``'s backtest, with `optimize`'s inputs recomputed as it computes them."""

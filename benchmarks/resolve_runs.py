@@ -17,14 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from core.params import load  # noqa: E402
-from pipelines.optimize import choose  # noqa: E402
 from regret_anatomy import replay, summary  # noqa: E402
 
 
@@ -32,14 +29,9 @@ def resolve(wd: Path) -> tuple[str, str]:
     """(the solver's pair, UM only) re-chosen on every saved night of ``wd`` with this checkout's params."""
     r = replay(wd)
     o = load(ROOT / "params.yaml").optimize
-    off = r.li.iloc[:1]   # LI off: the UM-only alternative of the grid
-    pair, um_only = [], []
-    for night in r.nights:
-        params = night.params.model_copy(update={"optimize": o})
-        pair.append(r.resolve(night, params=params))
-        j = choose(params, off, np.zeros(1), np.zeros(1), night.um_nights)[1][1]
-        um_only.append((float(night.pool[0, j]), float(night.mis[0, j])))
-    return summary(r, pair), summary(r, um_only)
+    params = [night.params.model_copy(update={"optimize": o}) for night in r.nights]
+    return (summary(r, [r.resolve(n, params=p) for n, p in zip(r.nights, params)]),
+            summary(r, [r.resolve_um_only(n, params=p) for n, p in zip(r.nights, params)]))
 
 
 def main() -> None:

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evaluation.regret import realized_grid  # noqa: E402
-from pipelines.optimize import choose, um_candidates  # noqa: E402
+from optimize.solver import next_night  # noqa: E402
+from pipelines.optimize import um_candidates  # noqa: E402
 from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
 
@@ -70,15 +69,10 @@ def trend(nights: pd.DataFrame, target: float = 0.02) -> None:
 
 def bound_choice(um_nights: pd.DataFrame, level: float, budget: float, past_quantile: bool) -> int:
     """The UM target (index into `um_candidates`, 0 = off) with the most UM whose bound is within the budget: the
-    nights' own ``level`` quantile (``past_quantile``), or a one-sided ``level`` prediction bound for one more night,
-    mean + t(n - 1) s sqrt(1 + 1/n), with no trend."""
+    nights' own ``level`` quantile (``past_quantile``), or the solver's prediction without the trend (the nights'
+    mean + t(n - 1) s sqrt(1 + 1/n): `optimize.solver.next_night` without days)."""
     _, um, op = um_candidates(um_nights)
-    if past_quantile:
-        bound = np.quantile(op, level, axis=1)
-    else:
-        n = op.shape[1]
-        t = stats.t.ppf(level, n - 1) if n > 1 else np.inf
-        bound = op.mean(axis=1) + t * op.std(axis=1, ddof=1 if n > 1 else 0) * np.sqrt(1 + 1 / n)
+    bound = np.quantile(op, level, axis=1) if past_quantile else next_night(op).quantile(level)
     ok = np.flatnonzero(bound <= budget + 1e-12)   # row 0, UM off, is always within
     return int(ok[np.argmax(um.mean(axis=1)[ok])])
 
@@ -86,10 +80,8 @@ def bound_choice(um_nights: pd.DataFrame, level: float, budget: float, past_quan
 def resolve(wd: Path, later: pd.DataFrame) -> None:
     """The UM-only choice with other evidence or another confidence, realized on each next day."""
     r = replay(wd)
-    off = r.li.iloc[:1]   # LI off: the UM-only alternative of the grid
     got: dict[str, list[float]] = {}
     for night in r.nights:
-        op = realized_grid(night.decisions, off.threshold.to_numpy(float), night.offsets, r.q)[1][0]
         um = night.um_nights
         known = um[["as_of", "target_op"]].merge(later[["as_of", "target_op", "op"]], on=["as_of", "target_op"],
                                                  how="left").op
@@ -99,11 +91,11 @@ def resolve(wd: Path, later: pd.DataFrame) -> None:
                 ("the same, with the nights' OP once known", night.params,
                  um.assign(op=known.fillna(um.op).to_numpy())),
                 ("the same at 0.9", with_confidence(night.params, 0.9), um)):
-            got.setdefault(name, []).append(float(op[choose(params, off, np.zeros(1), np.zeros(1), nights)[1][1]]))
+            got.setdefault(name, []).append(r.resolve_um_only(night, params, nights)[1])
         for name, lv, past in (("the past nights' own 0.9 quantile, interpolated", 0.9, True),
                                (f"the past nights' {level:g} quantile", level, True),
                                (f"a {level:g} prediction bound without the trend", level, False)):
-            got.setdefault(name, []).append(float(op[bound_choice(um, lv, r.budget, past)]))
+            got.setdefault(name, []).append(float(night.mis[0, bound_choice(um, lv, r.budget, past)]))
     for name, m in got.items():
         m = np.array(m)
         print(f"  UM only, {name}: {(m <= r.budget + 1e-12).sum()} of {len(m)} next days within the budget, "
