@@ -42,7 +42,7 @@ from pipelines.optimize import choose, li_scores  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
 from regret_anatomy import Replay, replay, summary, variants_cli, with_confidence  # noqa: E402
 
-LEVELS = (None, 0.7, 0.8, 0.9)
+LEVELS = (None, 0.7, 0.8, 0.9, 0.95)
 
 
 def vm_scores(wd: Path, r: Replay) -> pd.DataFrame:

@@ -21,6 +21,8 @@ Per variant, from the saved nights (no model is trained again):
   ones near the start of the trace: a night trained on creations no older than its calibration block learns from
   short-lived VMs only (the bias the calibration lag avoids), so its OP overstates tonight's model's. Is that the
   cost of the first nights? And at each ``optimize.confidence``: does spending the budget differently buy it back?
+- and at the params' confidence with tonight's outcomes given to it in hindsight: the error rate among the VMs
+  called insensitive, tonight's OP per UM target, or both. How much of the regret is each half's uncertainty?
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ def anatomy(wd: Path) -> None:
     for level in CONFIDENCE_LEVELS:   # optimize.confidence; None: the mean
         got = [r.resolve(night, params=with_confidence(night.params, level)) for night in r.nights]
         print(f"  the solver again at optimize.confidence {level}: {summary(r, got)}")
+    for name, li_known, op_known in (("tonight's LI error rate known", True, False),
+                                     ("tonight's OP known", False, True), ("both known", True, True)):
+        got = [r.resolve(night, li=known_li(r, night) if li_known else None,
+                         um_nights=known_op(night) if op_known else None) for night in r.nights]
+        print(f"  the solver again at optimize.confidence {o.confidence}, {name}: {summary(r, got)}")
     d = pd.concat(decisions, ignore_index=True)
     workload = d[["vm_id"]].merge(pd.read_parquet(wd / "raw" / "vms.parquet", columns=["vm_id", "workload_id"]),
                                   on="vm_id", how="left").workload_id   # evaluation only: the fleet's truth link
@@ -181,6 +188,25 @@ def anatomy(wd: Path) -> None:
               f"{int(li.called[k]):6d} / {int(li.errors[k]):d}    | {q[k]:.4f}       | "
               f"{np.average(rate, weights=weight) if sum(weight) else float('nan'):.4f}                            | "
               + ", ".join(f"{_weighted_rate(lab_scores >= t, sensitive, w):.4f}" for w in weights))
+
+
+def known_li(r: Replay, night: Night, weight: float = 1e7) -> pd.DataFrame:
+    """The lab's LI candidates with the next day's realized error rate among the VMs called at each
+    threshold in their place, as if ``weight`` workloads had shown it: what fleet labels could tell at most."""
+    d = night.decisions
+    p, h, s = d.p_insensitive.to_numpy(float), d.has_history.to_numpy(bool), d.sensitive.to_numpy(float)
+    rate = np.array([np.nanmean(s[h & (p >= t)]) if (h & (p >= t) & ~np.isnan(s)).any() else 0.0
+                     for t in r.li.threshold.to_numpy(float)])   # ~100 thresholds over one day's VMs
+    called = np.where(r.li.called.to_numpy() > 0, weight, 0.0)
+    return r.li.assign(called=called, errors=called * rate)
+
+
+def known_op(night: Night) -> pd.DataFrame:
+    """The UM backtest nights with each target's OP replaced by the one the next day realized (UM only):
+    tonight's OP known exactly, its expected UM share unchanged."""
+    targets = um_candidates(night.um_nights)[0]
+    realized = dict(zip(targets[1:], night.mis[0, 1:]))
+    return night.um_nights.assign(op=night.um_nights.target_op.map(realized))
 
 
 def with_confidence(params: Params, level: float | None) -> Params:
