@@ -2,11 +2,13 @@
 
     python benchmarks/resolve_runs.py /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
 
-Each DIR is a work dir of `benchmarks/backtest_variants.py`. Per night, `optimize`'s inputs are recomputed from what
-the run saved (`regret_anatomy.replay`: the lab's LI counts, the fleet's LI shares, the UM backtest nights) and the
-solver chooses again with this checkout's `optimize` params; the choice is realized on the night's saved next-day
-decisions (`evaluation.regret.realized_grid`). The models and the nights do not depend on the policy, so this is
-what a fresh run with this solver gives (on seeds 42-44 it gave each run's figures exactly). Prints, per variant,
+Each DIR/VARIANT is a work dir of `benchmarks/backtest_variants.py`, or any folder laid out the same way: ``backtest``
+(a `pond backtest --out` folder), ``features``, ``li``, ``raw`` and ``params.yaml``. Per night, `optimize`'s inputs
+are recomputed from what the run saved (`regret_anatomy.replay`: the lab's LI counts, the fleet's LI shares, the UM
+backtest nights) and the solver chooses again with this checkout's `optimize` params; the choice is realized on the
+night's saved next-day decisions (`evaluation.regret.realized_grid`). The models and the nights do not depend on the
+policy, so this is what a fresh run with this solver gives (on seeds 42-44, and on the 10M run of the README's
+scale-out, it gave each run's figures exactly). Prints, per variant,
 the solver's pair and the UM-only policy (``optimize.serve``'s default): nights within the budget, worst night,
 mean regret and pool share.
 """
