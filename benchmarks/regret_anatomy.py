@@ -95,7 +95,7 @@ def replay(wd: Path) -> Replay:
     """Every saved night of ``wd``'s backtest, with `optimize`'s inputs recomputed as it computes them."""
     params = load(wd / "params.yaml")
     o = params.optimize
-    budget = (100.0 - o.tp) / 100.0
+    budget = o.budget
     li = li_candidates(pd.read_parquet(wd / "li" / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())

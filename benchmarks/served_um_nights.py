@@ -26,7 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optimize.solver import next_night  # noqa: E402
+from optimize.solver import best, next_night  # noqa: E402
 from pipelines.optimize import um_candidates  # noqa: E402
 from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
@@ -73,8 +73,7 @@ def bound_choice(um_nights: pd.DataFrame, level: float, budget: float, past_quan
     mean + t(n - 1) s sqrt(1 + 1/n): `optimize.solver.next_night` without days)."""
     _, um, op = um_candidates(um_nights)
     bound = np.quantile(op, level, axis=1) if past_quantile else next_night(op).quantile(level)
-    ok = np.flatnonzero(bound <= budget + 1e-12)   # row 0, UM off, is always within
-    return int(ok[np.argmax(um.mean(axis=1)[ok])])
+    return best(um.mean(axis=1)[None, :], bound[None, :], budget)[1]   # row 0, UM off, is always within
 
 
 def resolve(wd: Path, later: pd.DataFrame) -> None:

@@ -213,6 +213,11 @@ class OptimizeParams(Section):
         description="no VM served more than this share on the pool (a VM called insensitive gets exactly it); "
                     "null: no cap")
 
+    @property
+    def budget(self) -> float:
+        """The share of VMs that may be mispredicted on a night: 1 - TP."""
+        return (100.0 - self.tp) / 100.0
+
 
 class SimParams(Section):
     """params.yaml ``simulate``."""

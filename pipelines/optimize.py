@@ -124,7 +124,7 @@ def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarra
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
              params.base.seed, night_days(um_nights, params.base.as_of))
-    return g, best(g.pool, g.bound, (100.0 - o.tp) / 100.0), targets, um_n, op_n
+    return g, best(g.pool, g.bound, o.budget), targets, um_n, op_n
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
@@ -139,7 +139,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                                        li.threshold.to_numpy())
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
                                             pd.read_parquet(um_dir / "heldout_nights.parquet"))
-    budget = (100.0 - tp) / 100.0
+    budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
     i, j = choice

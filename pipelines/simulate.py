@@ -248,7 +248,7 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     fleet = summarize_sizing(table, sp)
     realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
                          raw_dir, params.optimize.pdm, sp.latency_ratios if nights is not None else (), rates)
-    metrics = sizing_metrics(fleet, table, realized, sp, placement, label, (100.0 - params.optimize.tp) / 100.0,
+    metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
                              int(((start < window[0]) & (end > window[0]) & ~decided).sum()), names)
     write_json(metrics_path, metrics)

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from core.errors import ConfigError
-from core.params import Params, load
+from core.params import OptimizeParams, Params, load
 from tests.conftest import ROOT
 
 
@@ -60,3 +60,7 @@ def test_load_refuses_a_file_that_is_not_a_mapping(tmp_path):
     (tmp_path / "q.yaml").write_text("base: {seed: [\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load(tmp_path / "q.yaml")
+
+
+def test_the_budget_is_the_share_of_vms_outside_tp():
+    assert OptimizeParams(tp=98).budget == pytest.approx(0.02) and OptimizeParams(tp=100).budget == 0.0

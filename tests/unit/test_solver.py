@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from evaluation.regret import realized_grid
 from scipy import stats
 
+from evaluation.regret import realized_grid
 from optimize.solver import best, error_draws, error_rate, grid, next_night, regret
 
 
