@@ -4,6 +4,7 @@
     python benchmarks/backtest_variants.py --variants walks --nights 3 --workdir /tmp/bt
     python benchmarks/backtest_variants.py --seed 43 --workdir /tmp/pond-bv-43   # another draw of both fleets
     python benchmarks/backtest_variants.py --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
+    python benchmarks/backtest_variants.py --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
 
 For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
 `pond backtest N` with the repository's params except ``generate.variant`` (PDM, TP and the
@@ -34,12 +35,14 @@ def pond(wd: Path, *args: str) -> None:
                    cwd=wd, check=True)
 
 
-def variant(name: str, nights: int, wd: Path, seed: int | None = None) -> dict:
+def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None) -> dict:
     wd.mkdir(parents=True, exist_ok=True)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["generate"]["variant"] = name
     if seed is not None:   # another draw of the same fleet: everything that is random follows base.seed
         params["base"]["seed"] = seed
+    if internal_share is not None:   # customers whose VMs report slowdowns (vm_slowdowns): the same fleet otherwise
+        params["generate"]["fleet"]["internal_share"] = internal_share
     (wd / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     t0 = time.perf_counter()
     pond(wd, "generate", "--out", "raw")
@@ -85,10 +88,12 @@ def main() -> None:
     ap.add_argument("--nights", type=int, default=14)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-backtest-variants"))
     ap.add_argument("--seed", type=int, default=None, help="base.seed (default: params.yaml's)")
+    ap.add_argument("--internal-share", type=float, default=None,
+                    help="generate.fleet.internal_share: customers whose VMs report slowdowns (default: params.yaml's)")
     ap.add_argument("--summarize", action="store_true", help="only print the figures of finished work dirs")
     a = ap.parse_args()
-    rows = [summarize(a.workdir / v, v) if a.summarize else variant(v, a.nights, a.workdir / v, a.seed)
-            for v in a.variants]
+    rows = [summarize(a.workdir / v, v) if a.summarize
+            else variant(v, a.nights, a.workdir / v, a.seed, a.internal_share) for v in a.variants]
     for r in rows:
         print(f"{r['variant']:6s} within budget {r['within_budget']}/{r['nights']} nights "
               f"(worst case {r['within_budget_worst_case']}), max {100 * r['realized_mispredictions_max']:.2f}%; "

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,7 +48,8 @@ from models.li import training_set  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
 from optimize.solver import best, error_rate  # noqa: E402
-from pipelines.optimize import choose, li_candidates, li_model, recent_li_shares, um_candidates  # noqa: E402
+from pipelines.optimize import (choose, fleet_evidence, li_candidates, li_model, recent_li_shares,  # noqa: E402
+                                um_candidates)
 
 
 CONFIDENCE_LEVELS = (None, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
@@ -66,6 +68,8 @@ class Night:
     decisions: pd.DataFrame
     history: pd.DataFrame
     offsets: np.ndarray       # the UM candidates' conformal offsets (NaN: UM off)
+    li: pd.DataFrame          # what `optimize` charged that night: the lab's counts plus the fleet's reports, if any
+    li_next: Any = None       # the fleet's measured days (`pipelines.optimize.FleetEvidence.tonight`), if any
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,8 @@ class Replay:
     def resolve(self, night: Night, params: Params | None = None, li: pd.DataFrame | None = None,
                 um_nights: pd.DataFrame | None = None) -> tuple[float, float]:
         """(realized pool share, realized mispredictions) of the pair the solver chooses with these inputs."""
-        c = choose(params or night.params, self.li if li is None else li, night.li_vm, night.li_gb,
-                   night.um_nights if um_nights is None else um_nights)[1]
+        c = choose(params or night.params, night.li if li is None else li, night.li_vm, night.li_gb,
+                   night.um_nights if um_nights is None else um_nights, night.li_next if li is None else None)[1]
         return float(night.pool[c]), float(night.mis[c])
 
     def resolve_um_only(self, night: Night, params: Params | None = None, um_nights: pd.DataFrame | None = None
@@ -112,9 +116,11 @@ def replay(wd: Path) -> Replay:
         history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
         li_vm, li_gb, _ = recent_li_shares(p, wd / "features" / "vm_features.parquet", history, wd / "li", model,
                                            thresholds)
+        fleet = fleet_evidence(p, wd / "raw", wd / "features" / "vm_features.parquet", history, wd / "li", model,
+                               thresholds)
         b = best(pool, m, budget)
         nights.append(Night(p, li_vm, li_gb, um_nights, pool, m, float(pool[b]) if b is not None else 0.0, d, history,
-                            off))
+                            off, fleet.add_to(li), fleet.tonight))
     return Replay(li, q, budget, model, nights)
 
 

@@ -104,6 +104,8 @@ class FleetParams(Section):
     counter_coverage: float = Field(0.97, ge=0, le=1,
                                     description="share of VMs whose first-hour counters were collected")
     counter_noise: float = Field(0.10, ge=0, description="relative noise of VM counters")
+    internal_share: float = Field(0.0, ge=0, le=1,
+        description="share of customers whose VMs report a slowdown entirely on pool (vm_slowdowns); 0: none")
 
 
 class FeatureParams(Section):
@@ -206,6 +208,10 @@ class OptimizeParams(Section):
         description="quantile of tonight's mispredictions that must be within the budget; null = the mean")
     samples: int = Field(4000, ge=100, description="joint draws (lab error rate x tonight's OP) behind that quantile")
     recent_days: int = Field(7, ge=1, description="days of VMs up to as_of whose LI scores stand for the next day's")
+    use_reports: bool = Field(True,
+        description="count the fleet's measured slowdowns (vm_slowdowns, where the data set has it) beside the lab's")
+    report_days: int = Field(28, ge=1,
+        description="days of VM creations up to as_of whose measured slowdowns count as evidence of the LI error rate")
     serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
         description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
                     "(each solved within the same budget); simulate's sizing answer says which saves DRAM")

@@ -38,9 +38,11 @@ class LiPolicy(_Strict):
     expected_fp: Share
     fp_bound: Share
     method: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,40}$")] = "random_forest"
-    error_rate: Share = 0.0          # lab error rate among workloads called insensitive at the threshold
+    error_rate: Share = 0.0          # error rate among what was called insensitive at the threshold: lab + fleet
     lab_called: int = Field(0, ge=0)
     lab_errors: int = Field(0, ge=0)
+    fleet_called: int = Field(0, ge=0)   # history keys with measured slowdowns (vm_slowdowns) called insensitive
+    fleet_errors: float = Field(0.0, ge=0, allow_inf_nan=False)   # their shares of sensitive VMs, summed
 
     @model_validator(mode="after")
     def _threshold_iff_enabled(self) -> "LiPolicy":
@@ -94,6 +96,7 @@ class Policy(_Strict):
     alternatives: dict[Annotated[str, Field(pattern="^(li_only|um_only)$")], Alternative] = Field(min_length=2,
                                                                                                    max_length=2)
     serve: Serve = Serve(policy="combined", pool_cap=None)   # files written before the setting: Pond's rule
+    fleet_reports: dict[Annotated[str, Field(pattern=r"^[a-z_]{1,40}$")], Annotated[int, Field(ge=0)]] = {}
 
 
 def read_policy(path: Path) -> dict[str, Any]:

@@ -9,9 +9,11 @@ the VMs the service will score (recent VMs with their workload history, scored b
 
 ``LI_gb``/``LI_vm``: share of GB / of VMs the model calls insensitive at ``t``, measured on the
 fleet itself. ``q(t)``: the error rate among lab workloads called insensitive at ``t``
-(out-of-fold), the only data that speak to it; its uncertainty is a Jeffreys posterior
+(out-of-fold), and among the fleet's measured history keys where the data set has slowdowns of
+fleet VMs (``optimize.evidence``); its uncertainty is a Jeffreys posterior
 Beta(k + 1/2, m - k + 1/2), so zero errors among m called workloads is a finite, shrinking bound
-rather than a floor no model can pass. ``UM_j``: the mean over the backtest nights. ``OP_j``: the
+rather than a floor no model can pass. With fleet measurements, each draw of ``q`` is also at
+least tonight's rate predicted from the measured days (``grid``'s ``li_next``). ``UM_j``: the mean over the backtest nights. ``OP_j``: the
 next night's, predicted from the backtest nights with and without their trend, whichever is more
 cautious (``next_night``): OP drifts over a trace, and the night to bound is tonight's.
 
@@ -52,7 +54,8 @@ def error_draws(called: np.ndarray, errors: np.ndarray, u: np.ndarray) -> np.nda
 
 @dataclass(frozen=True)
 class NextNight:
-    """Per UM candidate, tonight's OP as ``center + scale * T(df)``: a Student-t prediction."""
+    """Per candidate, tonight's share (OP per UM target, error rate per LI threshold) as
+    ``center + scale * T(df)``: a Student-t prediction."""
     center: np.ndarray
     scale: np.ndarray
     df: np.ndarray
@@ -74,12 +77,18 @@ class NextNight:
         return np.clip(self.center[:, None] + spread, 0.0, 1.0)
 
 
-def _spread(op: np.ndarray) -> NextNight:
-    """The nights as draws of one distribution: their mean and s sqrt(1 + 1/n), n - 1 degrees of freedom."""
-    n = op.shape[1]
-    if n < 2:   # no spread is known: any OP is possible unless the target never overpredicted
-        return NextNight(op.mean(axis=1), np.where(op.max(axis=1) > 0, np.inf, 0.0), np.zeros(len(op)))
-    return NextNight(op.mean(axis=1), op.std(axis=1, ddof=1) * np.sqrt(1.0 + 1.0 / n), np.full(len(op), n - 1.0))
+def spread(op: np.ndarray) -> NextNight:
+    """The nights as draws of one distribution: their mean and s sqrt(1 + 1/n), n - 1 degrees of freedom.
+    NaN (a night that says nothing of a candidate) is left out of that candidate's n; a candidate with
+    fewer than two nights has no known spread: any share is possible unless it was never above 0."""
+    op = np.asarray(op, float)
+    n = (~np.isnan(op)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        center = np.where(n > 0, np.nansum(op, axis=1) / np.maximum(n, 1), 0.0)
+        s = np.sqrt(np.nansum((op - center[:, None]) ** 2, axis=1) / np.maximum(n - 1, 1))
+    seen = np.where(n > 0, np.nanmax(np.where(np.isnan(op), -np.inf, op), axis=1), 0.0)
+    scale = np.where(n >= 2, s * np.sqrt(1.0 + 1.0 / np.maximum(n, 1)), np.where(seen > 0, np.inf, 0.0))
+    return NextNight(center, scale, np.where(n >= 2, n - 1.0, 0.0))
 
 
 def _trend(op: np.ndarray, x: np.ndarray) -> NextNight:
@@ -104,7 +113,7 @@ def next_night(op_nights: np.ndarray, days: np.ndarray | None = None, level: flo
     falls with their warm-up and promises tonight too little, so the nights' spread without a trend
     stays as the floor (docs/results.md, "Other draws of the built-in fleet")."""
     op = np.asarray(op_nights, float)
-    flat = _spread(op)
+    flat = spread(op)
     if op.shape[1] < 3 or days is None:
         return flat
     line = _trend(op, np.asarray(days, float))
@@ -115,19 +124,24 @@ def next_night(op_nights: np.ndarray, days: np.ndarray | None = None, level: flo
 
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
          um_nights: np.ndarray, op_nights: np.ndarray, level: float | None, samples: int, seed: int,
-         days: np.ndarray | None = None) -> Grid:
+         days: np.ndarray | None = None, li_next: NextNight | None = None) -> Grid:
     """Every candidate pair. ``um_nights``/``op_nights``: (UM candidates, nights); ``days``: each
-    night's day relative to tonight (``next_night``)."""
+    night's day relative to tonight (``next_night``). ``li_next``: per LI candidate, tonight's error rate
+    predicted from the fleet's measured days (``optimize.evidence``); where given, each draw of the rate
+    is the more cautious of it and the counts' posterior, as ``next_night`` keeps the more cautious OP."""
     li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
     um_nights = np.asarray(um_nights, float)
     op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
-    q_mean = error_rate(called, errors)
+    q_mean = error_rate(called, errors) if li_next is None else np.maximum(error_rate(called, errors), li_next.mean)
     mean = li_vm[:, None] * q_mean[:, None] + (1.0 - li_vm[:, None]) * op.mean[None, :]
     if level is None:
         return Grid(pool, mean, mean)
     rng = np.random.default_rng(seed)
-    q = error_draws(called, errors, rng.random(samples))                    # (T, S)
+    u = rng.random(samples)
+    q = error_draws(called, errors, u)                                       # (T, S)
+    if li_next is not None:
+        q = np.maximum(q, li_next.draws(u))
     op_draws = op.draws(rng.random(samples))                                 # (J, S): tonight's OP per draw
     bound = np.empty_like(mean)
     for j in range(op_draws.shape[0]):   # a dozen UM candidates; each a (T, S) array

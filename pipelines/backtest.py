@@ -86,7 +86,7 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> d
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
-                 policy: dict) -> None:
+                 policy: dict, raw_dir: Location | None = None) -> None:
     """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
     next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
     `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
@@ -101,7 +101,7 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
             continue
         optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
                      night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
-                     night / "plots" / f"frontier_r{ratio:g}.png")
+                     night / "plots" / f"frontier_r{ratio:g}.png", raw_dir)
         s = score(Models.from_policy(read_policy(path), li_dir, night / "um"), vms, history)
         cols[f"p_insensitive_r{ratio:g}"] = s.p_insensitive
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
@@ -170,11 +170,12 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             with silenced():                       # one line per night (above), not train_um's own
                 um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
             optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
-                         night / "plots" / "frontier.csv", night / "plots" / "frontier.png")
+                         night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir)
             ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots", p.engine, client)
             policy = json.loads((night / "policy.json").read_text())
-            night_scores(p, night, li_dir, day, pd.read_parquet(feats / "snapshot" / "workload_history.parquet"), policy)
+            history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
+            night_scores(p, night, li_dir, day, history, policy, raw_dir)
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r = night_regret(policy, li_dir, night / "um", night / "evaluation" / "decisions.parquet")
             rows.append({

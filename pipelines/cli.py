@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("train_um", help="untouched-memory quantile GBM: backtest, trade-off, calibration, ONNX, MLflow"),
            features="data/features", out="data/models/um", metrics="metrics/train_um.json", plots="plots/train_um")
     _paths(sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier"),
-           li="data/models/li", um="data/models/um", features="data/features", out="data/policy/policy.json",
-           metrics="metrics/optimize.json", frontier="plots/optimize/frontier.csv", plot="plots/optimize/frontier.png")
+           li="data/models/li", um="data/models/um", features="data/features", raw="data/raw",
+           out="data/policy/policy.json", metrics="metrics/optimize.json", frontier="plots/optimize/frontier.csv",
+           plot="plots/optimize/frontier.png")
     _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
            raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
@@ -204,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             train_um.run(params, args.features, args.out, args.metrics, args.plots)
         elif args.stage == "optimize":
             from pipelines import optimize
-            optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot)
+            optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot,
+                         args.raw)
         elif args.stage == "evaluate":
             from pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,

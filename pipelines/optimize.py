@@ -2,12 +2,13 @@
 (``optimize.solver``: shares of VMs, bounded jointly at ``confidence``).
 
 Reads only what was known at the end of ``base.as_of``: the LI model's out-of-fold lab counts,
-the UM backtest nights (which end before as_of, outcomes observed by then), and the VMs created
+the UM backtest nights (which end before as_of, outcomes observed by then), the VMs created
 in the ``recent_days`` up to as_of scored with the as-of workload history (how many VMs the LI
-model will call insensitive, in VMs and in GB).
+model will call insensitive, in VMs and in GB), and the fleet's slowdowns measured by then
+(``vm_slowdowns``, optional: ``fleet_evidence``).
 
 Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (mean and bound),
-the lab error rate among called workloads (what `evaluate` charges VMs without slowdown truth),
+the error rate among called workloads (lab and fleet; what `evaluate` charges VMs without slowdown truth),
 the sha256 of both models, PDM, TP, ratio and as-of day, which policy the service applies
 (``optimize.serve``, ``optimize.pool_cap``); and the frontier (pool share vs
 misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only.
@@ -16,6 +17,7 @@ misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,10 @@ from features.history import KEY
 from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
-from optimize.solver import Grid, best, called_shares, error_rate, grid
-from telemetry.io import read_days, write_json
+from optimize.evidence import key_counts, key_labels, report_labels, tonight
+from optimize.solver import Grid, NextNight, best, called_shares, error_rate, grid
+from telemetry.io import read_days, read_optional, write_json
+from telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
 VARIANTS = {"combined": (slice(None), slice(None)), "li_only": (slice(None), slice(0, 1)),
@@ -109,6 +113,46 @@ def recent_li_shares(params: Params, vm_features: Path, history: pd.DataFrame, l
     return fleet_li_shares(vmf, history, li_dir, model, thresholds, as_of, o.recent_days)
 
 
+@dataclass(frozen=True)
+class FleetEvidence:
+    """What the fleet's measured slowdowns say per LI threshold (``fleet_evidence``)."""
+    called: np.ndarray            # labelled history keys called insensitive
+    errors: np.ndarray            # their shares of sensitive VMs, summed
+    tonight: NextNight | None     # tonight's error rate among called VMs, from the measured days; None: no reports
+    stats: dict[str, int]         # what was used and what was left out, and why
+
+    def add_to(self, lab: pd.DataFrame) -> pd.DataFrame:
+        """The lab's LI candidates with the fleet's keys counted beside its workloads."""
+        return lab.assign(called=lab.called + self.called, errors=lab.errors + self.errors)
+
+
+def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, history: pd.DataFrame,
+                   li_dir: Path, model: dict, thresholds: np.ndarray) -> FleetEvidence:
+    """The fleet's measured slowdowns (``vm_slowdowns``, optional: no evidence without it) per threshold.
+    Only what was known by the end of ``base.as_of``: reports measured by then, of VMs created in the
+    ``optimize.report_days`` up to it, scored with the as-of history as `fleet_li_shares` scores recent VMs.
+    A report of a VM this data set does not hold, or of one without history, is counted and left out,
+    never an error."""
+    o, as_of = params.optimize, params.base.as_of
+    zeros = np.zeros(len(thresholds))
+    reports = read_optional(raw_dir, "vm_slowdowns") if raw_dir is not None and o.use_reports else None
+    if reports is None:
+        return FleetEvidence(zeros, zeros, None, {"rows": 0})
+    sensitive, stats = report_labels(reports, as_of, o.latency_ratio, o.pdm)
+    last = pd.Timestamp(as_of).date()
+    vmf = read_days(vm_features, last - timedelta(days=o.report_days - 1), last,
+                    columns=["vm_id", *KEY, "created_at", "has_history"])
+    vms = vmf.merge(sensitive.reset_index(), on="vm_id", how="inner")
+    p, known = li_scores(vms, history, load_verified(li_dir / model["file"], model["sha256"]), model)
+    used = vms[known]
+    keys = key_labels(used[list(KEY)], p[known], used.sensitive.to_numpy())
+    called, errors = key_counts(keys.p.to_numpy(), keys.sensitive.to_numpy(), thresholds)
+    days = used.created_at.dt.floor("D").to_numpy()
+    stats.update(vms_not_in_window=len(sensitive) - len(vms), vms_without_history=int((~known).sum()),
+                 vms_used=len(used), keys=len(keys), days=len(np.unique(days)))
+    return FleetEvidence(called, errors, tonight(days, p[known], used.sensitive.to_numpy(), thresholds), stats)
+
+
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
     """Each UM backtest night's as-of day relative to ``as_of``, in `um_candidates`' column order:
     the night ending at ``as_of`` (tonight, whose next day the policy serves) is day 0."""
@@ -116,34 +160,40 @@ def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
     return days.days.to_numpy(float)
 
 
-def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame
-           ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
+def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame,
+           li_next: NextNight | None = None) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
-    candidates (targets, UM and OP per night) it was chosen from."""
+    candidates (targets, UM and OP per night) it was chosen from. ``li``: the LI candidates' counts (the
+    lab's, and the fleet's keys where measured); ``li_next``: the fleet's measured days (`FleetEvidence`)."""
     o = params.optimize
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed, night_days(um_nights, params.base.as_of))
+             params.base.seed, night_days(um_nights, params.base.as_of), li_next)
     return g, best(g.pool, g.bound, o.budget), targets, um_n, op_n
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
-        metrics_path: Path, frontier_path: Path, plot_path: Path) -> dict[str, Any]:
+        metrics_path: Path, frontier_path: Path, plot_path: Path, raw_dir: Location | None = None) -> dict[str, Any]:
     o, as_of = params.optimize, params.base.as_of
     pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
     model = li_model(li_dir, ratio, pdm)
-    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
+    lab = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
     li_vm, li_gb, h = recent_li_shares(params, features_dir / "vm_features.parquet", history, li_dir, model,
-                                       li.threshold.to_numpy())
+                                       lab.threshold.to_numpy())
+    fleet = fleet_evidence(params, raw_dir, features_dir / "vm_features.parquet", history, li_dir, model,
+                           lab.threshold.to_numpy())
+    li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
-                                            pd.read_parquet(um_dir / "heldout_nights.parquet"))
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), fleet.tonight)
     budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
     i, j = choice
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
+    if fleet.tonight is not None:   # the rate the solver charged: the more cautious of the counts and the days
+        q = np.maximum(q, fleet.tonight.mean)
     offsets = um_manifest["offsets"]
     offset = 0.0 if j == 0 else offsets.get(f"{targets[j]:g}")
     if offset is None:
@@ -157,7 +207,9 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                "model": model["file"], "sha256": model["sha256"], "method": model.get("method", "random_forest"),
                "features": model["features"], "classes": model["classes"],
                "expected_li": float(li_vm[i]), "expected_fp": float(fp_mean), "fp_bound": float(g.bound[i, 0]),
-               "error_rate": float(q[i]), "lab_called": int(li.called[i]), "lab_errors": int(li.errors[i])},
+               "error_rate": float(q[i]), "lab_called": int(lab.called[i]), "lab_errors": int(lab.errors[i]),
+               "fleet_called": int(fleet.called[i]), "fleet_errors": float(fleet.errors[i])},
+        "fleet_reports": fleet.stats,
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),
@@ -182,7 +234,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                               "li_share": float(li_vm[i]), "li_threshold": policy["li"]["threshold"],
                               "li_error_rate": float(q[i]), "um_share": float(um_n[j].mean()),
                               "um_target_op": float(targets[j]), "um_nights": int(um_n.shape[1]),
-                              "history_share": h})
+                              "history_share": h, "fleet_keys": fleet.stats.get("keys", 0)})
     frontier = _frontier(g)
     frontier_path.parent.mkdir(parents=True, exist_ok=True)
     frontier.round(5).to_csv(frontier_path, index=False)

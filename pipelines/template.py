@@ -2,7 +2,8 @@
 
 It is the built-in fleet written as a provider's export would be (CSV, no lab ``workload_id`` on
 the VMs), sized so that `pond import` of it and `dvc repro` run in minutes: a user replaces its
-rows with their own, table by table, and keeps every column name.
+rows with their own, table by table, and keeps every column name. The optional ``vm_slowdowns``
+(slowdowns measured on fleet VMs) is in it too: delete it where no such measurements exist.
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from pathlib import Path
 
 from core.params import FleetParams, Params
 from telemetry.fleet import generate
+from telemetry.contract import OPTIONAL_TABLES, TABLES
 from telemetry.io import AtomicDir, read_tables
+
+TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
 
 
 def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[str, int]:
     fleet = FleetParams(**{**params.generate.fleet.model_dump(), "n_days": days, "vms_per_day": vms_per_day,
-                           "n_customers": max(20, int(vms_per_day // 2))})
+                           "n_customers": max(20, int(vms_per_day // 2)),
+                           "internal_share": params.generate.fleet.internal_share or TEMPLATE_INTERNAL_SHARE})
     with tempfile.TemporaryDirectory(prefix="pond-template-") as tmp:
         generate(params.generate.lab, fleet, Path(tmp) / "raw", params.generate.variant)
-        tables = read_tables(Path(tmp) / "raw")
+        tables = read_tables(Path(tmp) / "raw", [*TABLES, *OPTIONAL_TABLES])
     tables["vms"] = tables["vms"].drop(columns=["workload_id"])   # a provider's VMs carry no lab workload
     with AtomicDir(out_dir) as dst:
         for name, df in tables.items():

@@ -14,7 +14,7 @@ from core.errors import ContractError, PondError
 from core.params import Params
 from features.tma import require_events
 from models.um_protocol import usable_nights
-from telemetry.contract import TABLES, validate_table, validate_tables
+from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, validate_tables
 from telemetry.io import find_table, read_raw
 from telemetry.storage import Location, location
 
@@ -29,6 +29,7 @@ HOW = {
     "slowdowns": "the lab's slowdown per workload, latency ratio and spilled share",
     "vms": "one row per VM of the fleet (an Azure V2 vmtable: `pond import --azure-vmtable`)",
     "vm_counters": "each VM's PMU event counts over its first hour",
+    "vm_slowdowns": "optional: slowdowns measured on fleet VMs (A/B tests), evidence for the LI error rate",
 }
 
 
@@ -70,10 +71,10 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
     With ``params``, also whether ``base.as_of`` fits the trace's days."""
     state: dict[str, str] = {}
     valid: dict[str, pd.DataFrame] = {}
-    for table in TABLES:
+    for table in (*TABLES, *OPTIONAL_TABLES):
         path = find_table(location(directory), table)
         if path is None:
-            state[table] = "missing"
+            state[table] = "missing" if table in TABLES else f"absent ({HOW[table]})"
             continue
         try:
             df = validate_table(read_raw(path, table), table)
@@ -93,6 +94,8 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
         valid.pop("vms")
     problems = {cmd: [f"{t} {'is missing' if state[t] == 'missing' else 'is not usable'}: {HOW[t]}"
                       for t in needs if t not in valid] for cmd, needs in NEEDS.items()}
+    problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists): fix it or remove it"
+                        for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
     if params is not None and "vms" in valid:
         problems[REPRO] += timeline(valid["vms"], params)
     return state, problems

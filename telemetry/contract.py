@@ -81,12 +81,21 @@ VMS = Schema("vms", (
 
 VM_COUNTERS = Schema("vm_counters", (Column("vm_id", "id"),), key="vm_id", has_events=True)
 
+# Optional: slowdowns measured on fleet VMs (A/B tests of internal workloads, Pond §4.4), the evidence of
+# how often the VMs the LI model calls insensitive are not. Rows may name VMs the export does not hold.
+VM_SLOWDOWNS = Schema("vm_slowdowns", (
+    Column("vm_id", "id"), Column("latency_ratio", "float", ge=1, le=10),
+    Column("spilled_pct", "float", ge=0, le=100), Column("slowdown_pct", "float", gt=-100, le=MAX_SLOWDOWN_PCT),
+    Column("measured_at", "timestamp", ge=EARLIEST, le=LATEST),
+), key=None)
+
 # Written beside the tables by the built-in generator only: the slowdowns of every workload its VMs
 # run (evaluation truth; no stage trains on it). Not a contract table: exports never have it.
 TRUTH_FILE = "population_truth.parquet"
 
-SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS)}
-TABLES: tuple[str, ...] = tuple(SCHEMAS)
+SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS, VM_SLOWDOWNS)}
+OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns",)
+TABLES: tuple[str, ...] = tuple(t for t in SCHEMAS if t not in OPTIONAL_TABLES)   # every data set has these
 
 
 def event_columns(df: pd.DataFrame, schema: Schema) -> list[str]:
@@ -241,9 +250,9 @@ def _check_ranges(out: pd.DataFrame, schema: Schema, raw: pd.DataFrame) -> None:
 
 def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """Validate each table and the references between them."""
-    unknown = sorted(set(tables) - set(TABLES))
+    unknown = sorted(set(tables) - set(SCHEMAS))
     if unknown:
-        raise ContractError(unknown[0], f"unknown table; the contract has {list(TABLES)}")
+        raise ContractError(unknown[0], f"unknown table; the contract has {list(SCHEMAS)}")
     out = {name: validate_table(df, name) for name, df in tables.items()}
     if "workloads" in out:
         known = out["workloads"].workload_id

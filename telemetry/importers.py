@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import ContractError, InputFormatError
-from telemetry.contract import TABLES, validate_tables
+from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_tables
 from telemetry.io import find_table, read_csv, read_raw
 from telemetry.storage import Location
 
@@ -142,7 +142,7 @@ def import_sources(contract_dir: Location | None = None, perf_dir: Location | No
     if contract_dir is not None:
         if not contract_dir.is_dir():
             raise InputFormatError(f"{contract_dir} is not a directory of contract tables")
-        for name in TABLES:
+        for name in (*TABLES, *OPTIONAL_TABLES):
             path = find_table(contract_dir, name)
             if path is not None:
                 tables[name] = read_raw(path, name)

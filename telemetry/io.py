@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from core.errors import ContractError
-from telemetry.contract import TABLES, validate_tables
+from telemetry.contract import TABLES, validate_table, validate_tables
 from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
 
@@ -191,6 +191,12 @@ def read_tables(directory: Location | str, tables: Iterable[str] = TABLES, *,
                                 fix="run `pond generate` or `pond import DIR` first")
         out[table] = read_raw(path)
     return validate_tables(out) if validate else out
+
+
+def read_optional(directory: Location | str, table: str) -> pd.DataFrame | None:
+    """An optional contract table (``OPTIONAL_TABLES``), validated; None where the data set has none."""
+    path = find_table(location(directory), table)
+    return None if path is None else validate_table(read_raw(path, table), table)
 
 
 COUNTERS = "vm_counters"

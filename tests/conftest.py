@@ -32,6 +32,14 @@ def small_walks_raw(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def small_reports_raw(tmp_path_factory) -> Path:
+    """The same small fleet with a third of its customers internal: their VMs report slowdowns (vm_slowdowns)."""
+    out = tmp_path_factory.mktemp("raw_reports") / "raw"
+    generate(LabParams(seed=5, repetitions=2), FleetParams(**{**SMALL_FLEET.__dict__, "internal_share": 0.3}), out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def small_tables(small_raw) -> dict[str, pd.DataFrame]:
     return read_tables(small_raw)
 
@@ -73,7 +81,7 @@ def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str
         "train_um": ["--features", str(wd / "features"), "--out", str(wd / "um"),
                      "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
         "optimize": ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
-                     "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
+                     "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
                      "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
         "evaluate": ["--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
                      "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "evaluation"),

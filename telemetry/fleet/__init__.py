@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from core.progress import Steps
 from telemetry.fleet.lab import Lab, LabParams, build_lab
-from telemetry.fleet.vms import FleetParams, build_vms, iter_counters
+from telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
 from telemetry.contract import TRUTH_FILE
 from telemetry.io import AtomicDir, vm_partitions, write_partitioned
 
@@ -21,8 +21,8 @@ __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_
 
 def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str,
              variant: str = "pond", partitioned: bool = False) -> dict[str, int]:
-    """Write the four contract tables and the population's slowdown truth to ``out_dir``
-    (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
+    """Write the four contract tables (``vm_slowdowns`` too with internal customers) and the population's
+    slowdown truth to ``out_dir`` (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
     partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
@@ -52,5 +52,9 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
             n_counters += len(part)
         if writer is not None:
             writer.close()
+        reports = build_vm_slowdowns(vms, lab, fleet_params, lab_params)
+        if reports is not None:
+            reports.to_parquet(tmp / "vm_slowdowns.parquet", index=False)
     return {"workloads": len(lab.workloads), "slowdowns": len(lab.slowdowns),
-            "vms": len(vms), "vm_counters": n_counters, "population": len(lab.latent)}
+            "vms": len(vms), "vm_counters": n_counters, "population": len(lab.latent),
+            **({} if reports is None else {"vm_slowdowns": len(reports)})}

@@ -14,6 +14,8 @@ Mechanisms rather than marginals:
   population (lab.py), so most VMs run a workload the lab never measured.
 - A VM still running at the end of the trace has no ``untouched_fraction``; its
   ``untouched_so_far`` is what it has not touched yet (memory is touched early in a VM's life).
+- ``generate.fleet.internal_share`` of the customers are internal: each of their VMs reports its
+  slowdown entirely on pool memory (``vm_slowdowns``, an A/B test an hour after it starts).
 - ``generate.variant`` ``walks`` also weakens customer persistence: each VM strays further from
   its customer's level, and levels drift faster.
 """
@@ -25,8 +27,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from core.params import FleetParams
-from telemetry.fleet.lab import Lab
+from core.params import FleetParams, LabParams
+from telemetry.fleet.lab import Lab, pool_slowdown
 
 FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
@@ -163,3 +165,31 @@ def iter_counters(vms: pd.DataFrame, lab: Lab, p: FleetParams, chunk: int = 200_
         out = pd.DataFrame(counts, columns=lab.rates.columns)
         out.insert(0, "vm_id", part.vm_id.to_numpy())
         yield out
+
+
+AB_TEST_DELAY = pd.Timedelta(hours=1)   # an internal VM's A/B run: once its first hour is counted
+
+
+def build_vm_slowdowns(vms: pd.DataFrame, lab: Lab, p: FleetParams, lab_params: LabParams) -> pd.DataFrame | None:
+    """``vm_slowdowns``: every VM of the internal customers (``internal_share`` of them, Pond §4.4) that
+    lives past its first hour is run once entirely on pool memory at each lab latency ratio, with the lab's
+    run-to-run noise. None when no customer is internal."""
+    if p.internal_share <= 0:
+        return None
+    rng = np.random.default_rng([p.seed, 4])
+    customers = np.unique(vms.customer_id.to_numpy(str))
+    internal = customers[rng.random(len(customers)) < p.internal_share]
+    measured_at = vms.created_at + AB_TEST_DELAY
+    horizon = pd.Timestamp(p.start, tz="UTC") + pd.Timedelta(days=p.n_days)
+    alive = vms.deleted_at.isna().to_numpy() | (vms.deleted_at >= measured_at).fillna(False).to_numpy(bool)
+    tested = vms[vms.customer_id.isin(internal).to_numpy() & alive & (measured_at < horizon).to_numpy()]
+    lat = lab.latent.iloc[tested._workload_idx.to_numpy()].reset_index(drop=True)
+    parts = []
+    for ratio in lab_params.latency_ratios:
+        true = pool_slowdown(lat, ratio, 100.0)
+        noisy = (true * (1 + rng.normal(0, lab_params.noise_rel, len(lat)))
+                 + rng.normal(0, lab_params.noise_pp, len(lat)))
+        parts.append(pd.DataFrame({"vm_id": tested.vm_id.to_numpy(), "latency_ratio": float(ratio),
+                                   "spilled_pct": 100.0, "slowdown_pct": noisy.round(3),
+                                   "measured_at": (tested.created_at + AB_TEST_DELAY).to_numpy()}))
+    return pd.concat(parts, ignore_index=True)

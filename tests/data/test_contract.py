@@ -156,3 +156,20 @@ def test_typed_timestamps_are_taken_as_parsing_would_take_them(tables, dtype):
     with pytest.raises(ContractError, match="created_at must lie in") as err:
         validate_table(vms, "vms")
     assert err.value.rows == [vms.vm_id.iloc[3]]
+
+
+def test_fleet_slowdown_reports_are_optional_and_checked(small_reports_raw):
+    from telemetry.io import read_optional, read_tables
+
+    tables = read_tables(small_reports_raw, [*TABLES, "vm_slowdowns"])
+    assert len(tables["vm_slowdowns"]) > 0
+    bad = tables["vm_slowdowns"].astype({"slowdown_pct": object})
+    bad.loc[4, "slowdown_pct"] = "slow"
+    err = _reject({**tables, "vm_slowdowns": bad}, "vm_slowdowns", "slowdown_pct", "not numeric")
+    assert err.rows == ["row 4"]
+    late = tables["vm_slowdowns"].assign(measured_at="2026-13-01")
+    _reject({"vm_slowdowns": late}, "vm_slowdowns", "measured_at", "not timestamps")
+    # a report of a VM this export does not hold is not an error: optimize counts it and leaves it out
+    foreign = tables["vm_slowdowns"].assign(vm_id="vm-elsewhere")
+    assert validate_tables({**tables, "vm_slowdowns": foreign})["vm_slowdowns"].vm_id.eq("vm-elsewhere").all()
+    assert read_optional(small_reports_raw / "nowhere", "vm_slowdowns") is None

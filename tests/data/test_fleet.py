@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from evaluation.calibration import fleet_checks, lab_checks
+from evaluation.combined import slowdown_at
+from evaluation.truth import truth_table
 from features.build import FeatureParams, vm_features
 from telemetry.fleet import FleetParams, LabParams, build_lab, build_vms
 from telemetry.fleet.vms import iter_counters
+from telemetry.io import read_optional, read_tables
 from tests.conftest import SMALL_FLEET
 
 
@@ -83,3 +87,28 @@ def test_calibration_checks_print_what_passing_means():
     band, floor = Check("a", 31.6, 26, 6, "s"), Check("b", 74.4, 50, 0, "s", kind="min")
     assert band.requirement == "26 +/- 6" and floor.requirement == ">= 50"
     assert Check("c", 49.9, 50, 0, "s", kind="min").ok is False and floor.ok
+
+
+def test_internal_customers_report_slowdowns_without_changing_the_fleet(small_raw, small_reports_raw):
+    """``internal_share`` adds vm_slowdowns and nothing else: the same VMs, counters and lab; each report is
+    one run entirely on pool per lab ratio, an hour after its VM started, and says what the truth says."""
+    assert read_optional(small_raw, "vm_slowdowns") is None
+    for t in ("vms", "vm_counters", "workloads", "slowdowns"):
+        assert (small_raw / f"{t}.parquet").read_bytes() == (small_reports_raw / f"{t}.parquet").read_bytes(), t
+    reports = read_optional(small_reports_raw, "vm_slowdowns")
+    vms = read_tables(small_reports_raw, ["vms"])["vms"].set_index("vm_id")
+    at = vms.loc[reports.vm_id]
+    assert (reports.measured_at.to_numpy() == (at.created_at + pd.Timedelta(hours=1)).to_numpy()).all()
+    assert ((at.deleted_at.isna()) | (at.deleted_at.to_numpy() >= reports.measured_at.to_numpy())).all()
+    assert sorted(reports.latency_ratio.unique()) == [1.82, 2.22] and (reports.spilled_pct == 100).all()
+    internal = at.customer_id.unique()
+    assert 0.2 < len(internal) / vms.customer_id.nunique() < 0.4
+    hour_in = vms.created_at + pd.Timedelta(hours=1)
+    trace_end = pd.Timestamp(SMALL_FLEET.start, tz="UTC") + pd.Timedelta(days=SMALL_FLEET.n_days)
+    tested = vms[vms.customer_id.isin(internal) & (hour_in < trace_end) & (vms.deleted_at.isna() | (vms.deleted_at >= hour_in))]
+    assert set(tested.index) == set(reports.vm_id)
+    r = reports[reports.latency_ratio == 1.82]
+    truth = slowdown_at(truth_table(small_reports_raw, 1.82)[0], vms.loc[r.vm_id, "workload_id"].to_numpy(object),
+                        np.full(len(r), 100.0))
+    assert np.corrcoef(truth, r.slowdown_pct)[0, 1] > 0.99
+    assert ((truth > 5) == (r.slowdown_pct.to_numpy() > 5)).mean() > 0.97   # the lab's noise, near the PDM only

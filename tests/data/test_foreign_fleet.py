@@ -65,7 +65,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
          "--metrics", str(wd / "m/train_li.json"), "--plots", str(wd / "plots")],
         ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(wd / "m/train_um.json"),
          "--plots", str(wd / "plots")],
-        ["optimize", *common, "--out", str(wd / "policy.json"), "--metrics", str(wd / "m/optimize.json"),
+        ["optimize", *common, "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(wd / "m/optimize.json"),
          "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
         ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
          "--metrics", str(wd / "m/evaluate.json"), "--plots", str(wd / "plots")],
@@ -127,7 +127,7 @@ def test_byo_section_step_by_step(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert "BLOCKED dvc repro" in _run(["pond", "template", "my-telemetry"], repo)
     assert sorted(p.name for p in (repo / "my-telemetry").iterdir()) == \
-        ["slowdowns.csv", "vm_counters.csv", "vms.csv", "workloads.csv"]
+        ["slowdowns.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
     check = subprocess.run([str(Path(sys.executable).with_name("pond")), "validate", "my-telemetry"], cwd=repo,
                            capture_output=True, text=True)
     assert check.returncode == 1
@@ -148,3 +148,5 @@ def test_byo_section_step_by_step(tmp_path):
     assert "train_li r1.82_pdm5: 5/5 splits (100%)" in out   # progress lines, plain in a log
     assert json.loads((repo / "metrics/evaluate.json").read_text())["day"] == \
         (pd.Timestamp(days.group(2)) + pd.Timedelta(days=1)).date().isoformat()
+    reports = json.loads((repo / "data/policy/policy.json").read_text())["fleet_reports"]   # the optional table, used
+    assert reports["rows"] == len(pd.read_csv(repo / "my-telemetry" / "vm_slowdowns.csv")) and reports["keys"] > 0

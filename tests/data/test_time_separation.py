@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import NIGHT, run_night, small_params
 
@@ -67,3 +68,44 @@ def test_scrambled_future_leaves_policy_and_models_identical(small_raw, tmp_path
         assert (a / "li" / f["file"]).read_bytes() == (b / "li" / f["file"]).read_bytes()
     # and the future did reach the report-only figures: the scramble is not a no-op
     assert json.loads((a / "um.json").read_text()) != json.loads((b / "um.json").read_text())
+
+
+def _optimize(bundle: Path, raw: Path, out: Path, params: Path | None = None) -> dict:
+    from pipelines.cli import main
+
+    out.mkdir(parents=True)
+    args = ["--params", str(params or bundle / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
+            "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
+            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
+    assert main(args) == 0
+    return json.loads((out / "policy.json").read_text())
+
+
+def test_fleet_reports_count_only_what_was_known_at_as_of(small_bundle, small_raw, small_reports_raw, tmp_path):
+    """vm_slowdowns measured after as_of are rewritten: the policy stays byte-identical. The reports known by
+    then did reach it (the small fleets' VMs and counters are the same, so the bundle's models serve both)."""
+    end = pd.Timestamp(small_params()["base"]["as_of"], tz="UTC") + pd.Timedelta(days=1)
+    scrambled = tmp_path / "scrambled"
+    shutil.copytree(small_reports_raw, scrambled)
+    reports = pd.read_parquet(scrambled / "vm_slowdowns.parquet")
+    later = (reports.measured_at >= end).to_numpy()
+    reports.loc[later, "slowdown_pct"] = np.random.default_rng(3).uniform(-1.0, 60.0, later.sum()).round(3)
+    reports.to_parquet(scrambled / "vm_slowdowns.parquet", index=False)
+    a = _optimize(small_bundle, small_reports_raw, tmp_path / "a")
+    _optimize(small_bundle, scrambled, tmp_path / "b")
+    assert (tmp_path / "a" / "policy.json").read_bytes() == (tmp_path / "b" / "policy.json").read_bytes()
+    r = a["fleet_reports"]
+    assert r["rows"] == len(reports) and r["rows_measured_after_as_of"] == int(later.sum()) > 0
+    assert r["keys"] > 10 and r["vms_used"] >= r["keys"]
+    assert r["vms_measured"] == r["vms_not_in_window"] + r["vms_without_history"] + r["vms_used"]
+    lab_only = _optimize(small_bundle, small_raw, tmp_path / "c")
+    assert lab_only["fleet_reports"] == {"rows": 0} and lab_only["li"]["fleet_called"] == 0
+    off = small_params()
+    off["optimize"]["use_reports"] = False           # the operator's switch: the table is there, and not counted
+    (tmp_path / "off.yaml").write_text(yaml.safe_dump(off))
+    _optimize(small_bundle, small_reports_raw, tmp_path / "d", tmp_path / "off.yaml")
+    assert (tmp_path / "c" / "policy.json").read_bytes() == (tmp_path / "d" / "policy.json").read_bytes()
+    li = a["li"]
+    if li["enabled"]:   # the rate charged: at least the Jeffreys mean of lab and fleet counts together
+        called, errors = li["lab_called"] + li["fleet_called"], li["lab_errors"] + li["fleet_errors"]
+        assert li["error_rate"] >= (errors + 0.5) / (called + 1.0) - 1e-12

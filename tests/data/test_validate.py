@@ -9,6 +9,7 @@ import yaml
 from core.params import Params
 from pipelines.cli import main
 from pipelines.validate import REPRO, check
+from telemetry.contract import TABLES
 from tests.conftest import small_params
 
 
@@ -20,7 +21,8 @@ def _vms_only(small_tables, d):
 
 def test_built_in_fleet_feeds_every_command(small_raw, tmp_path, capsys):
     state, problems = check(small_raw, Params(**small_params()))
-    assert all(s.startswith("ok (") for s in state.values()) and not any(problems.values())
+    assert all(state[t].startswith("ok (") for t in TABLES) and not any(problems.values())
+    assert state["vm_slowdowns"].startswith("absent (optional: slowdowns measured on fleet VMs")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
     assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 0
     assert "BLOCKED" not in capsys.readouterr().out
@@ -91,7 +93,22 @@ def test_committed_templates_are_the_template_format(tmp_path):
     assert all(s.startswith("ok (") for s in state.values()), state
     assert "nor can any other day with these params" in problems[REPRO][0]
     assert main(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
-    for table in ("workloads", "slowdowns", "vms", "vm_counters"):
+    for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns"):
         committed = pd.read_csv(ROOT / "docs/byo/templates" / f"{table}.csv", nrows=0).columns.tolist()
         assert committed == pd.read_csv(tmp_path / "t" / f"{table}.csv", nrows=0).columns.tolist(), table
     assert "workload_id" not in pd.read_csv(tmp_path / "t" / "vms.csv", nrows=0).columns
+
+
+def test_a_broken_optional_table_blocks_the_nightly_job_by_name(small_reports_raw, tmp_path):
+    d = tmp_path / "reports"
+    d.mkdir()
+    for t in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns"):
+        pd.read_parquet(small_reports_raw / f"{t}.parquet").to_parquet(d / f"{t}.parquet")
+    state, problems = check(d, Params(**small_params()))
+    assert state["vm_slowdowns"].startswith("ok (") and not any(problems.values())
+    reports = pd.read_parquet(d / "vm_slowdowns.parquet")
+    reports.loc[2, "latency_ratio"] = 0.5
+    reports.to_parquet(d / "vm_slowdowns.parquet")
+    state, problems = check(d, Params(**small_params()))
+    assert state["vm_slowdowns"].startswith("invalid: table 'vm_slowdowns', column 'latency_ratio'")
+    assert problems[REPRO] == ["vm_slowdowns is not usable (optimize reads it where it exists): fix it or remove it"]

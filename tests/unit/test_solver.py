@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from evaluation.regret import realized_grid
-from optimize.solver import best, error_draws, error_rate, grid, next_night, regret
+from optimize.solver import best, error_draws, error_rate, grid, next_night, regret, spread
 
 
 def test_hand_made_grid_means():
@@ -156,3 +156,18 @@ def test_realized_grid_is_the_thresholds_by_vms_matrix():
         want_mis = (((sens == 1) & called).sum(1) + q * (np.isnan(sens) & called).sum(1) + (~called & o).sum(1)) / n
         assert pool[:, j] == pytest.approx(want_pool, rel=1e-12) and mis[:, j] == pytest.approx(want_mis, rel=1e-12)
     assert called[1:].any(axis=1).all() and not called[0].any()
+
+
+def test_the_fleets_measured_days_only_ever_make_the_lab_bound_more_cautious():
+    # the lab: 60 workloads called, none wrong; the fleet's days at the threshold: 1%, 3%, 2%, 4% of VMs wrong
+    lab = grid([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0]], [[0.0]], level=0.95, samples=4000, seed=1)
+    days = spread(np.array([[np.nan] * 4, [0.01, 0.03, 0.02, 0.04]]))
+    both = grid([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0]], [[0.0]], level=0.95, samples=4000, seed=1,
+                li_next=days)
+    assert both.mean[1, 0] == pytest.approx(0.4 * 0.025) and both.bound[1, 0] > lab.bound[1, 0]
+    assert both.bound[1, 0] == pytest.approx(0.4 * days.quantile(0.95)[1], rel=0.02)
+    assert both.bound[0, 0] == lab.bound[0, 0] == 0.0
+    # days that say less than the lab's counts leave the bound as the lab's
+    calm = spread(np.array([[np.nan] * 4, [0.0, 0.0, 0.0, 0.0]]))
+    assert grid([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0]], [[0.0]], level=0.95, samples=4000, seed=1,
+                li_next=calm).bound[1, 0] == lab.bound[1, 0]

@@ -1,0 +1,70 @@
+"""The fleet's own evidence on LI errors: slowdowns measured on fleet VMs (``vm_slowdowns``, A/B tests of
+internal workloads, Pond §4.4), beside the lab's.
+
+The lab runs each workload once, the budget counts the fleet's VMs, and on other draws of the built-in
+fleet the VMs called insensitive erred 2-7 times as often as the lab's workloads did (docs/results.md).
+A measured fleet VM speaks to that directly. The unit of evidence is the history key (customer, VM type,
+region), not the VM: a key's VMs share one score and mostly one workload, so counting each would
+overstate what was learned (weighting keys by their VMs, honestly, leaves a handful of effective keys:
+docs/results.md, "What if the fleet reported slowdowns?").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from models.li import FULL_POOL_PCT   # the LI decision puts an insensitive VM entirely on the pool
+from optimize.solver import NextNight, spread
+
+
+def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float) -> tuple[pd.Series, dict[str, int]]:
+    """(sensitive or not per measured VM, what was left out and why) from ``vm_slowdowns`` rows known by the
+    end of ``as_of``: a VM is sensitive when its mean slowdown entirely on pool at ``ratio`` exceeds ``pdm``,
+    as the lab's workloads are labelled (``models.li.li_labels``)."""
+    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
+    known = reports.measured_at < end
+    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT)
+    used = reports[known & fits]
+    sensitive = (used.groupby("vm_id", observed=True).slowdown_pct.mean() > pdm).rename("sensitive")
+    return sensitive, {"rows": len(reports), "rows_measured_after_as_of": int((~known).sum()),
+                       "rows_other_ratio_or_spill": int((known & ~fits).sum()), "vms_measured": len(sensitive)}
+
+
+def key_labels(keys: pd.DataFrame, p: np.ndarray, sensitive: np.ndarray) -> pd.DataFrame:
+    """One row per history key of the scored, measured VMs: its score and its share of sensitive VMs.
+    ``keys``: the VMs' key columns, one row per VM, aligned with ``p`` and ``sensitive``."""
+    frame = keys.reset_index(drop=True).assign(p=p, sensitive=np.asarray(sensitive, float))
+    return frame.groupby(list(keys.columns), observed=True, sort=True).agg(
+        p=("p", "first"), sensitive=("sensitive", "mean")).reset_index()
+
+
+def key_counts(p: np.ndarray, sensitive: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per threshold t: the labelled keys the model calls insensitive (``p >= t``) and the errors among
+    them (each key's share of sensitive VMs), the fleet's counts beside the lab's ``called``/``errors``."""
+    p, sensitive = np.asarray(p, float), np.asarray(sensitive, float)
+    order = np.argsort(p, kind="stable")
+    errors_from = np.r_[np.cumsum(sensitive[order][::-1])[::-1], 0.0]   # errors of the keys from rank k on
+    first = np.searchsorted(p[order], np.asarray(thresholds, float), side="left")
+    return (len(p) - first).astype(float), errors_from[first]
+
+
+def tonight(day: np.ndarray, p: np.ndarray, sensitive: np.ndarray, thresholds: np.ndarray) -> NextNight:
+    """Per threshold, tonight's error rate among the VMs called insensitive, predicted from the measured
+    days (``daily_rates``) as the solver predicts tonight's OP from the UM nights without their trend: the
+    budget counts VMs, and which keys are busy on a day moves the rate more than how many keys were labelled."""
+    return spread(daily_rates(day, p, sensitive, thresholds))
+
+
+def daily_rates(day: np.ndarray, p: np.ndarray, sensitive: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """(thresholds, days) error rate among the measured VMs created on each day that the model calls
+    insensitive at each threshold, weighted as the budget weighs them (one VM, one count); NaN where it
+    calls none of that day's. ``day``: each VM's creation day (any sortable label)."""
+    thresholds = np.asarray(thresholds, float)
+    days = np.unique(day)
+    out = np.full((len(thresholds), len(days)), np.nan)
+    for k, d in enumerate(days):   # at most report_days days, each vectorized over its VMs
+        on = day == d
+        called, errors = key_counts(p[on], np.asarray(sensitive, float)[on], thresholds)
+        out[:, k] = np.where(called > 0, errors / np.maximum(called, 1.0), np.nan)
+    return out
