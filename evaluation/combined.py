@@ -57,8 +57,10 @@ def _column(vms: pd.DataFrame, name: str, dtype: type = float) -> pd.Series:
     return vms[name] if name in vms.columns else pd.Series(np.nan, index=vms.index, dtype=dtype)
 
 
-def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float) -> pd.DataFrame:
-    """One row per VM: the decision and what is known of its outcome (see the module doc)."""
+def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
+             measured: pd.Series | None = None) -> pd.DataFrame:
+    """One row per VM: the decision and what is known of its outcome (see the module doc). ``measured``: the
+    VMs' own full-pool slowdowns by ``vm_id`` (``vm_slowdowns``), their truth where ``table`` has none."""
     mem = vms["memory_gb"].to_numpy(float)
     untouched = vms["untouched_fraction"].to_numpy(float)
     censored = np.isnan(untouched)
@@ -69,6 +71,8 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
     local = decision["local_gb"]
     workload = _column(vms, "workload_id", object)
     full = slowdown_at(table, workload, np.full(len(vms), 100.0))
+    if measured is not None and len(measured):
+        full = np.where(np.isnan(full), measured.reindex(vms["vm_id"].to_numpy()).to_numpy(float), full)
     spill_gb = np.maximum(touched - local, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)

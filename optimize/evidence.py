@@ -18,6 +18,12 @@ from models.li import FULL_POOL_PCT   # the LI decision puts an insensitive VM e
 from optimize.solver import NextNight, spread
 
 
+def full_pool_slowdowns(reports: pd.DataFrame, ratio: float) -> pd.Series:
+    """Each measured VM's mean slowdown (%) entirely on pool at ``ratio``, by ``vm_id``: its own truth."""
+    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT)
+    return reports[fits].groupby("vm_id", observed=True).slowdown_pct.mean()
+
+
 def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float) -> tuple[pd.Series, dict[str, int]]:
     """(sensitive or not per measured VM, what was left out and why) from ``vm_slowdowns`` rows known by the
     end of ``as_of``: a VM is sensitive when its mean slowdown entirely on pool at ``ratio`` exceeds ``pdm``,
@@ -25,8 +31,7 @@ def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float) -
     end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
     known = reports.measured_at < end
     fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT)
-    used = reports[known & fits]
-    sensitive = (used.groupby("vm_id", observed=True).slowdown_pct.mean() > pdm).rename("sensitive")
+    sensitive = (full_pool_slowdowns(reports[known], ratio) > pdm).rename("sensitive")
     return sensitive, {"rows": len(reports), "rows_measured_after_as_of": int((~known).sum()),
                        "rows_other_ratio_or_spill": int((known & ~fits).sum()), "vms_measured": len(sensitive)}
 

@@ -22,7 +22,8 @@ from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Scores, score, score_in_parts
 from models.policy import read_policy
-from telemetry.io import AtomicDir, read_days, write_json
+from optimize.evidence import full_pool_slowdowns
+from telemetry.io import AtomicDir, read_days, read_optional, write_json
 from telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)
@@ -47,6 +48,10 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
         s = _score(files, vms, history, client)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
+    reports = read_optional(raw_dir, "vm_slowdowns")
+    measured = None if reports is None else full_pool_slowdowns(reports, policy["latency_ratio"])
+    if measured is not None and len(measured):
+        source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
@@ -57,7 +62,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     with AtomicDir(out_dir) as tmp:
         for name, (knobs, um_raw) in variants.items():
             d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-            out = outcomes(vms, d, table, policy["pdm"])
+            out = outcomes(vms, d, table, policy["pdm"], measured)
             metrics[name] = summarize(out, rate)
             if name == "served":
                 out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"]) \
@@ -68,8 +73,8 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     c = metrics["served"]
     if c["lab_truth_share"] < 1.0:
         print(f"evaluate: {1 - c['lab_truth_share']:.1%} of the {len(vms)} VMs have no lab workload with slowdown "
-              "truth (no vms.workload_id, or a workload no truth table holds): their false positives are the lab "
-              "estimate, not realized")
+              "truth (no vms.workload_id, or a workload no truth table holds) and no vm_slowdowns report: their "
+              "false positives are the lab estimate, not realized")
     if c["pool_only_without_truth"]:
         print(f"evaluate: {c['pool_only_without_truth']} pool-only VMs have no slowdown truth (no vms.workload_id, or "
               f"a workload no truth table holds): each counts as the lab error rate {rate:.2%} (fp_source "

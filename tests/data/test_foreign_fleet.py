@@ -30,8 +30,9 @@ FOREIGN_NAMES = ["Standard_B2s", "Standard_A1", "Standard_E64-32s_v3", "Standard
 
 
 @pytest.fixture(scope="module")
-def foreign(small_tables, tmp_path_factory):
-    """The small fleet exported as a provider would: CSV, other names, no lab link, a third of the lab unmeasured."""
+def foreign(small_tables, small_reports_raw, tmp_path_factory):
+    """The small fleet exported as a provider would: CSV, other names, no lab link, a third of the lab unmeasured,
+    and slowdowns measured on a third of its customers' VMs (the same VMs: `small_reports_raw`)."""
     src = tmp_path_factory.mktemp("export")
     vms = small_tables["vms"].drop(columns=["workload_id"])
     types = sorted(vms.vm_type.unique())
@@ -41,7 +42,8 @@ def foreign(small_tables, tmp_path_factory):
     workloads = workloads[workloads.workload_id.isin(kept)]
     slowdowns = small_tables["slowdowns"][small_tables["slowdowns"].workload_id.isin(kept)]
     for name, df in (("vms", vms), ("workloads", workloads), ("slowdowns", slowdowns),
-                     ("vm_counters", small_tables["vm_counters"])):
+                     ("vm_counters", small_tables["vm_counters"]),
+                     ("vm_slowdowns", pd.read_parquet(small_reports_raw / "vm_slowdowns.parquet"))):
         df.to_csv(src / f"{name}.csv", index=False)
     return src
 
@@ -87,10 +89,14 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     vocab = json.loads((wd / "um" / "manifest.json").read_text())["vocabulary"]
     assert {"azure/B", "azure/NC", "aws/m", "gcp/n"} <= set(vocab["family"])   # the UM model learned from them
     evaluation = json.loads((wd / "m/evaluate.json").read_text())
-    assert evaluation["combined"]["lab_truth_share"] == 0.0 and "have no lab workload" in out
-
+    assert "have no lab workload" in out and evaluation["truth_source"] == "lab+vm_slowdowns"
+    # no VM names a workload: the measured ones are judged by their own slowdowns, the others by the estimate
     day = (pd.Timestamp(small_params()["base"]["as_of"]) + pd.Timedelta(days=1)).date()
+    reports = read_tables(raw, ["vm_slowdowns"])["vm_slowdowns"]
+    measured = set(reports.vm_id[(reports.latency_ratio == 1.82) & (reports.spilled_pct == 100)])
     nxt = imported[imported.created_at.dt.date == day]
+    assert 0 < evaluation["combined"]["lab_truth_share"] == pytest.approx(nxt.vm_id.isin(measured).mean())
+
     requests = nxt[["vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]]
     requests = pd.concat([requests, requests.head(3).assign(vm_id=lambda d: d.vm_id + "-new", customer_id="never-seen",
                                                             vm_type="t9g.huge", region="moon-1", os="plan9")])

@@ -58,3 +58,16 @@ def test_truth_where_known_estimate_elsewhere():
     s = summarize(outcomes(vms, d, TABLE, pdm=5), fp_estimate_rate=0.2)
     assert s["fp_source"] == "truth+lab_estimate" and s["lab_truth_share"] == 0.5
     assert s["false_positives"] == pytest.approx(1 / 4 + 2 * 0.2 / 4)
+
+
+def test_a_vms_own_measured_slowdown_is_its_truth_where_the_lab_has_none():
+    # a: lab truth "hot" (its own report says calm: the workload's truth stands); b: no workload, measured 9% ->
+    # a realized false positive; c: no workload, measured 1%; d: neither -> the estimate
+    vms = _vms(untouched_fraction=[0.5] * 4, workload_id=["hot", None, None, None])
+    d = decide(vms.memory_gb, np.ones(4, bool), np.full(4, 0.9), np.zeros(4), PolicyKnobs(0.8, None))
+    measured = pd.Series({"a": 1.0, "b": 9.0, "c": 1.0, "elsewhere": 50.0})
+    out = outcomes(vms, d, TABLE, pdm=5, measured=measured)
+    assert out.false_positive.tolist() == [True, True, False, False]
+    assert out.lab_truth.tolist() == [True, True, True, False]
+    s = summarize(out, fp_estimate_rate=0.2)
+    assert s["fp_source"] == "truth+lab_estimate" and s["false_positives"] == pytest.approx(2 / 4 + 0.2 / 4)
