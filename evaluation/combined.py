@@ -121,6 +121,6 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
 
 
 def realized(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
-             fp_estimate_rate: float = 0.0) -> dict[str, float | int | str]:
-    """The summary of one policy's decisions on ``vms``."""
-    return summarize(outcomes(vms, decision, table, pdm), fp_estimate_rate)
+             fp_estimate_rate: float = 0.0, measured: pd.Series | None = None) -> dict[str, float | int | str]:
+    """The summary of one policy's decisions on ``vms`` (``measured``: as ``outcomes``)."""
+    return summarize(outcomes(vms, decision, table, pdm, measured), fp_estimate_rate)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pandas as pd
 
 from evaluation.combined import spill_table
+from optimize.evidence import full_pool_slowdowns
 from telemetry.contract import TRUTH_FILE
-from telemetry.io import read_raw, read_tables
+from telemetry.io import read_optional, read_raw, read_tables
 from telemetry.storage import Location, location
 
 
@@ -23,3 +24,10 @@ def truth_table(raw_dir: Location | str, ratio: float) -> tuple[pd.DataFrame, st
     if path.exists():
         return spill_table(read_raw(path, "population_truth"), ratio), "population"
     return spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], ratio), "lab"
+
+
+def measured_truth(raw_dir: Location | str, ratio: float) -> pd.Series | None:
+    """The fleet VMs' own full-pool slowdowns at ``ratio`` by ``vm_id`` (``vm_slowdowns``, optional): the truth
+    of a VM the workload table says nothing of. None where the data set has no such table."""
+    reports = read_optional(raw_dir, "vm_slowdowns")
+    return None if reports is None else full_pool_slowdowns(reports, ratio)

@@ -16,14 +16,13 @@ from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams
 from evaluation.combined import outcomes, summarize
-from evaluation.truth import truth_table
+from evaluation.truth import measured_truth, truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Scores, score, score_in_parts
 from models.policy import read_policy
-from optimize.evidence import full_pool_slowdowns
-from telemetry.io import AtomicDir, read_days, read_optional, write_json
+from telemetry.io import AtomicDir, read_days, write_json
 from telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)
@@ -48,8 +47,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
         s = _score(files, vms, history, client)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
-    reports = read_optional(raw_dir, "vm_slowdowns")
-    measured = None if reports is None else full_pool_slowdowns(reports, policy["latency_ratio"])
+    measured = measured_truth(raw_dir, policy["latency_ratio"])
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]

@@ -18,7 +18,7 @@ import pandas as pd
 from core.errors import ConfigError, RegistryError
 from core.params import Params
 from evaluation.combined import realized
-from evaluation.truth import truth_table
+from evaluation.truth import measured_truth, truth_table
 from evaluation.gate import gate
 from models import bundle
 from models.bundle import BundlePaths
@@ -42,7 +42,8 @@ def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location) -> d
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
                policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy["latency_ratio"])
-    return {**realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"]), "served_policy": served_name(policy)}
+    return {**realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"],
+                       measured_truth(raw_dir, policy["latency_ratio"])), "served_policy": served_name(policy)}
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:
