@@ -86,7 +86,7 @@ def spread(op: np.ndarray) -> NextNight:
     with np.errstate(invalid="ignore", divide="ignore"):
         center = np.where(n > 0, np.nansum(op, axis=1) / np.maximum(n, 1), 0.0)
         s = np.sqrt(np.nansum((op - center[:, None]) ** 2, axis=1) / np.maximum(n - 1, 1))
-    seen = np.where(n > 0, np.nanmax(np.where(np.isnan(op), -np.inf, op), axis=1), 0.0)
+    seen = np.where(n > 0, np.max(np.where(np.isnan(op), -np.inf, op), axis=1, initial=-np.inf), 0.0)
     scale = np.where(n >= 2, s * np.sqrt(1.0 + 1.0 / np.maximum(n, 1)), np.where(seen > 0, np.inf, 0.0))
     return NextNight(center, scale, np.where(n >= 2, n - 1.0, 0.0))
 

@@ -72,3 +72,9 @@ def test_tonight_is_the_days_spread_and_more_cautious_than_a_day_alone():
     assert t.center.tolist() == [0.0, rates.mean()]
     assert t.scale[1] == pytest.approx(rates.std(ddof=1) * np.sqrt(1 + 1 / 4)) and t.df.tolist() == [0.0, 3.0]
     assert t.quantile(0.95)[1] > rates.mean() and t.quantile(0.95)[0] == 0.0
+
+
+def test_reports_of_no_vm_in_the_window_say_nothing_and_do_not_fail():
+    # a provider's reports may all name VMs this export does not hold, or be measured after as_of
+    t = tonight(np.array([], dtype="datetime64[ns]"), np.array([]), np.array([]), np.array([np.inf, 0.5]))
+    assert t.center.tolist() == [0.0, 0.0] and t.scale.tolist() == [0.0, 0.0] and t.df.tolist() == [0.0, 0.0]
