@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evaluation.combined import spill_table
-from optimize.evidence import full_pool_slowdowns
+from optimize.evidence import full_pool_slowdowns, measured_before_created
 from telemetry.contract import TRUTH_FILE
 from telemetry.io import read_optional, read_raw, read_tables
 from telemetry.storage import Location, location
@@ -26,8 +26,12 @@ def truth_table(raw_dir: Location | str, ratio: float) -> tuple[pd.DataFrame, st
     return spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], ratio), "lab"
 
 
-def measured_truth(raw_dir: Location | str, ratio: float) -> pd.Series | None:
+def measured_truth(raw_dir: Location | str, ratio: float, vms: pd.DataFrame) -> pd.Series | None:
     """The fleet VMs' own full-pool slowdowns at ``ratio`` by ``vm_id`` (``vm_slowdowns``, optional): the truth
-    of a VM the workload table says nothing of. None where the data set has no such table."""
+    of a VM the workload table says nothing of. None where the data set has no such table. A row measured
+    before its VM in ``vms`` was created is not that VM's (``measured_before_created``) and is left out."""
     reports = read_optional(raw_dir, "vm_slowdowns")
-    return None if reports is None else full_pool_slowdowns(reports, ratio)
+    if reports is None:
+        return None
+    early = measured_before_created(reports, vms.set_index("vm_id").created_at)
+    return full_pool_slowdowns(reports[~early], ratio)

@@ -24,16 +24,28 @@ def full_pool_slowdowns(reports: pd.DataFrame, ratio: float) -> pd.Series:
     return reports[fits].groupby("vm_id", observed=True).slowdown_pct.mean()
 
 
-def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float) -> tuple[pd.Series, dict[str, int]]:
+def measured_before_created(reports: pd.DataFrame, created_at: pd.Series) -> np.ndarray:
+    """Per row, whether it was measured before its VM was created (``created_at`` by ``vm_id``; a VM it
+    does not hold is never flagged). Such a row is not this VM's: an id the provider reused, or a clock
+    that was wrong. Either way it cannot be the VM's truth, so it is counted and left out, not refused."""
+    born = created_at[~created_at.index.duplicated()].reindex(reports.vm_id.to_numpy()).to_numpy()
+    return (reports.measured_at.to_numpy() < born) if len(reports) else np.zeros(0, bool)
+
+
+def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float,
+                  created_at: pd.Series | None = None) -> tuple[pd.Series, dict[str, int]]:
     """(sensitive or not per measured VM, what was left out and why) from ``vm_slowdowns`` rows known by the
     end of ``as_of``: a VM is sensitive when its mean slowdown entirely on pool at ``ratio`` exceeds ``pdm``,
-    as the lab's workloads are labelled (``models.li.li_labels``)."""
+    as the lab's workloads are labelled (``models.li.li_labels``). ``created_at`` (by ``vm_id``): rows
+    measured before their VM existed are left out (``measured_before_created``)."""
     end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
-    known = reports.measured_at < end
-    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT)
-    sensitive = (full_pool_slowdowns(reports[known], ratio) > pdm).rename("sensitive")
+    known = (reports.measured_at < end).to_numpy()
+    early = np.zeros(len(reports), bool) if created_at is None else measured_before_created(reports, created_at)
+    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT).to_numpy()
+    sensitive = (full_pool_slowdowns(reports[known & ~early], ratio) > pdm).rename("sensitive")
     return sensitive, {"rows": len(reports), "rows_measured_after_as_of": int((~known).sum()),
-                       "rows_other_ratio_or_spill": int((known & ~fits).sum()), "vms_measured": len(sensitive)}
+                       "rows_measured_before_created": int((known & early).sum()),
+                       "rows_other_ratio_or_spill": int((known & ~early & ~fits).sum()), "vms_measured": len(sensitive)}
 
 
 def key_labels(keys: pd.DataFrame, p: np.ndarray, sensitive: np.ndarray) -> pd.DataFrame:

@@ -47,7 +47,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
         s = _score(files, vms, history, client)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
-    measured = measured_truth(raw_dir, policy["latency_ratio"])
+    measured = measured_truth(raw_dir, policy["latency_ratio"], vms)
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]

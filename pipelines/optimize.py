@@ -131,17 +131,17 @@ def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, 
     """The fleet's measured slowdowns (``vm_slowdowns``, optional: no evidence without it) per threshold.
     Only what was known by the end of ``base.as_of``: reports measured by then, of VMs created in the
     ``optimize.report_days`` up to it, scored with the as-of history as `fleet_li_shares` scores recent VMs.
-    A report of a VM this data set does not hold, or of one without history, is counted and left out,
-    never an error."""
+    A report of a VM this data set does not hold, of one without history, or measured before its VM was
+    created, is counted and left out, never an error."""
     o, as_of = params.optimize, params.base.as_of
     zeros = np.zeros(len(thresholds))
     reports = read_optional(raw_dir, "vm_slowdowns") if raw_dir is not None and o.use_reports else None
     if reports is None:
         return FleetEvidence(zeros, zeros, None, {"rows": 0})
-    sensitive, stats = report_labels(reports, as_of, o.latency_ratio, o.pdm)
     last = pd.Timestamp(as_of).date()
     vmf = read_days(vm_features, last - timedelta(days=o.report_days - 1), last,
                     columns=["vm_id", *KEY, "created_at", "has_history"])
+    sensitive, stats = report_labels(reports, as_of, o.latency_ratio, o.pdm, vmf.set_index("vm_id").created_at)
     vms = vmf.merge(sensitive.reset_index(), on="vm_id", how="inner")
     p, known = li_scores(vms, history, load_verified(li_dir / model["file"], model["sha256"]), model)
     used = vms[known]

@@ -43,7 +43,7 @@ def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location) -> d
                policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy["latency_ratio"])
     return {**realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"],
-                       measured_truth(raw_dir, policy["latency_ratio"])), "served_policy": served_name(policy)}
+                       measured_truth(raw_dir, policy["latency_ratio"], vms)), "served_policy": served_name(policy)}
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:

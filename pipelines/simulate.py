@@ -270,7 +270,7 @@ def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Location, pdm: float,
     out: dict[str, dict[str, float]] = {}
     for ratio in ratios:
         table, _ = truth_table(raw_dir, ratio)
-        measured = measured_truth(raw_dir, ratio)
+        measured = measured_truth(raw_dir, ratio, vms)
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
                 s = summarize(outcomes(vms, d, table, pdm, measured), rates.get(ratio, 0.0))

@@ -14,6 +14,7 @@ from core.errors import ContractError, PondError
 from core.params import Params
 from features.tma import require_events
 from models.um_protocol import usable_nights
+from optimize.evidence import measured_before_created
 from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, validate_tables
 from telemetry.io import find_table, read_raw
 from telemetry.storage import Location, location
@@ -66,6 +67,15 @@ def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
             f"params.yaml to a day from {first.date()} to {last.date()}"]
 
 
+def _reports_left_out(reports: pd.DataFrame, vms: pd.DataFrame) -> str:
+    """The rows of ``vm_slowdowns`` no stage will use as a VM's evidence, said before a stage skips them."""
+    unknown = int((~reports.vm_id.isin(vms.vm_id)).sum())
+    early = int(measured_before_created(reports, vms.set_index("vm_id").created_at).sum())
+    parts = [f"{unknown:,} of VMs the vms table does not hold"] * bool(unknown) + \
+        [f"{early:,} measured before their VM was created (a reused id or a wrong clock)"] * bool(early)
+    return f"; left out: {', '.join(parts)}" if parts else ""
+
+
 def check(directory: Location, params: Params | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
     """(state per table: ok / missing / the error, problems per command: empty when it can run).
     With ``params``, also whether ``base.as_of`` fits the trace's days."""
@@ -89,6 +99,8 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
     except ContractError as exc:
         state[exc.table] = f"invalid: {exc}"
         valid.pop(exc.table, None)
+    if "vms" in valid and "vm_slowdowns" in valid:
+        state["vm_slowdowns"] += _reports_left_out(valid["vm_slowdowns"], valid["vms"])
     if "vms" in valid and valid["vms"]["untouched_fraction"].notna().sum() == 0:
         state["vms"] += "; no VM has untouched_fraction (train_um has no label)"
         valid.pop("vms")

@@ -41,9 +41,18 @@ def foreign(small_tables, small_reports_raw, tmp_path_factory):
     kept = workloads.workload_id.iloc[::3].tolist() + workloads.workload_id.iloc[1::3].tolist()
     workloads = workloads[workloads.workload_id.isin(kept)]
     slowdowns = small_tables["slowdowns"][small_tables["slowdowns"].workload_id.isin(kept)]
+    reports = pd.read_parquet(small_reports_raw / "vm_slowdowns.parquet")
+    # ids the provider reused: a full-pool run measured the day before a VM of that id was created, on as_of (which
+    # optimize reads) and on the day evaluate judges; it is the earlier VM's, never the new one's
+    as_of = pd.Timestamp(small_params()["base"]["as_of"])
+    days = [as_of.date(), (as_of + pd.Timedelta(days=1)).date()]
+    unmeasured = vms[~vms.vm_id.isin(reports.vm_id) & vms.created_at.dt.date.isin(days)]
+    reused = unmeasured.groupby(unmeasured.created_at.dt.date).head(20)
+    reports = pd.concat([reports, pd.DataFrame({
+        "vm_id": reused.vm_id.to_numpy(), "latency_ratio": 1.82, "spilled_pct": 100.0, "slowdown_pct": 80.0,
+        "measured_at": (reused.created_at - pd.Timedelta(days=1)).to_numpy()})], ignore_index=True)
     for name, df in (("vms", vms), ("workloads", workloads), ("slowdowns", slowdowns),
-                     ("vm_counters", small_tables["vm_counters"]),
-                     ("vm_slowdowns", pd.read_parquet(small_reports_raw / "vm_slowdowns.parquet"))):
+                     ("vm_counters", small_tables["vm_counters"]), ("vm_slowdowns", reports)):
         df.to_csv(src / f"{name}.csv", index=False)
     return src
 
@@ -92,10 +101,13 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     assert "have no lab workload" in out and evaluation["truth_source"] == "lab+vm_slowdowns"
     # no VM names a workload: the measured ones are judged by their own slowdowns, the others by the estimate
     day = (pd.Timestamp(small_params()["base"]["as_of"]) + pd.Timedelta(days=1)).date()
-    reports = read_tables(raw, ["vm_slowdowns"])["vm_slowdowns"]
-    measured = set(reports.vm_id[(reports.latency_ratio == 1.82) & (reports.spilled_pct == 100)])
+    reports = read_tables(raw, ["vm_slowdowns"])["vm_slowdowns"].merge(imported[["vm_id", "created_at"]], on="vm_id")
+    own = (reports.latency_ratio == 1.82) & (reports.spilled_pct == 100) & (reports.measured_at >= reports.created_at)
     nxt = imported[imported.created_at.dt.date == day]
-    assert 0 < evaluation["combined"]["lab_truth_share"] == pytest.approx(nxt.vm_id.isin(measured).mean())
+    judged = nxt.vm_id.isin(set(reports.vm_id[own])).mean()
+    assert 0 < evaluation["combined"]["lab_truth_share"] == pytest.approx(judged)
+    used = json.loads((wd / "policy.json").read_text())["fleet_reports"]
+    assert used["rows_measured_before_created"] == 20      # the reused ids of VMs created on as_of
 
     requests = nxt[["vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]]
     requests = pd.concat([requests, requests.head(3).assign(vm_id=lambda d: d.vm_id + "-new", customer_id="never-seen",

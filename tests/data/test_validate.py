@@ -106,7 +106,17 @@ def test_a_broken_optional_table_blocks_the_nightly_job_by_name(small_reports_ra
         pd.read_parquet(small_reports_raw / f"{t}.parquet").to_parquet(d / f"{t}.parquet")
     state, problems = check(d, Params(**small_params()))
     assert state["vm_slowdowns"].startswith("ok (") and not any(problems.values())
+    assert "left out" not in state["vm_slowdowns"]
     reports = pd.read_parquet(d / "vm_slowdowns.parquet")
+    vms = pd.read_parquet(d / "vms.parquet").set_index("vm_id")
+    odd = reports.copy()
+    odd.loc[0, "vm_id"] = "vm-elsewhere"                                        # a VM this export does not hold
+    odd.loc[[1, 2], "measured_at"] = vms.created_at[odd.vm_id[[1, 2]]].to_numpy() - pd.Timedelta(hours=1)
+    odd.to_parquet(d / "vm_slowdowns.parquet")
+    state, problems = check(d, Params(**small_params()))
+    assert state["vm_slowdowns"].endswith("; left out: 1 of VMs the vms table does not hold, 2 measured before "
+                                          "their VM was created (a reused id or a wrong clock)")
+    assert not any(problems.values())
     reports.loc[2, "latency_ratio"] = 0.5
     reports.to_parquet(d / "vm_slowdowns.parquet")
     state, problems = check(d, Params(**small_params()))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimize.evidence import daily_rates, key_counts, key_labels, report_labels, tonight
+from optimize.evidence import daily_rates, key_counts, key_labels, measured_before_created, report_labels, tonight
 
 
 def _reports() -> pd.DataFrame:
@@ -25,7 +25,23 @@ def test_a_vm_is_sensitive_when_its_mean_full_pool_slowdown_exceeds_the_pdm():
     # a: mean 5.5 > 5; b: 5.0 is within the PDM (the lab's rule: insensitive iff <= PDM); c: its 2.22 row is
     # another ratio; d: spilled 50% says nothing of a VM entirely on pool; e: measured the next day
     assert sensitive.to_dict() == {"a": True, "b": False, "c": True}
-    assert stats == {"rows": 7, "rows_measured_after_as_of": 1, "rows_other_ratio_or_spill": 2, "vms_measured": 3}
+    assert stats == {"rows": 7, "rows_measured_after_as_of": 1, "rows_measured_before_created": 0,
+                     "rows_other_ratio_or_spill": 2, "vms_measured": 3}
+
+
+def test_a_row_measured_before_its_vm_was_created_is_another_vms_and_is_left_out():
+    # b's only row predates b (a reused id, or a wrong clock); a's second row predates a; c is not in the table
+    created = pd.Series(pd.to_datetime(["2026-01-08 09:00", "2026-01-08 11:00", "2026-01-09 00:00"], utc=True),
+                        index=["a", "b", "zz"])
+    reports = _reports()
+    reports.loc[1, "measured_at"] = pd.Timestamp("2026-01-08 08:00", tz="UTC")
+    assert measured_before_created(reports, created).tolist() == [False, True, True, False, False, False, False]
+    sensitive, stats = report_labels(reports, "2026-01-08", 1.82, 5.0, created)
+    # a is judged by its remaining row alone (4.0, within the PDM); b has no row left; c keeps both
+    assert sensitive.to_dict() == {"a": False, "c": True}
+    assert stats == {"rows": 7, "rows_measured_after_as_of": 1, "rows_measured_before_created": 2,
+                     "rows_other_ratio_or_spill": 2, "vms_measured": 2}
+    assert measured_before_created(reports.iloc[:0], created).tolist() == []
 
 
 def test_a_report_measured_by_the_end_of_the_next_day_counts_only_from_then():
