@@ -151,8 +151,10 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
 
 
 def best(pool: np.ndarray, bound: np.ndarray, budget: float) -> tuple[int, int] | None:
-    """The feasible pair with the most pool (ties: the smaller bound, then the first); None if none."""
-    ok = bound <= budget + 1e-12
+    """The feasible pair with the most pool (ties: the smaller bound, then the first); None if none.
+    A pair whose pool share is not a number (a UM night without that target) is not feasible: one such
+    pair must not turn every other away, as the max of a grid holding NaN would."""
+    ok = (bound <= budget + 1e-12) & np.isfinite(pool)
     if not ok.any():
         return None
     value = np.where(ok, pool, -np.inf)

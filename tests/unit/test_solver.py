@@ -24,6 +24,13 @@ def test_hand_made_grid_means():
     assert best(g.pool, g.mean, -0.1) is None
 
 
+def test_a_pair_without_a_pool_share_is_infeasible_and_does_not_hide_the_others():
+    pool = np.array([[0.0, 0.2, np.nan], [0.3, 0.4, 0.5]])
+    bound = np.array([[0.0, 0.01, 0.01], [0.01, 0.01, 0.03]])
+    assert best(pool, bound, 0.02) == (1, 1)
+    assert best(np.full((2, 2), np.nan), np.zeros((2, 2)), 0.02) is None
+
+
 def test_zero_lab_errors_give_a_bound_that_shrinks_with_the_evidence():
     u = np.random.default_rng(0).random(20000)
     q90 = np.quantile(error_draws(np.array([20, 60, 200]), np.zeros(3), u), 0.9, axis=1)
