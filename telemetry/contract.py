@@ -211,7 +211,8 @@ def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
     for col in schema.columns:
         out[col.name] = _coerce(df, col, schema)
         if not col.nullable:
-            _require(out[col.name].notna(), df, schema, col.name, "values are missing")
+            _require(out[col.name].notna(), df, schema, col.name, "values are missing",
+                     f"fill {col.name} in these rows, or drop the rows: the column is required in every row")
     if schema.key and _has_duplicates(out[schema.key]):
         dup = out[schema.key].duplicated(keep=False)
         if dup.any():

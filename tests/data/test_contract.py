@@ -32,6 +32,13 @@ def test_missing_column(tables):
     _reject(tables, "vms", "memory_gb", "missing columns ['memory_gb']")
 
 
+def test_a_missing_required_value_names_the_row_and_the_fix(tables):
+    vms = tables["vms"]
+    vms.loc[4, "customer_id"] = None
+    err = _reject(tables, "vms", "customer_id", "values are missing", "Fix: fill customer_id in these rows, or drop")
+    assert err.rows == [vms.loc[4, "vm_id"]]
+
+
 def test_non_numeric_memory_names_the_row(tables):
     vms = tables["vms"]
     vms["memory_gb"] = vms["memory_gb"].astype(object)
