@@ -18,10 +18,18 @@ from models.li import FULL_POOL_PCT   # the LI decision puts an insensitive VM e
 from optimize.solver import NextNight, spread
 
 
+def _full_pool(reports: pd.DataFrame, ratio: float) -> np.ndarray:
+    """Per row, whether it is a run entirely on the pool at ``ratio``: the only runs that say what an LI call does."""
+    return np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT).to_numpy()
+
+
+def _mean_slowdown(rows: pd.DataFrame) -> pd.Series:
+    return rows.groupby("vm_id", observed=True).slowdown_pct.mean()
+
+
 def full_pool_slowdowns(reports: pd.DataFrame, ratio: float) -> pd.Series:
     """Each measured VM's mean slowdown (%) entirely on pool at ``ratio``, by ``vm_id``: its own truth."""
-    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT)
-    return reports[fits].groupby("vm_id", observed=True).slowdown_pct.mean()
+    return _mean_slowdown(reports[_full_pool(reports, ratio)])
 
 
 def measured_before_created(reports: pd.DataFrame, created_at: pd.Series) -> np.ndarray:
@@ -41,8 +49,8 @@ def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float,
     end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
     known = (reports.measured_at < end).to_numpy()
     early = np.zeros(len(reports), bool) if created_at is None else measured_before_created(reports, created_at)
-    fits = np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT).to_numpy()
-    sensitive = (full_pool_slowdowns(reports[known & ~early], ratio) > pdm).rename("sensitive")
+    fits = _full_pool(reports, ratio)
+    sensitive = (_mean_slowdown(reports[known & ~early & fits]) > pdm).rename("sensitive")
     return sensitive, {"rows": len(reports), "rows_measured_after_as_of": int((~known).sum()),
                        "rows_measured_before_created": int((known & early).sum()),
                        "rows_other_ratio_or_spill": int((known & ~early & ~fits).sum()), "vms_measured": len(sensitive)}
