@@ -56,6 +56,18 @@ def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float,
                        "rows_other_ratio_or_spill": int((known & ~early & ~fits).sum()), "vms_measured": len(sensitive)}
 
 
+def report_summary(stats: dict[str, int]) -> str:
+    """One line on what the fleet's reports gave the solver and what was left out, and why."""
+    why = {"rows_measured_after_as_of": "measured after as_of", "rows_measured_before_created":
+           "measured before their VM was created", "rows_other_ratio_or_spill": "at another ratio or spill"}
+    out = [f"{stats[k]:,} rows {v}" for k, v in why.items() if stats.get(k)]
+    out += [f"{stats[k]:,} VMs {v}" for k, v in (("vms_not_in_window", "outside the report window or the vms table"),
+                                                 ("vms_without_history", "without history")) if stats.get(k)]
+    return (f"vm_slowdowns: {stats['rows']:,} rows, {stats.get('vms_used', 0):,} measured VMs used as "
+            f"{stats.get('keys', 0):,} history keys over {stats.get('days', 0)} days"
+            + (f"; left out: {', '.join(out)}" if out else ""))
+
+
 def key_labels(keys: pd.DataFrame, p: np.ndarray, sensitive: np.ndarray) -> pd.DataFrame:
     """One row per history key of the scored, measured VMs: its score and its share of sensitive VMs.
     ``keys``: the VMs' key columns, one row per VM, aligned with ``p`` and ``sensitive``."""

@@ -32,7 +32,7 @@ from features.history import KEY
 from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
-from optimize.evidence import key_counts, key_labels, report_labels, tonight
+from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
 from optimize.solver import Grid, NextNight, best, called_shares, error_rate, grid
 from telemetry.io import read_days, read_optional, write_json
 from telemetry.storage import Location
@@ -184,6 +184,8 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                                        lab.threshold.to_numpy())
     fleet = fleet_evidence(params, raw_dir, features_dir / "vm_features.parquet", history, li_dir, model,
                            lab.threshold.to_numpy())
+    if fleet.stats["rows"]:
+        print(f"optimize: {report_summary(fleet.stats)}")
     li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
                                             pd.read_parquet(um_dir / "heldout_nights.parquet"), fleet.tonight)

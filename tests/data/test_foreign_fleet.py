@@ -108,6 +108,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     assert 0 < evaluation["combined"]["lab_truth_share"] == pytest.approx(judged)
     used = json.loads((wd / "policy.json").read_text())["fleet_reports"]
     assert used["rows_measured_before_created"] == 20      # the reused ids of VMs created on as_of
+    assert "20 rows measured before their VM was created" in out   # optimize says so in the nightly log
 
     requests = nxt[["vm_id", "customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id"]]
     requests = pd.concat([requests, requests.head(3).assign(vm_id=lambda d: d.vm_id + "-new", customer_id="never-seen",

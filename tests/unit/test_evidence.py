@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimize.evidence import daily_rates, key_counts, key_labels, measured_before_created, report_labels, tonight
+from optimize.evidence import (daily_rates, key_counts, key_labels, measured_before_created, report_labels,
+                               report_summary, tonight)
 
 
 def _reports() -> pd.DataFrame:
@@ -94,3 +95,14 @@ def test_reports_of_no_vm_in_the_window_say_nothing_and_do_not_fail():
     # a provider's reports may all name VMs this export does not hold, or be measured after as_of
     t = tonight(np.array([], dtype="datetime64[ns]"), np.array([]), np.array([]), np.array([np.inf, 0.5]))
     assert t.center.tolist() == [0.0, 0.0] and t.scale.tolist() == [0.0, 0.0] and t.df.tolist() == [0.0, 0.0]
+
+
+def test_the_summary_says_what_was_used_and_each_reason_for_what_was_not():
+    stats = {"rows": 1200, "rows_measured_after_as_of": 3, "rows_measured_before_created": 0,
+             "rows_other_ratio_or_spill": 40, "vms_measured": 300, "vms_not_in_window": 12,
+             "vms_without_history": 0, "vms_used": 288, "keys": 95, "days": 28}
+    assert report_summary(stats) == ("vm_slowdowns: 1,200 rows, 288 measured VMs used as 95 history keys over 28 days; "
+                                     "left out: 3 rows measured after as_of, 40 rows at another ratio or spill, "
+                                     "12 VMs outside the report window or the vms table")
+    assert report_summary({"rows": 5, "rows_measured_after_as_of": 5, "vms_measured": 0}) == \
+        "vm_slowdowns: 5 rows, 0 measured VMs used as 0 history keys over 0 days; left out: 5 rows measured after as_of"
