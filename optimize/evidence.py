@@ -36,8 +36,8 @@ def measured_before_created(reports: pd.DataFrame, created_at: pd.Series) -> np.
     """Per row, whether it was measured before its VM was created (``created_at`` by ``vm_id``; a VM it
     does not hold is never flagged). Such a row is not this VM's: an id the provider reused, or a clock
     that was wrong. Either way it cannot be the VM's truth, so it is counted and left out, not refused."""
-    born = created_at[~created_at.index.duplicated()].reindex(reports.vm_id.to_numpy()).to_numpy()
-    return (reports.measured_at.to_numpy() < born) if len(reports) else np.zeros(0, bool)
+    born = created_at[~created_at.index.duplicated()].reindex(reports.vm_id.to_numpy())
+    return (reports.measured_at.reset_index(drop=True) < born.reset_index(drop=True)).to_numpy(bool)
 
 
 def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float,
