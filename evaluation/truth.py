@@ -9,6 +9,8 @@ No training stage reads this module.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from evaluation.combined import spill_table
@@ -26,12 +28,18 @@ def truth_table(raw_dir: Location | str, ratio: float) -> tuple[pd.DataFrame, st
     return spill_table(read_tables(raw_dir, ["slowdowns"])["slowdowns"], ratio), "lab"
 
 
-def measured_truth(raw_dir: Location | str, ratio: float, vms: pd.DataFrame) -> pd.Series | None:
-    """The fleet VMs' own full-pool slowdowns at ``ratio`` by ``vm_id`` (``vm_slowdowns``, optional): the truth
-    of a VM the workload table says nothing of. None where the data set has no such table. A row measured
-    before its VM in ``vms`` was created is not that VM's (``measured_before_created``) and is left out."""
+def measured_truths(raw_dir: Location | str, ratios: Sequence[float], vms: pd.DataFrame
+                    ) -> dict[float, pd.Series | None]:
+    """Per ratio, the fleet VMs' own full-pool slowdowns by ``vm_id`` (``vm_slowdowns``, optional, read once):
+    the truth of a VM the workload table says nothing of. None where the data set has no such table. A row
+    measured before its VM in ``vms`` was created is not that VM's (``measured_before_created``): left out."""
     reports = read_optional(raw_dir, "vm_slowdowns")
     if reports is None:
-        return None
-    early = measured_before_created(reports, vms.set_index("vm_id").created_at)
-    return full_pool_slowdowns(reports[~early], ratio)
+        return {r: None for r in ratios}
+    own = reports[~measured_before_created(reports, vms.set_index("vm_id").created_at)]
+    return {r: full_pool_slowdowns(own, r) for r in ratios}
+
+
+def measured_truth(raw_dir: Location | str, ratio: float, vms: pd.DataFrame) -> pd.Series | None:
+    """``measured_truths`` at one ratio."""
+    return measured_truths(raw_dir, [ratio], vms)[ratio]

@@ -44,6 +44,13 @@ def error_rate(called: np.ndarray, errors: np.ndarray) -> np.ndarray:
     return np.where(called > 0, (errors + 0.5) / (called + 1.0), 0.0)
 
 
+def charged_rate(called: np.ndarray, errors: np.ndarray, li_next: NextNight | None = None) -> np.ndarray:
+    """The error rate the solver charges per LI candidate: the counts' posterior mean, or tonight's rate
+    predicted from the fleet's measured days where that is more cautious (``grid``'s ``li_next``)."""
+    q = error_rate(called, errors)
+    return q if li_next is None else np.maximum(q, li_next.mean)
+
+
 def error_draws(called: np.ndarray, errors: np.ndarray, u: np.ndarray) -> np.ndarray:
     """(candidates, draws) of the error rate: the Jeffreys posterior's quantiles at the shared
     uniforms ``u``, so that draws are comonotone across thresholds."""
@@ -133,7 +140,7 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
     um_nights = np.asarray(um_nights, float)
     op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
-    q_mean = error_rate(called, errors) if li_next is None else np.maximum(error_rate(called, errors), li_next.mean)
+    q_mean = charged_rate(called, errors, li_next)
     mean = li_vm[:, None] * q_mean[:, None] + (1.0 - li_vm[:, None]) * op.mean[None, :]
     if level is None:
         return Grid(pool, mean, mean)

@@ -33,7 +33,7 @@ from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from optimize.solver import Grid, NextNight, best, called_shares, error_rate, grid
+from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid
 from telemetry.io import read_days, read_optional, write_json
 from telemetry.storage import Location
 
@@ -193,9 +193,7 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
     i, j = choice
-    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
-    if fleet.tonight is not None:   # the rate the solver charged: the more cautious of the counts and the days
-        q = np.maximum(q, fleet.tonight.mean)
+    q = charged_rate(li.called.to_numpy(), li.errors.to_numpy(), fleet.tonight)
     offsets = um_manifest["offsets"]
     offset = 0.0 if j == 0 else offsets.get(f"{targets[j]:g}")
     if offset is None:

@@ -49,7 +49,7 @@ from evaluation.combined import outcomes, summarize
 from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
 from evaluation.sizing_report import plot_savings, print_report, sizing_metrics, summarize_sizing
 from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
-from evaluation.truth import measured_truth, truth_table
+from evaluation.truth import measured_truths, truth_table
 from features.shuffle import scratch_folder
 from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
@@ -268,9 +268,10 @@ def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Location, pdm: float,
               rates: dict[float, float]) -> dict[str, dict[str, float]]:
     """Mispredictions each policy realized on the VMs created in the window, per latency ratio."""
     out: dict[str, dict[str, float]] = {}
+    own = measured_truths(raw_dir, ratios, vms)
     for ratio in ratios:
         table, _ = truth_table(raw_dir, ratio)
-        measured = measured_truth(raw_dir, ratio, vms)
+        measured = own[ratio]
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
                 s = summarize(outcomes(vms, d, table, pdm, measured), rates.get(ratio, 0.0))

@@ -181,6 +181,12 @@ def draw_latent(cat: pd.DataFrame, rng: np.random.Generator, mech: Mechanisms = 
     })
 
 
+def measured(true: np.ndarray, rng: np.random.Generator, params: LabParams) -> np.ndarray:
+    """One run's slowdown (%) of each true slowdown: the lab's run-to-run noise, relative and absolute.
+    A fleet VM's A/B run (``vms.build_vm_slowdowns``) is measured the same way."""
+    return true * (1 + rng.normal(0, params.noise_rel, len(true))) + rng.normal(0, params.noise_pp, len(true))
+
+
 def pool_slowdown(lat: pd.DataFrame, ratio: float, spilled_pct: np.ndarray | float = 100.0) -> np.ndarray:
     """Noise-free slowdown in percent for a spilled share of the footprint (see module doc)."""
     r1 = ratio - 1.0
@@ -404,7 +410,7 @@ def build_lab(params: LabParams, variant: Variant = "pond") -> Lab:
                            lab_lat.footprint_gb.round(3).rename("footprint_gb"),
                            pd.DataFrame(counts, columns=rates.columns)], axis=1)
     grid, true = _slowdown_grid(lab_lat, params.latency_ratios, params.spill_levels, params.repetitions)
-    noisy = true * (1 + rng.normal(0, params.noise_rel, len(grid))) + rng.normal(0, params.noise_pp, len(grid))
+    noisy = measured(true, rng, params)
     slowdowns = pd.DataFrame({"workload_id": grid.workload_id, "latency_ratio": grid.latency_ratio,
                               "spilled_pct": grid.spilled_pct.astype(float),
                               "slowdown_pct": noisy.round(3), "repetition": grid.repetition})

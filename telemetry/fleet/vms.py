@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from core.params import FleetParams, LabParams
-from telemetry.fleet.lab import Lab, pool_slowdown
+from telemetry.fleet.lab import Lab, measured, pool_slowdown
 
 FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
@@ -182,14 +182,11 @@ def build_vm_slowdowns(vms: pd.DataFrame, lab: Lab, p: FleetParams, lab_params: 
     measured_at = vms.created_at + AB_TEST_DELAY
     horizon = pd.Timestamp(p.start, tz="UTC") + pd.Timedelta(days=p.n_days)
     alive = vms.deleted_at.isna().to_numpy() | (vms.deleted_at >= measured_at).fillna(False).to_numpy(bool)
-    tested = vms[vms.customer_id.isin(internal).to_numpy() & alive & (measured_at < horizon).to_numpy()]
+    picked = vms.customer_id.isin(internal).to_numpy() & alive & (measured_at < horizon).to_numpy()
+    tested, at = vms[picked], measured_at[picked].to_numpy()
     lat = lab.latent.iloc[tested._workload_idx.to_numpy()].reset_index(drop=True)
-    parts = []
-    for ratio in lab_params.latency_ratios:
-        true = pool_slowdown(lat, ratio, 100.0)
-        noisy = (true * (1 + rng.normal(0, lab_params.noise_rel, len(lat)))
-                 + rng.normal(0, lab_params.noise_pp, len(lat)))
-        parts.append(pd.DataFrame({"vm_id": tested.vm_id.to_numpy(), "latency_ratio": float(ratio),
-                                   "spilled_pct": 100.0, "slowdown_pct": noisy.round(3),
-                                   "measured_at": (tested.created_at + AB_TEST_DELAY).to_numpy()}))
+    parts = [pd.DataFrame({"vm_id": tested.vm_id.to_numpy(), "latency_ratio": float(ratio), "spilled_pct": 100.0,
+                           "slowdown_pct": measured(pool_slowdown(lat, ratio, 100.0), rng, lab_params).round(3),
+                           "measured_at": at})
+             for ratio in lab_params.latency_ratios]
     return pd.concat(parts, ignore_index=True)

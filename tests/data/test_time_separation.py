@@ -106,6 +106,7 @@ def test_fleet_reports_count_only_what_was_known_at_as_of(small_bundle, small_ra
     _optimize(small_bundle, small_reports_raw, tmp_path / "d", tmp_path / "off.yaml")
     assert (tmp_path / "c" / "policy.json").read_bytes() == (tmp_path / "d" / "policy.json").read_bytes()
     li = a["li"]
-    if li["enabled"]:   # the rate charged: at least the Jeffreys mean of lab and fleet counts together
-        called, errors = li["lab_called"] + li["fleet_called"], li["lab_errors"] + li["fleet_errors"]
-        assert li["error_rate"] >= (errors + 0.5) / (called + 1.0) - 1e-12
+    assert li["enabled"] and li["fleet_called"] > 0   # the fleet's keys were counted at the chosen threshold
+    # the rate charged: at least the Jeffreys mean of lab and fleet counts together
+    called, errors = li["lab_called"] + li["fleet_called"], li["lab_errors"] + li["fleet_errors"]
+    assert li["error_rate"] >= (errors + 0.5) / (called + 1.0) - 1e-12
