@@ -55,6 +55,12 @@ TMA_COLUMNS: tuple[str, ...] = (
 
 def require_events(df: pd.DataFrame, table: str) -> None:
     missing = [e for e in REQUIRED_EVENTS if e not in df.columns]
+    near = {str(c): e for e in missing for c in df.columns if str(c).strip().upper() == e}
+    if near:
+        name, event = next(iter(near.items()))
+        raise ContractError(table, f"the file has {len(near)} of the PMU events spelled in another case, e.g. "
+                            f"{name!r} for {event!r}", column=event,
+                            fix="name event columns as DESIGN.md does, in upper case (rename them)")
     if missing:
         raise ContractError(table, f"PMU events needed for TMA metrics are missing: {missing}",
                             column=missing[0], fix="count these core events (see features/tma.py)")

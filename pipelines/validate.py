@@ -82,11 +82,11 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
     state: dict[str, str] = {}
     valid: dict[str, pd.DataFrame] = {}
     for table in (*TABLES, *OPTIONAL_TABLES):
-        path = find_table(location(directory), table)
-        if path is None:
-            state[table] = "missing" if table in TABLES else f"absent ({HOW[table]})"
-            continue
         try:
+            path = find_table(location(directory), table)
+            if path is None:
+                state[table] = "missing" if table in TABLES else f"absent ({HOW[table]})"
+                continue
             df = validate_table(read_raw(path, table), table)
             if table in ("workloads", "vm_counters"):
                 require_events(df, table)

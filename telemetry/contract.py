@@ -198,9 +198,23 @@ def _has_duplicates(ids: pd.Series) -> bool:
     return bool(pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py())
 
 
+def _refuse_near_names(df: pd.DataFrame, table: str, names: list[str]) -> None:
+    """A contract column spelled with other case or stray spaces is that column misnamed, not an
+    extra column to ignore: an optional one (``workload_id``, ``untouched_so_far``) would otherwise
+    be dropped without a word."""
+    for name in names:
+        if name in df.columns:
+            continue
+        near = [c for c in df.columns if isinstance(c, str) and c.strip().lower() == name]
+        if near:
+            raise ContractError(table, f"the file has a column {near[0]!r}, not {name!r} (column names are "
+                                "matched exactly)", column=name, fix=f"rename {near[0]!r} to {name!r}")
+
+
 def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """Return a typed copy of ``df`` or raise ContractError for the first problem found."""
     schema = SCHEMAS[table]
+    _refuse_near_names(df, table, schema.names)
     missing = [c.name for c in schema.columns if c.name not in df.columns and not c.optional]
     if missing:
         raise ContractError(table, f"missing columns {missing}", column=missing[0],
@@ -269,6 +283,11 @@ def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         vm = set(event_columns(out["vm_counters"], VM_COUNTERS))
         if lab != vm:
             diff = sorted(lab ^ vm)
-            raise ContractError("vm_counters", f"event columns differ from workloads': {diff[:5]}",
-                                column=diff[0], fix="count the same PMU events in the lab and on VMs")
+            upper = [str(c).upper() for c in diff]
+            cased = sorted({u for u in upper if upper.count(u) > 1})
+            raise ContractError("vm_counters", f"event columns differ from workloads': {diff[:5]}"
+                                + (f"; {len(cased)} of them only in upper and lower case, e.g. {cased[0]}"
+                                   if cased else ""), column=diff[0],
+                                fix="count the same PMU events in the lab and on VMs" + (
+                                    ", and name them in upper case in both tables, as DESIGN.md does" * bool(cased)))
     return out

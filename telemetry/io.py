@@ -36,15 +36,38 @@ CLUSTER_KEY = "cluster"                # within a day: the (VM's) cluster_id, so
                                        # pyarrow) adds a column beside cluster_id instead of failing on two types
 
 
+TABLE_SUFFIXES = (".parquet", ".csv", ".csv.gz")
+
+
 def find_table(directory: Location, table: str) -> Location | None:
     """The table's file, or its partitioned dataset (a directory named after the table); ``directory``
-    a local path or a storage URL (``telemetry.storage``)."""
-    for suffix in (".parquet", ".csv", ".csv.gz"):
-        path = directory / f"{table}{suffix}"
-        if path.exists():
-            return path
-    path = directory / table
-    return path if table in PARTITIONED and path.is_dir() else None
+    a local path or a storage URL (``telemetry.storage``). Two files for one table are refused, not
+    one picked: an export that moved from Parquet to CSV would otherwise be read from last month's
+    file. A name that differs only in case is refused with its fix, not taken for a missing table."""
+    found = [directory / f"{table}{s}" for s in TABLE_SUFFIXES if (directory / f"{table}{s}").exists()]
+    if table in PARTITIONED and (directory / table).is_dir():
+        found.append(directory / table)
+    if len(found) > 1:
+        raise ContractError(table, f"{len(found)} files hold this table in {directory}: "
+                            f"{', '.join(p.name for p in found)}, and which one is current would be a guess",
+                            fix="keep one of them in the folder")
+    if found:
+        return found[0]
+    near = _near_names(directory, table)
+    if near:
+        raise ContractError(table, f"{directory} has {', '.join(near)}, and table names are matched exactly",
+                            fix=f"rename it to {table}{TABLE_SUFFIXES[1]} (or {table}.parquet, {table}.csv.gz)")
+    return None
+
+
+def _near_names(directory: Location, table: str) -> list[str]:
+    """Names in ``directory`` that are one of the table's names but for upper and lower case."""
+    wanted = {f"{table}{s}" for s in TABLE_SUFFIXES} | ({table} if table in PARTITIONED else set())
+    try:
+        names = [p.name for p in directory.iterdir()] if directory.is_dir() else []
+    except OSError:
+        return []
+    return sorted(n for n in names if n.lower() in wanted and n not in wanted)
 
 
 def _dataset(path: Location) -> "ds.Dataset":

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from pipelines.cli import main
+from pipelines.validate import check
 from telemetry.contract import TABLES
 from telemetry.io import read_tables
 
@@ -158,3 +159,40 @@ def test_an_unreadable_file(src, out, capsys, monkeypatch):
 
     monkeypatch.setattr(pd, "read_parquet", denied)
     _refused(src, out, capsys, "table 'vms'", "the file is not readable", "read access")
+
+
+def test_two_files_for_one_table_are_refused(src, out, capsys):
+    """An export that moved from Parquet to CSV, last month's file left beside it: neither is picked."""
+    pd.read_parquet(src / "vms.parquet").head(5).to_csv(src / "vms.csv", index=False)
+    _refused(src, out, capsys, "table 'vms'", "2 files hold this table", "vms.parquet, vms.csv", "keep one")
+
+
+def test_a_table_file_named_in_another_case_is_named(src, out, capsys):
+    (src / "vm_counters.parquet").rename(src / "VM_Counters.parquet")
+    _refused(src, out, capsys, "table 'vm_counters'", "has VM_Counters.parquet", "rename it to vm_counters.csv")
+
+
+@pytest.mark.parametrize("table, wrong, column", [
+    ("vms", " customer_id", "customer_id"),                  # a required column with a stray space
+    ("vms", "Untouched_So_Far", "untouched_so_far"),         # an optional one: never dropped without a word
+])
+def test_a_column_named_in_another_case_is_named(src, out, capsys, table, wrong, column):
+    df = pd.read_parquet(src / f"{table}.parquet")
+    if column not in df:
+        df[column] = 0.5
+    df.rename(columns={column: wrong}).to_parquet(src / f"{table}.parquet")
+    _refused(src, out, capsys, f"table '{table}', column '{column}'", repr(wrong), "rename")
+
+
+def test_pmu_events_in_another_case_are_named(src, out, capsys, tmp_path):
+    """Event columns are free names (any event counted in both tables), so case is a hint, not a rule:
+    one table in lower case is a mismatch that says so; both in lower case cannot feed TMA."""
+    lower = {"CPU_CLK_UNHALTED.THREAD": "cpu_clk_unhalted.thread", "UOPS_ISSUED.ANY": "uops_issued.any"}
+    wl = pd.read_parquet(src / "workloads.parquet").rename(columns=lower)
+    wl.to_parquet(src / "workloads.parquet")
+    _refused(src, out, capsys, "table 'vm_counters'", "2 of them only in upper and lower case", "upper case")
+    pd.read_parquet(src / "vm_counters.parquet").rename(columns=lower).to_parquet(src / "vm_counters.parquet")
+    state, _ = check(src)
+    for table in ("workloads", "vm_counters"):
+        assert "'cpu_clk_unhalted.thread' for 'CPU_CLK_UNHALTED.THREAD'" in state[table], state[table]
+        assert "2 of the PMU events spelled in another case" in state[table]
