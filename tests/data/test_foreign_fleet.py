@@ -28,6 +28,13 @@ FOREIGN_NAMES = ["Standard_B2s", "Standard_A1", "Standard_E64-32s_v3", "Standard
                  "m5.xlarge", "n2-standard-8", "c6gn.16xlarge", "e2-medium", "bx2-4x16", "VM.Standard.E4.Flex",
                  "custom size #7"]
 
+FREE_NAMES = {
+    "region": ["日本東部 ", "us/east ", "eu-west,"],
+    "os": ["Windows Server 2022 Datacenter ", "Ubuntu 22.04, LTS "],
+    "cluster_id": ["eu/west 1 · c", "../c", "c%2F"],
+    "customer_id": ['acme, inc. "blue" #', "ÖBB/", "a\\\\b "],
+}
+
 
 @pytest.fixture(scope="module")
 def foreign(small_tables, small_reports_raw, tmp_path_factory):
@@ -37,6 +44,10 @@ def foreign(small_tables, small_reports_raw, tmp_path_factory):
     vms = small_tables["vms"].drop(columns=["workload_id"])
     types = sorted(vms.vm_type.unique())
     vms["vm_type"] = vms.vm_type.map({t: FOREIGN_NAMES[i % len(FOREIGN_NAMES)] for i, t in enumerate(types)})
+    # names the contract leaves free, as a provider's systems write them: spaces, slashes, commas, quotes, non-ASCII
+    for col, names in FREE_NAMES.items():
+        values = sorted(vms[col].unique())
+        vms[col] = vms[col].map({v: f"{names[i % len(names)]}{i}" for i, v in enumerate(values)})
     workloads = small_tables["workloads"]
     kept = workloads.workload_id.iloc[::3].tolist() + workloads.workload_id.iloc[1::3].tolist()
     workloads = workloads[workloads.workload_id.isin(kept)]
@@ -64,6 +75,8 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     assert main(["import", str(foreign), "--out", str(raw)]) == 0
     imported = read_tables(raw)["vms"]
     assert imported.workload_id.isna().all() and set(imported.vm_type) <= set(FOREIGN_NAMES)
+    for col, names in FREE_NAMES.items():        # kept as written, every one of them
+        assert {v.rstrip("0123456789") for v in imported[col]} == set(names), col
 
     (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
     p = ["--params", str(wd / "params.yaml")]
