@@ -6,13 +6,14 @@ from pathlib import Path
 
 from core.params import Params
 from telemetry.importers import import_sources
-from telemetry.io import read_tables, write_tables
+from telemetry.io import holds_tables, read_tables, refuse_to_replace, write_tables
 from telemetry.storage import Location
 
 
 def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None, perf_meta: Location | None,
         azure_vmtable: Location | None, partial: bool = False, params: Params | None = None,
         partitioned: bool = False) -> dict[str, int]:
+    refuse_to_replace(out_dir, holds_tables)     # before the tables are read, not after
     existing = read_tables(out_dir, validate=False) if partial else None
     tables = import_sources(contract_dir, perf_dir, perf_meta, azure_vmtable, existing)
     write_tables(out_dir, tables, partitioned)

@@ -14,12 +14,13 @@ from pathlib import Path
 from core.params import FleetParams, Params
 from telemetry.fleet import generate
 from telemetry.contract import OPTIONAL_TABLES, TABLES
-from telemetry.io import AtomicDir, read_tables
+from telemetry.io import AtomicDir, holds_tables, read_tables, refuse_to_replace
 
 TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
 
 
 def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[str, int]:
+    refuse_to_replace(out_dir, holds_tables)     # before the work, not after it
     fleet = FleetParams(**{**params.generate.fleet.model_dump(), "n_days": days, "vms_per_day": vms_per_day,
                            "n_customers": max(20, int(vms_per_day // 2)),
                            "internal_share": params.generate.fleet.internal_share or TEMPLATE_INTERNAL_SHARE})
@@ -27,7 +28,7 @@ def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[st
         generate(params.generate.lab, fleet, Path(tmp) / "raw", params.generate.variant)
         tables = read_tables(Path(tmp) / "raw", [*TABLES, *OPTIONAL_TABLES])
     tables["vms"] = tables["vms"].drop(columns=["workload_id"])   # a provider's VMs carry no lab workload
-    with AtomicDir(out_dir) as dst:
+    with AtomicDir(out_dir, holds_tables) as dst:
         for name, df in tables.items():
             df.to_csv(dst / f"{name}.csv", index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
     counts = {k: len(v) for k, v in tables.items()}

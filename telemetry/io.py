@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from core.errors import ContractError
-from telemetry.contract import TABLES, validate_table, validate_tables
+from core.errors import ConfigError, ContractError
+from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, validate_table, validate_tables
 from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
 
@@ -292,16 +292,53 @@ def remove_leftovers(target: Path) -> list[Path]:
     return gone
 
 
+def holds_tables(name: str) -> bool:
+    """A name a folder of contract tables holds (``write_tables``, ``pond template``, ``pond generate``)."""
+    return name in PARTITIONED or name == TRUTH_FILE or any(
+        name == f"{t}{s}" for t in (*TABLES, *OPTIONAL_TABLES) for s in TABLE_SUFFIXES)
+
+
+def _no_file_on_the_way(path: Path) -> None:
+    """A file where a folder above ``path`` should be is named, not met as a traceback from mkdir."""
+    for above in path.parents:
+        if above.exists():
+            if not above.is_dir():
+                raise ConfigError(f"{above} is a file, so nothing can be written at {path}. Fix: name a path "
+                                  "under a folder")
+            return
+
+
+def refuse_to_replace(target: Path, holds: Callable[[str], bool] | None) -> None:
+    """Refuse a ``target`` whose replacement would lose what the writer did not write: a file, the
+    working folder or one above it, or (``holds`` given: a folder the user names) a folder holding other
+    files. Checked before anything is written, so a refusal leaves everything as it was."""
+    here = Path.cwd().resolve()
+    if target.resolve() in (here, *here.parents):
+        raise ConfigError(f"{target} is the working folder or one above it, and it would be replaced whole. "
+                          f"Fix: name a new folder, e.g. {target / 'out'}")
+    _no_file_on_the_way(target)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{target} is a file, and a folder would replace it. Fix: name a new folder, or remove "
+                          "the file")
+    others = sorted(p.name for p in target.iterdir() if not holds(p.name)) if holds and target.is_dir() else []
+    if others:
+        raise ConfigError(f"{target} holds {len(others)} file(s) this command does not write ({', '.join(others[:3])}"
+                          f"{', ...' if len(others) > 3 else ''}), and the folder is replaced whole. Fix: name a "
+                          "new or empty folder, or move them out")
+
+
 class AtomicDir:
     """Context manager yielding a temp dir that replaces ``target`` only if the block succeeds.
 
     Temp dirs carry the writer's PID; those of writers no longer running (killed mid-write) are
-    removed when the next writer of the same target starts."""
+    removed when the next writer of the same target starts. ``holds``: the names an existing
+    ``target`` may hold (a folder the user names on the command line); None for a stage's own output."""
 
-    def __init__(self, target: Path | str) -> None:
-        self.target = Path(target)
+    def __init__(self, target: Path | str, holds: Callable[[str], bool] | None = None) -> None:
+        self.target, self.holds = Path(target), holds
 
     def __enter__(self) -> Path:
+        refuse_to_replace(self.target, self.holds)
         self.target.parent.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self.target)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-{os.getpid()}-", dir=self.target.parent))
@@ -382,7 +419,7 @@ def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partiti
     """Write tables as Parquet into ``directory``, replacing it whole. ``partitioned``: vms and
     vm_counters as datasets partitioned by creation day, so a reader can take only the days it needs."""
     where = table_partitions(tables) if partitioned and "vms" in tables else {}
-    with AtomicDir(directory) as tmp:
+    with AtomicDir(directory, holds_tables) as tmp:
         for name, df in tables.items():
             if name in where:
                 write_partitioned(tmp / name, df, where[name])
@@ -392,6 +429,9 @@ def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partiti
 
 def write_atomic(path: Path | str, data: bytes | str) -> None:
     path = Path(path)
+    _no_file_on_the_way(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, and a file would replace it. Fix: name a file path")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)

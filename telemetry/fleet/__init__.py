@@ -12,7 +12,7 @@ from core.progress import Steps
 from telemetry.fleet.lab import Lab, LabParams, build_lab
 from telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
 from telemetry.contract import TRUTH_FILE
-from telemetry.io import AtomicDir, vm_partitions, write_partitioned
+from telemetry.io import AtomicDir, holds_tables, refuse_to_replace, vm_partitions, write_partitioned
 
 __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
 
@@ -24,13 +24,14 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
     """Write the four contract tables (``vm_slowdowns`` too with internal customers) and the population's
     slowdown truth to ``out_dir`` (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
     partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
+    refuse_to_replace(Path(out_dir), holds_tables)   # before the work, not after it
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
     lab = build_lab(lab_params, variant)
     step(f"fleet: {fleet_params.n_days} days of ~{fleet_params.vms_per_day:,.0f} VMs")
     vms = build_vms(lab, fleet_params, variant)
     step(f"writing {len(vms):,} VMs and their counters")
-    with AtomicDir(out_dir) as tmp:
+    with AtomicDir(out_dir, holds_tables) as tmp:
         lab.workloads.to_parquet(tmp / "workloads.parquet", index=False)
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)

@@ -173,11 +173,11 @@ def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):
     vms.to_csv(src / "vms.csv", index=False)
     out = tmp_path / "raw"
     out.mkdir()
-    (out / "keep.txt").write_text("previous import")
+    (out / "vms.csv").write_text("previous import")
     assert main(["import", str(src), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "table 'vms', column 'memory_gb'" in err and vms.loc[5, "vm_id"] in err
-    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert [p.name for p in out.iterdir()] == ["vms.csv"] and (out / "vms.csv").read_text() == "previous import"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".raw")]
 
 

@@ -9,7 +9,9 @@ import threading
 
 import pytest
 
-from telemetry.io import AtomicDir, _exchange, remove_leftovers, write_json
+from core.errors import ConfigError
+from pipelines.cli import main
+from telemetry.io import AtomicDir, _exchange, holds_tables, remove_leftovers, write_atomic, write_json
 from tests.conftest import ROOT
 
 
@@ -65,3 +67,53 @@ def test_a_killed_writer_leaves_the_old_data_and_its_leftovers_are_removed(tmp_p
     assert mine.exists() and (target / "table").read_text() == "old"
     write_json(tmp_path / "metrics.json", {"a": 2})
     assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name, "metrics.json", "raw"]
+
+
+def _untouched(tmp_path):
+    return sorted((str(p.relative_to(tmp_path)), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("out, fragment", [
+    ("keep", "holds 1 file(s) this command does not write (notes.txt)"),   # a folder of the user's
+    (".", "the working folder or one above it"),
+    ("..", "the working folder or one above it"),
+    ("afile", "afile is a file, and a folder would replace it"),
+    ("afile/raw", "afile is a file, so nothing can be written at afile/raw"),
+])
+def test_a_folder_is_replaced_only_where_nothing_else_would_be_lost(tmp_path, monkeypatch, capsys, out, fragment):
+    """`pond template ~/notes` used to replace the folder whole, and a file given as the folder too."""
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("precious")
+    (tmp_path / "afile").write_text("also precious")
+    monkeypatch.chdir(tmp_path)
+    before = _untouched(tmp_path)
+    assert main(["--params", str(ROOT / "params.yaml"), "template", out]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Fix:" in err and len(err.strip().splitlines()) == 1, err
+    assert _untouched(tmp_path) == before
+
+
+def test_a_folder_of_tables_is_replaced_and_a_stage_output_is_replaced_whatever_it_holds(tmp_path):
+    tables = tmp_path / "raw"
+    with AtomicDir(tables, holds_tables) as d:
+        (d / "vms.csv").write_text("1")
+        (d / "vm_counters").mkdir()
+    with AtomicDir(tables, holds_tables) as d:         # an import over the last one
+        (d / "vms.parquet").write_text("2")
+    assert [p.name for p in tables.iterdir()] == ["vms.parquet"]
+    (tables / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match="notes.txt"):
+        AtomicDir(tables, holds_tables).__enter__()
+    with AtomicDir(tables) as d:                        # a stage's own output (DVC's): no such check
+        (d / "model.onnx").write_text("3")
+    assert [p.name for p in tables.iterdir()] == ["model.onnx"]
+
+
+def test_a_file_is_not_written_over_a_folder(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    with pytest.raises(ConfigError, match="is a folder, and a file would replace it"):
+        write_atomic(tmp_path / "metrics", "{}")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match="afile is a file, so nothing can be written"):
+        write_atomic(tmp_path / "afile" / "m.json", "{}")
+    assert (tmp_path / "afile").read_text() == "x" and (tmp_path / "metrics").is_dir()
