@@ -198,23 +198,10 @@ def _has_duplicates(ids: pd.Series) -> bool:
     return bool(pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py())
 
 
-def _refuse_near_names(df: pd.DataFrame, table: str, names: list[str]) -> None:
-    """A contract column spelled with other case or stray spaces is that column misnamed, not an
-    extra column to ignore: an optional one (``workload_id``, ``untouched_so_far``) would otherwise
-    be dropped without a word."""
-    for name in names:
-        if name in df.columns:
-            continue
-        near = [c for c in df.columns if isinstance(c, str) and c.strip().lower() == name]
-        if near:
-            raise ContractError(table, f"the file has a column {near[0]!r}, not {name!r} (column names are "
-                                "matched exactly)", column=name, fix=f"rename {near[0]!r} to {name!r}")
-
-
 def validate_table(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """Return a typed copy of ``df`` or raise ContractError for the first problem found."""
     schema = SCHEMAS[table]
-    _refuse_near_names(df, table, schema.names)
+    request.refuse_near_names(df, table, schema.names)
     missing = [c.name for c in schema.columns if c.name not in df.columns and not c.optional]
     if missing:
         raise ContractError(table, f"missing columns {missing}", column=missing[0],

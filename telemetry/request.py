@@ -102,11 +102,25 @@ def _blank_and_length(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             s.str.len().fillna(0).to_numpy(np.int64))
 
 
+def refuse_near_names(df: pd.DataFrame, table: str, names: list[str]) -> None:
+    """A contract column spelled with other case or stray spaces is that column misnamed, not an
+    extra column to ignore: an optional one (``workload_id``, ``untouched_so_far``) would otherwise
+    be dropped without a word."""
+    for name in names:
+        if name in df.columns:
+            continue
+        near = [c for c in df.columns if isinstance(c, str) and c.strip().lower() == name]
+        if near:
+            raise ContractError(table, f"the file has a column {near[0]!r}, not {name!r} (column names are "
+                                "matched exactly)", column=name, fix=f"rename {near[0]!r} to {name!r}")
+
+
 def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
     """Raise ContractError for the first request field that breaks a rule (vectorized).
 
     ``df`` holds the request columns (``cluster_id`` optional), already typed or raw.
     """
+    refuse_near_names(df, table, [*REQUIRED, *OPTIONAL])
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ContractError(table, f"missing columns {missing}", column=missing[0],

@@ -111,3 +111,14 @@ def test_workload_id_is_optional_and_may_name_workloads_outside_the_lab(small_ta
     assert out.workload_id.isna().all() and out.server_id.isna().all()
     tables["vms"]["workload_id"] = "never-measured/" + tables["vms"].vm_id
     assert validate_tables(tables)["vms"].workload_id.str.startswith("never-measured/").all()
+
+
+@pytest.mark.parametrize("wrong, right", [("OS", "os"), (" region", "region"), ("Cluster_ID", "cluster_id")])
+def test_a_field_spelled_in_another_case_is_named_by_import_and_predict(wrong, right):
+    """An optional column (cluster_id) spelled otherwise would be dropped without a word; a required one would be
+    reported missing with no hint of why."""
+    row = {(wrong if k == right else k): v for k, v in BASE.items()}
+    for check in (lambda df: validate_table(df.assign(created_at="2026-01-02T00:00:00Z", deleted_at=None,
+                                                      untouched_fraction=None), "vms"), request_columns):
+        with pytest.raises(ContractError, match=f"has a column '{wrong}', not '{right}'.*Fix: rename"):
+            check(pd.DataFrame([row]))
