@@ -39,9 +39,11 @@ class Grid:
 
 
 def error_rate(called: np.ndarray, errors: np.ndarray) -> np.ndarray:
-    """Posterior mean of the error rate among called workloads (0 where none is called)."""
+    """Posterior mean of the error rate among called workloads. Where the lab calls none, the prior's
+    (1/2), not 0: the fleet's VMs may still be called there (their scores are not the lab's), and no
+    evidence is not evidence of no error: a lab with every workload sensitive enabled LI at 0% error."""
     called, errors = np.asarray(called, float), np.asarray(errors, float)
-    return np.where(called > 0, (errors + 0.5) / (called + 1.0), 0.0)
+    return (errors + 0.5) / (called + 1.0)
 
 
 def charged_rate(called: np.ndarray, errors: np.ndarray, li_next: NextNight | None = None) -> np.ndarray:
@@ -53,10 +55,9 @@ def charged_rate(called: np.ndarray, errors: np.ndarray, li_next: NextNight | No
 
 def error_draws(called: np.ndarray, errors: np.ndarray, u: np.ndarray) -> np.ndarray:
     """(candidates, draws) of the error rate: the Jeffreys posterior's quantiles at the shared
-    uniforms ``u``, so that draws are comonotone across thresholds."""
+    uniforms ``u``, so that draws are comonotone across thresholds; the prior where none is called."""
     called, errors = np.asarray(called, float)[:, None], np.asarray(errors, float)[:, None]
-    q = stats.beta.ppf(u[None, :], errors + 0.5, np.maximum(called - errors, 0.0) + 0.5)
-    return np.where(called > 0, q, 0.0)
+    return stats.beta.ppf(u[None, :], errors + 0.5, np.maximum(called - errors, 0.0) + 0.5)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def test_joint_bound_is_below_the_sum_of_separate_bounds_and_above_the_mean():
     pred = next_night(op)   # no days: the nights' mean and spread, one more night
     separate = 0.35 * np.quantile(q, 0.9) + 0.65 * (pred.center[1] + pred.scale[1] * stats.t.ppf(0.9, 13))
     assert g.mean[1, 1] < g.bound[1, 1] < separate
-    assert error_rate(np.array([0, 10]), np.array([0, 1])) == pytest.approx([0.0, 1.5 / 11])
+    assert error_rate(np.array([0, 10]), np.array([0, 1])) == pytest.approx([0.5, 1.5 / 11])
 
 
 def test_a_drifting_op_is_predicted_for_tonight_not_bounded_by_the_past_nights():
@@ -178,3 +178,12 @@ def test_the_fleets_measured_days_only_ever_make_the_lab_bound_more_cautious():
     calm = spread(np.array([[np.nan] * 4, [0.0, 0.0, 0.0, 0.0]]))
     assert grid([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0]], [[0.0]], level=0.95, samples=4000, seed=1,
                 li_next=calm).bound[1, 0] == lab.bound[1, 0]
+
+
+def test_a_threshold_the_lab_never_calls_is_charged_the_prior_not_zero():
+    """A lab whose workloads are all sensitive calls none of them insensitive at any threshold the fleet's
+    VMs pass; charging those thresholds 0% error enabled LI on 77% of the VMs with a bound of 0."""
+    g = grid([0.0, 0.8], [0.0, 0.77], [0, 0], [0, 0], [[0.0]], [[0.0]], level=0.95, samples=4000, seed=0)
+    assert g.mean[1, 0] == pytest.approx(0.77 * 0.5) and g.bound[1, 0] > 0.7
+    assert best(g.pool, g.bound, 0.02) == (0, 0)                  # LI off, not 80% of memory on the pool
+    assert error_draws(np.array([0]), np.array([0]), np.array([0.5]))[0, 0] == pytest.approx(0.5)
