@@ -30,9 +30,16 @@ def full_pool_slowdown(slowdowns: pd.DataFrame, ratio: float) -> pd.Series:
     """Mean slowdown (%) entirely on pool at ``ratio``, per workload."""
     sel = slowdowns[np.isclose(slowdowns["latency_ratio"], ratio) & (slowdowns["spilled_pct"] == FULL_POOL_PCT)]
     if sel.empty:
-        have = sorted(slowdowns["latency_ratio"].unique().tolist())
+        full = slowdowns["spilled_pct"] == FULL_POOL_PCT
+        have = sorted(slowdowns.loc[full, "latency_ratio"].unique().tolist())
+        if not have:
+            spills = sorted(slowdowns["spilled_pct"].unique().tolist())
+            raise ContractError("slowdowns", f"no run has its memory entirely on pool (spilled_pct=100); the spills "
+                                f"measured are {spills}", column="spilled_pct", fix="add each workload's run with "
+                                "spilled_pct 100: the LI label is the full-pool slowdown (Pond §4.3)")
         raise ContractError("slowdowns", f"no runs entirely on pool (spilled_pct=100) at latency_ratio {ratio}",
-                            column="latency_ratio", fix=f"measure it, or train on the ratios present: {have}")
+                            column="latency_ratio", fix=f"measure it, or train on the ratios with full-pool runs: "
+                            f"{have}")
     return sel.groupby("workload_id")["slowdown_pct"].mean()
 
 

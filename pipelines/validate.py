@@ -13,6 +13,7 @@ import pandas as pd
 from core.errors import ContractError, PondError
 from core.params import Params
 from features.tma import require_events
+from models.li import full_pool_slowdown
 from models.um_protocol import usable_nights
 from optimize.evidence import measured_before_created
 from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, validate_tables
@@ -110,7 +111,21 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
                         for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
     if params is not None and "vms" in valid:
         problems[REPRO] += timeline(valid["vms"], params)
+    if params is not None and "slowdowns" in valid:
+        problems[REPRO] += lab_labels(valid["slowdowns"], params.train_li.latency_ratios)
     return state, problems
+
+
+def lab_labels(slowdowns: pd.DataFrame, ratios: tuple[float, ...]) -> list[str]:
+    """What keeps train_li from labelling the lab at each ratio it trains (full-pool runs), found now
+    rather than after the features stage."""
+    problems = []
+    for ratio in ratios:
+        try:
+            full_pool_slowdown(slowdowns, ratio)
+        except ContractError as exc:
+            problems.append(f"train_li.latency_ratios {ratio:g}: {exc}")
+    return problems
 
 
 def report(state: dict[str, str], problems: dict[str, list[str]]) -> str:

@@ -122,3 +122,22 @@ def test_a_broken_optional_table_blocks_the_nightly_job_by_name(small_reports_ra
     state, problems = check(d, Params(**small_params()))
     assert state["vm_slowdowns"].startswith("invalid: table 'vm_slowdowns', column 'latency_ratio'")
     assert problems[REPRO] == ["vm_slowdowns is not usable (optimize reads it where it exists): fix it or remove it"]
+
+
+def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(small_tables, tmp_path):
+    """train_li labels a workload by its slowdown entirely on pool at each ratio it trains: found by validate, not
+    by train_li after the features stage."""
+    d = tmp_path / "export"
+    d.mkdir()
+    tables = {**small_tables, "slowdowns": small_tables["slowdowns"].query("spilled_pct < 100")}
+    for t in TABLES:
+        tables[t].to_parquet(d / f"{t}.parquet")
+    _, problems = check(d, Params(**small_params()))
+    assert [p.split(":")[0] for p in problems[REPRO]] == ["train_li.latency_ratios 1.82", "train_li.latency_ratios 2.22"]
+    assert "column 'spilled_pct': no run has its memory entirely on pool" in problems[REPRO][0]
+    full = small_tables["slowdowns"].query("spilled_pct == 100 and latency_ratio == 2.22")
+    pd.concat([tables["slowdowns"], full]).to_parquet(d / "slowdowns.parquet")
+    _, problems = check(d, Params(**small_params()))
+    assert problems[REPRO] == ["train_li.latency_ratios 1.82: table 'slowdowns', column 'latency_ratio': no runs "
+                               "entirely on pool (spilled_pct=100) at latency_ratio 1.82. Fix: measure it, or train "
+                               "on the ratios with full-pool runs: [2.22]"]

@@ -30,8 +30,10 @@ def test_labels_use_mean_full_pool_slowdown_within_pdm():
     ])
     assert li_labels(s, 1.82, 5).to_dict() == {"a": 1, "b": 0, "c": 0, "d": 1}
     assert li_labels(s, 2.22, 5).to_dict() == {"c": 1}
-    with pytest.raises(ContractError, match="latency_ratio 3.0"):
+    with pytest.raises(ContractError, match=r"latency_ratio 3.0.*full-pool runs: \[1.82, 2.22\]"):
         li_labels(s, 3.0, 5)
+    with pytest.raises(ContractError, match=r"column 'spilled_pct': no run .* spills measured are \[50.0\]"):
+        li_labels(s[s.spilled_pct == 50.0], 1.82, 5)   # a lab that never ran a workload entirely on pool
 
 
 def test_cutoff_curve_by_hand():
