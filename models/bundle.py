@@ -23,7 +23,7 @@ import pandas as pd
 
 from core.errors import ModelError
 from telemetry import request
-from telemetry.io import sha256_file
+from telemetry.atomic import sha256_file
 
 SAMPLE_REQUESTS = 2000
 

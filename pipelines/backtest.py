@@ -43,8 +43,9 @@ from models.policy import read_policy
 from optimize.solver import error_rate, regret
 from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
+from telemetry.atomic import AtomicDir, write_json
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import AtomicDir, counters_source, read_days, read_tables, table_columns, write_json
+from telemetry.io import counters_source, read_days, read_tables, table_columns
 from telemetry.storage import Location, remove_tree
 
 

@@ -10,7 +10,8 @@ import pandas as pd
 
 from evaluation.calibration import fleet_checks, full_pool_slowdown, lab_checks, report
 from evaluation.plots import pyplot, save_figure
-from telemetry.io import read_tables, write_json
+from telemetry.atomic import write_json
+from telemetry.io import read_tables
 from telemetry.storage import Location
 
 

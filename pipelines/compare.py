@@ -18,7 +18,7 @@ from evaluation import compare
 from evaluation.plots import pyplot, save_figure
 from models.bundle import BundlePaths
 from pipelines.tracking import not_found, tracking_uri
-from telemetry.io import AtomicDir
+from telemetry.atomic import AtomicDir
 from telemetry.request import FIELDS as REQUEST_FIELDS
 
 

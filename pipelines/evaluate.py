@@ -22,7 +22,8 @@ from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Scores, score, score_in_parts
 from models.policy import read_policy
-from telemetry.io import AtomicDir, read_days, write_json
+from telemetry.atomic import AtomicDir, write_json
+from telemetry.io import read_days
 from telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)

@@ -16,8 +16,9 @@ from features.build import empty_inputs, facts, lab_features, request_shapes, sn
 from features.partitioned import partitioned_features
 from features.shuffle import scratch_folder
 from features.tma import require_events
+from telemetry.atomic import AtomicDir, sha256_file, write_json
 from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import COUNTERS, ROW_GROUP, AtomicDir, counters_source, read_tables, sha256_file, table_columns, write_json
+from telemetry.io import COUNTERS, ROW_GROUP, counters_source, read_tables, table_columns
 from telemetry.storage import Location, remove_tree
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.params import Params
+from telemetry.atomic import refuse_to_replace
 from telemetry.importers import import_sources
-from telemetry.io import holds_tables, read_tables, refuse_to_replace, write_tables
+from telemetry.io import holds_tables, read_tables, write_tables
 from telemetry.storage import Location
 
 

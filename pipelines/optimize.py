@@ -34,7 +34,8 @@ from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
 from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid
-from telemetry.io import read_days, read_optional, write_json
+from telemetry.atomic import write_json
+from telemetry.io import read_days, read_optional
 from telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)

@@ -26,7 +26,8 @@ from models.decision import decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
 from pipelines.tracking import not_found, start_run
-from telemetry.io import AtomicDir, read_days, write_json
+from telemetry.atomic import AtomicDir, write_json
+from telemetry.io import read_days
 from telemetry.storage import Location
 
 CHAMPION, CHALLENGER = "champion", "challenger"

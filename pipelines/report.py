@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from evaluation.report import headline, to_html, to_markdown, to_text
-from telemetry.io import write_atomic
+from telemetry.atomic import write_atomic
 
 STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
 

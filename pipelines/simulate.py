@@ -53,7 +53,8 @@ from evaluation.truth import measured_truths, truth_table
 from features.shuffle import scratch_folder
 from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
-from telemetry.io import AtomicDir, release_unused_memory, remove_leftovers, write_json
+from telemetry.atomic import AtomicDir, remove_leftovers, write_json
+from telemetry.io import release_unused_memory
 from telemetry.storage import Location, absolute, remove_tree
 
 

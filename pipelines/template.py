@@ -12,9 +12,10 @@ import tempfile
 from pathlib import Path
 
 from core.params import FleetParams, Params
-from telemetry.fleet import generate
+from telemetry.atomic import AtomicDir, refuse_to_replace
 from telemetry.contract import OPTIONAL_TABLES, TABLES
-from telemetry.io import AtomicDir, holds_tables, read_tables, refuse_to_replace
+from telemetry.fleet import generate
+from telemetry.io import holds_tables, read_tables
 
 TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
 

@@ -32,7 +32,8 @@ from models.li_rule import export_rule
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
 from models.runtime import sha256
 from pipelines.tracking import start_run
-from telemetry.io import AtomicDir, read_tables, write_json
+from telemetry.atomic import AtomicDir, write_json
+from telemetry.io import read_tables
 from telemetry.storage import Location
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)

@@ -42,7 +42,8 @@ from models.um import ConformalOffset, customer_columns_of
 from models.um_dask import WorkerRows, worker_rows
 from models.um_protocol import creation_days, fit_night, night, night_columns
 from pipelines.tracking import start_run
-from telemetry.io import AtomicDir, read_days, table_columns, write_json
+from telemetry.atomic import AtomicDir, write_json
+from telemetry.io import read_days, table_columns
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,

@@ -39,7 +39,7 @@ from models.decision import PolicyKnobs, decide, decide_one, policy_knobs, serve
 from models.inference import Models
 from models.policy import load_policy
 from telemetry import request
-from telemetry.io import sha256_file
+from telemetry.atomic import sha256_file
 from telemetry.request import HISTORY_KEY as KEY
 
 NAN = float("nan")

@@ -18,7 +18,8 @@ import pandas as pd
 from core.errors import InputFormatError
 from serving.engine import Engine
 from telemetry import request
-from telemetry.io import read_raw, write_atomic
+from telemetry.atomic import write_atomic
+from telemetry.io import read_raw
 
 TABLE = "requests"
 

@@ -1,20 +1,12 @@
-"""Reading and atomically writing contract tables and other pipeline files."""
+"""Finding, reading and writing contract tables (a file, or a dataset partitioned by day and cluster)."""
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import hashlib
-import json
-import os
-import shutil
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -23,7 +15,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from core.errors import ConfigError, ContractError
+from core.errors import ContractError
+from telemetry.atomic import AtomicDir
 from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, validate_table, validate_tables
 from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
@@ -234,121 +227,10 @@ def counters_source(raw_dir: Location) -> pd.DataFrame | Location:
     return read_tables(raw_dir, [COUNTERS])[COUNTERS]
 
 
-_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
-    system or file system cannot, so that the caller falls back."""
-    if sys.platform != "linux":
-        return False
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if renameat2 is None:
-        return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Put ``tmp`` in ``target``'s place. Where the system can exchange two directories in one
-    step (Linux), ``target`` names the old or the new directory at every instant, also after a
-    crash at any point; elsewhere two renames leave a moment without it."""
-    if not target.exists():
-        os.replace(tmp, target)
-    elif _exchange(tmp, target):
-        shutil.rmtree(tmp, ignore_errors=True)      # tmp now holds the old directory
-    else:
-        old = target.with_name(f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}")
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_leftovers(target: Path) -> list[Path]:
-    """Temp and old copies of ``target`` that a killed run left beside it (their writer is gone)."""
-    gone = []
-    for p in target.parent.glob(f".{target.name}.*"):
-        parts = p.name[len(target.name) + 2:].split("-")
-        if len(parts) >= 2 and parts[0] in ("tmp", "old") and parts[1].isdigit() and not _alive(int(parts[1])):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            gone.append(p)
-    return gone
-
-
 def holds_tables(name: str) -> bool:
     """A name a folder of contract tables holds (``write_tables``, ``pond template``, ``pond generate``)."""
     return name in PARTITIONED or name == TRUTH_FILE or any(
         name == f"{t}{s}" for t in (*TABLES, *OPTIONAL_TABLES) for s in TABLE_SUFFIXES)
-
-
-def _no_file_on_the_way(path: Path) -> None:
-    """A file where a folder above ``path`` should be is named, not met as a traceback from mkdir."""
-    for above in path.parents:
-        if above.exists():
-            if not above.is_dir():
-                raise ConfigError(f"{above} is a file, so nothing can be written at {path}. Fix: name a path "
-                                  "under a folder")
-            return
-
-
-def refuse_to_replace(target: Path, holds: Callable[[str], bool] | None) -> None:
-    """Refuse a ``target`` whose replacement would lose what the writer did not write: a file, the
-    working folder or one above it, or (``holds`` given: a folder the user names) a folder holding other
-    files. Checked before anything is written, so a refusal leaves everything as it was."""
-    here = Path.cwd().resolve()
-    if target.resolve() in (here, *here.parents):
-        raise ConfigError(f"{target} is the working folder or one above it, and it would be replaced whole. "
-                          f"Fix: name a new folder, e.g. {target / 'out'}")
-    _no_file_on_the_way(target)
-    if target.exists() and not target.is_dir():
-        raise ConfigError(f"{target} is a file, and a folder would replace it. Fix: name a new folder, or remove "
-                          "the file")
-    others = sorted(p.name for p in target.iterdir() if not holds(p.name)) if holds and target.is_dir() else []
-    if others:
-        raise ConfigError(f"{target} holds {len(others)} file(s) this command does not write ({', '.join(others[:3])}"
-                          f"{', ...' if len(others) > 3 else ''}), and the folder is replaced whole. Fix: name a "
-                          "new or empty folder, or move them out")
-
-
-class AtomicDir:
-    """Context manager yielding a temp dir that replaces ``target`` only if the block succeeds.
-
-    Temp dirs carry the writer's PID; those of writers no longer running (killed mid-write) are
-    removed when the next writer of the same target starts. ``holds``: the names an existing
-    ``target`` may hold (a folder the user names on the command line); None for a stage's own output."""
-
-    def __init__(self, target: Path | str, holds: Callable[[str], bool] | None = None) -> None:
-        self.target, self.holds = Path(target), holds
-
-    def __enter__(self) -> Path:
-        refuse_to_replace(self.target, self.holds)
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        remove_leftovers(self.target)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-{os.getpid()}-", dir=self.target.parent))
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            _replace_dir(self.tmp, self.target)
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -427,37 +309,8 @@ def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partiti
                 df.to_parquet(tmp / f"{name}.parquet", index=False)
 
 
-def write_atomic(path: Path | str, data: bytes | str) -> None:
-    path = Path(path)
-    _no_file_on_the_way(path)
-    if path.is_dir():
-        raise ConfigError(f"{path} is a folder, and a file would replace it. Fix: name a file path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def release_unused_memory() -> None:
     """Give the memory Arrow has freed back to the system. Its allocator keeps freed pages for its own
     next use, where numpy cannot reach them: a stage that keeps a tenth of a fleet-sized table would
     otherwise carry the rest in its RSS to the end (2.9 GiB -> 0.45 GiB at 10M VMs)."""
     pa.default_memory_pool().release_unused()
-
-
-def write_json(path: Path | str, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")

@@ -14,7 +14,7 @@ from core.errors import ModelError
 from models.bundle import BundlePaths
 from serving.engine import Engine
 from serving.offline import allocations_frame, request_columns
-from telemetry.io import sha256_file
+from telemetry.atomic import sha256_file
 from telemetry.request import FIELDS as REQUEST_FIELDS
 from telemetry.request import SHAPE as REQUEST_SHAPE
 from tests.serving.conftest import bundle_paths

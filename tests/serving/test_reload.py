@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from serving.app import create_app
 from serving.engine import Engine, version_of
-from telemetry.io import write_atomic
+from telemetry.atomic import write_atomic
 from tests.serving.conftest import bundle_paths, request_of, settings_for
 
 

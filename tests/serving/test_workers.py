@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from telemetry.io import write_atomic
+from telemetry.atomic import write_atomic
 from tests.conftest import ROOT
 from tests.serving.conftest import request_of
 from tests.serving.test_uvicorn import _free_port

@@ -11,7 +11,8 @@ import pytest
 
 from core.errors import ConfigError
 from pipelines.cli import main
-from telemetry.io import AtomicDir, _exchange, holds_tables, remove_leftovers, write_atomic, write_json
+from telemetry.atomic import AtomicDir, _exchange, remove_leftovers, write_atomic, write_json
+from telemetry.io import holds_tables
 from tests.conftest import ROOT
 
 
@@ -52,7 +53,7 @@ def test_a_killed_writer_leaves_the_old_data_and_its_leftovers_are_removed(tmp_p
     with AtomicDir(target) as d:
         (d / "table").write_text("old")
     killed = subprocess.run([sys.executable, "-c", (
-        "import os, signal, sys; sys.path.insert(0, sys.argv[1]); from telemetry.io import AtomicDir, write_json\n"
+        "import os, signal, sys; sys.path.insert(0, sys.argv[1]); from telemetry.atomic import AtomicDir, write_json\n"
         "write_json(sys.argv[2] + '/metrics.json', {'a': 1})\n"
         "with AtomicDir(sys.argv[2] + '/raw') as d:\n"
         "    open(f'{d}/table', 'w').write('half')\n"
