@@ -102,6 +102,21 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
     missing = [c for c in AZURE_V2_COLUMNS if c not in df.columns]
     if missing:
         raise InputFormatError(f"{vmtable}: not an Azure V2 vmtable, missing columns {missing}")
+    empty = [c for c in AZURE_V2_COLUMNS if c != "vmdeleted" and df[c].isna().all()]   # all running: no deletion
+    if empty:
+        raise InputFormatError(f"{vmtable}: not an Azure V2 vmtable: column {empty[0]} is empty in every row (its rows "
+                               f"have fewer than the {len(AZURE_V2_COLUMNS)} fields {', '.join(AZURE_V2_COLUMNS)}). "
+                               "Fix: import the trace's vmtable file as it was downloaded")
+
+    def seconds(col: str) -> pd.Series:
+        """Seconds from the trace's start; blank only for a VM not deleted (``vmdeleted``)."""
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = num.isna() & (df[col].notna() if col == "vmdeleted" else True)
+        if bad.any():
+            raise InputFormatError(f"{vmtable}: column {col} must be seconds from the trace's start; rows "
+                                   f"{df.vmid[bad].astype(str).head(3).tolist()} have {df[col][bad].head(3).tolist()}. "
+                                   "Fix: drop those rows, or export the times as numbers of seconds")
+        return num
 
     def bucket(col: str, overflow: float) -> pd.Series:
         s = df[col].astype(str).str.strip()
@@ -115,8 +130,8 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
     t0 = pd.Timestamp(trace_start)
     cores = bucket("vmcorecountbucket", AZURE_CORE_OVERFLOW).astype("int64")
     mem = bucket("vmmemorybucket", AZURE_MEMORY_OVERFLOW_GB).astype(float)
-    created = t0 + pd.to_timedelta(pd.to_numeric(df.vmcreated, errors="coerce"), unit="s")
-    deleted = t0 + pd.to_timedelta(pd.to_numeric(df.vmdeleted, errors="coerce"), unit="s")
+    created = t0 + pd.to_timedelta(seconds("vmcreated"), unit="s")
+    deleted = t0 + pd.to_timedelta(seconds("vmdeleted"), unit="s")
     return pd.DataFrame({
         "vm_id": df.vmid.astype(str), "customer_id": df.subscriptionid.astype(str),
         "cluster_id": df.deploymentid.astype(str), "server_id": pd.Series(pd.NA, index=df.index, dtype="string"),

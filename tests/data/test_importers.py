@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -80,6 +81,36 @@ def test_azure_vmtable_compressed_or_at_a_url_is_the_plain_file(tmp_path):
             pd.testing.assert_frame_equal(azure_vms(source), azure_vms(plain))
     finally:
         remove_tree(location(url))
+
+
+def _vmtable_with(tmp_path, row: int, field: int | None, value: str | None) -> str:
+    """The fixture's vmtable with one field of one row changed (``field`` None: every row cut to 9 fields)."""
+    lines = (FIXTURES / "azure" / "vmtable.csv").read_text().splitlines()
+    rows = [line.split(",") for line in lines]
+    if field is None:
+        rows = [r[:9] for r in rows]
+    else:
+        rows[row][field] = value
+    (tmp_path / "vmtable.csv").write_text("\n".join(",".join(r) for r in rows) + "\n")
+    return str(tmp_path / "vmtable.csv")
+
+
+@pytest.mark.parametrize("row, field, value, why", [
+    (1, 3, "abc", "column vmcreated must be seconds from the trace's start; rows ['4WstS91M"),
+    (2, 4, "x", "column vmdeleted must be seconds"),
+    (0, None, None, "column vmcorecountbucket is empty in every row (its rows have fewer than the 11 fields"),
+])
+def test_a_vmtable_with_bad_fields_names_the_field_not_what_it_became(tmp_path, capsys, row, field, value, why):
+    """A time that is not a number used to be reported as a missing created_at, a short row as an unknown bucket."""
+    assert main(["import", "--azure-vmtable", _vmtable_with(tmp_path, row, field, value), "--out",
+                 str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Fix:" in err and not (tmp_path / "raw").exists(), err
+
+
+def test_a_vm_the_vmtable_does_not_delete_is_running(tmp_path):
+    vms = azure_vms(Path(_vmtable_with(tmp_path, 2, 4, "")))
+    assert vms.deleted_at.isna().tolist() == [False, False, True, False]
 
 
 def test_perf_runs_at_a_url_are_the_local_runs():
