@@ -27,6 +27,7 @@ TABLE = "requests"
 def request_columns(df: pd.DataFrame) -> dict[str, Any]:
     """Validated request columns (``telemetry.request``'s rules, as import and the HTTP routes apply
     them); errors name the column and the first offending vm_ids."""
+    df = request.strip_matched(df)
     request.check_frame(df, TABLE)
     return request.columns_of(df)
 

@@ -49,6 +49,21 @@ def _not_a_boolean(value: Any) -> Any:
 
 Number = BeforeValidator(_not_a_boolean)   # JSON true is not 1 GB, nor 1 vCPU
 
+MATCHED_IDS = ("customer_id", "cluster_id")   # matched against the data (history, the models' categories)
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+Matched = BeforeValidator(_strip)   # import strips ids: " cust-1" must find cust-1's history, as in the export
+
+
+def strip_matched(df: pd.DataFrame) -> pd.DataFrame:
+    """The ids a request is matched on, stripped of surrounding spaces as import strips them (``Matched``)."""
+    cols = [c for c in MATCHED_IDS if c in df.columns and not pd.api.types.is_numeric_dtype(df[c])]
+    return df.assign(**{c: df[c].astype("string").str.strip() for c in cols}) if cols else df
+
 
 def booleans(s: pd.Series) -> pd.Series:
     """Where a column holds booleans: a bool column whole, or the bool values of a mixed one."""
@@ -69,13 +84,14 @@ class VmRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vm_id: str = _text(ID_MAX_LEN, "the scheduler's id of the VM, echoed in the answer")
-    customer_id: str = _text(ID_MAX_LEN, "any customer; one the snapshot does not know gets the no-history path")
+    customer_id: Annotated[str, Matched] = _text(ID_MAX_LEN, "any customer; one the snapshot does not know gets "
+                                                           "the no-history path; surrounding spaces are dropped")
     vm_type: str = _text(VM_TYPE_MAX_LEN, "any size name (Standard_D4s_v3, m5.xlarge, n2-standard-8, ...)")
     vcpus: Annotated[int, Number] = Field(ge=1, le=VCPUS_MAX)
     memory_gb: Annotated[float, Number] = Field(gt=0, le=MEMORY_GB_MAX, allow_inf_nan=False)
     os: str = _text(NAME_MAX_LEN, "guest OS, any value")
     region: str = _text(NAME_MAX_LEN, "any region")
-    cluster_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
+    cluster_id: Annotated[str | None, Matched] = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
 
 
 def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:

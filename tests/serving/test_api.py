@@ -40,6 +40,22 @@ def test_single_batch_and_predict_cli_agree(client, requests_, small_bundle, tmp
     assert a["znuma_gb"] == (a["pool_gb"] if a["decision"] == "znuma" else 0)
 
 
+def test_ids_padded_with_spaces_find_what_the_export_holds(client, requests_, small_bundle, tmp_path):
+    """Import strips ids, so " cust-7 " in a request is cust-7 of the export: its history and its cluster.
+    Kept as sent, it got the unknown customer's answer."""
+    padded = [{**r, "customer_id": f" {r['customer_id']}  ", "cluster_id": f"{r['cluster_id']} "} for r in requests_]
+    plain = client.post("/v1/allocations/batch", json={"requests": requests_}).json()["allocations"]
+    assert any(a["customer_history"] for a in plain)
+    assert client.post("/v1/allocations/batch", json={"requests": padded}).json()["allocations"] == plain
+    pd.DataFrame(padded).to_csv(tmp_path / "req.csv", index=False)
+    assert main(["predict", str(tmp_path / "req.csv"), "--out", str(tmp_path / "alloc.csv"), "--policy",
+                 str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
+                 "--snapshot", str(small_bundle / "features" / "snapshot")]) == 0
+    offline = pd.read_csv(tmp_path / "alloc.csv")
+    assert offline.customer_history.tolist() == [a["customer_history"] for a in plain]
+    assert offline.pool_gb.tolist() == pytest.approx([a["pool_gb"] for a in plain])
+
+
 def test_unknown_customer_answer_says_so(client, requests_):
     r = client.post("/v1/allocations", json={**requests_[0], "customer_id": "new-customer"}).json()
     assert r["has_history"] is False and r["customer_history"] is False and r["p_insensitive"] is None

@@ -68,6 +68,8 @@ CASES = [  # (field, value, accepted)
     # Unicode: blanks are Unicode whitespace (a zero-width space is not), lengths count characters, not bytes
     ("customer_id", "\u00a0", False), ("region", "\u3000\t", False), ("os", "\u200b", True),
     ("customer_id", "\u00e9" * 256, True), ("customer_id", "\u00e9" * 257, False), ("vm_type", "\U0001f642" * 128, True),
+    # the ids matched against the data are stripped first, as import strips ids
+    ("customer_id", " " + "c" * 256 + " ", True), ("cluster_id", "\t" + "c" * 257, False), ("cluster_id", " ", False),
 ]
 
 
