@@ -15,13 +15,18 @@ from core.params import FleetParams, Params
 from telemetry.atomic import AtomicDir, refuse_to_replace
 from telemetry.contract import OPTIONAL_TABLES, TABLES
 from telemetry.fleet import generate
-from telemetry.io import holds_tables, read_tables
+from telemetry.io import read_tables
 
 TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
 
 
+def _nothing(name: str) -> bool:
+    """A template is a start: a folder that already holds tables holds the user's rows, which it would replace."""
+    return False
+
+
 def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[str, int]:
-    refuse_to_replace(out_dir, holds_tables)     # before the work, not after it
+    refuse_to_replace(out_dir, _nothing)     # before the work, not after it
     fleet = FleetParams(**{**params.generate.fleet.model_dump(), "n_days": days, "vms_per_day": vms_per_day,
                            "n_customers": max(20, int(vms_per_day // 2)),
                            "internal_share": params.generate.fleet.internal_share or TEMPLATE_INTERNAL_SHARE})
@@ -29,7 +34,7 @@ def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[st
         generate(params.generate.lab, fleet, Path(tmp) / "raw", params.generate.variant)
         tables = read_tables(Path(tmp) / "raw", [*TABLES, *OPTIONAL_TABLES])
     tables["vms"] = tables["vms"].drop(columns=["workload_id"])   # a provider's VMs carry no lab workload
-    with AtomicDir(out_dir, holds_tables) as dst:
+    with AtomicDir(out_dir, _nothing) as dst:
         for name, df in tables.items():
             df.to_csv(dst / f"{name}.csv", index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
     counts = {k: len(v) for k, v in tables.items()}

@@ -100,9 +100,9 @@ def refuse_to_replace(target: Path, holds: Callable[[str], bool] | None) -> None
                           "the file")
     others = sorted(p.name for p in target.iterdir() if not holds(p.name)) if holds and target.is_dir() else []
     if others:
-        raise ConfigError(f"{target} holds {len(others)} file(s) this command does not write ({', '.join(others[:3])}"
-                          f"{', ...' if len(others) > 3 else ''}), and the folder is replaced whole. Fix: name a "
-                          "new or empty folder, or move them out")
+        raise ConfigError(f"{target} holds {len(others)} file(s) that replacing the folder whole would lose "
+                          f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}). Fix: name a new or empty "
+                          "folder, or move them out")
 
 
 class AtomicDir:

@@ -75,7 +75,8 @@ def _untouched(tmp_path):
 
 
 @pytest.mark.parametrize("out, fragment", [
-    ("keep", "holds 1 file(s) this command does not write (notes.txt)"),   # a folder of the user's
+    ("keep", "holds 1 file(s) that replacing the folder whole would lose (notes.txt)"),   # a folder of the user's
+    ("tables", "holds 1 file(s) that replacing the folder whole would lose (vms.csv)"),   # the user's edited rows
     (".", "the working folder or one above it"),
     ("..", "the working folder or one above it"),
     ("afile", "afile is a file, and a folder would replace it"),
@@ -86,6 +87,8 @@ def test_a_folder_is_replaced_only_where_nothing_else_would_be_lost(tmp_path, mo
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "notes.txt").write_text("precious")
     (tmp_path / "afile").write_text("also precious")
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "vms.csv").write_text("the user's rows, in place of the template's")
     monkeypatch.chdir(tmp_path)
     before = _untouched(tmp_path)
     assert main(["--params", str(ROOT / "params.yaml"), "template", out]) == 2
