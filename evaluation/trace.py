@@ -39,6 +39,7 @@ class Span:
     last_end: int                      # the last VM's end, in seconds
     all_servers: bool                  # every VM names its server: the trace's placement is kept
     groups: pd.Index                   # the clusters (or regions) servers are grouped by, sorted
+    bulk_start: pd.Timestamp | None = None   # the first day of the trace's arrivals (``bulk_start``)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,19 @@ def facts(vms: pd.DataFrame, pack_by: str) -> dict:
             "running": bool(vms["deleted_at"].isna().any()) if len(vms) else False,
             "servers": bool(len(vms) == 0 or ("server_id" in vms.columns and vms["server_id"].notna().all())),
             "groups": pd.unique(vms[pack_by]) if len(vms) else np.array([], object),
-            "dtype": vms[pack_by].dtype if len(vms) else None}
+            "dtype": vms[pack_by].dtype if len(vms) else None,
+            "days": vms["created_at"].dt.floor("D").value_counts() if len(vms) else pd.Series(dtype="int64")}
+
+
+def bulk_start(arrivals_per_day: pd.Series) -> pd.Timestamp:
+    """The first day whose arrivals are at least half of a typical day's, the typical day being the one the
+    median VM arrived on. An export of the VMs alive over a month holds VMs created years before (one VM
+    in 2019 beside a month of 2026): the trace's first creation then says nothing of when its arrivals
+    start, and a warm-up counted from it fills no server."""
+    days = arrivals_per_day.sort_index()
+    by_count = days.sort_values(kind="stable")
+    typical = by_count.to_numpy()[np.searchsorted(by_count.cumsum().to_numpy(), by_count.sum() / 2)]
+    return days.index[np.argmax(days.to_numpy() >= typical / 2)]
 
 
 def span(pieces: list[dict]) -> Span:
@@ -79,8 +92,9 @@ def span(pieces: list[dict]) -> Span:
     last_end = horizon if running or not deleted else int(np.int64(end_max))
     groups = pd.Series(np.concatenate([np.asarray(p["groups"], object) for p in pieces]),
                        dtype=pieces[0]["dtype"]).drop_duplicates()
+    per_day = pd.concat([p["days"] for p in pieces]).groupby(level=0).sum()
     return Span(sum(p["rows"] for p in pieces), t0, last, horizon, last_end,
-                all(p["servers"] for p in pieces), pd.factorize(groups, sort=True)[1])
+                all(p["servers"] for p in pieces), pd.factorize(groups, sort=True)[1], bulk_start(per_day))
 
 
 def seconds(vms: pd.DataFrame, s: Span) -> tuple[np.ndarray, np.ndarray]:

@@ -93,3 +93,33 @@ def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
     assert knobs["um_only_cap20pct"] == policy_knobs(capped)["served"]
     assert set(simulate._knobs({**policy, "serve": {"policy": "combined", "pool_cap": 0.3}}, (0.3,))) == \
         {"combined", "li_only", "um_only", "combined_cap30pct"}
+
+
+def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
+    """A trace's first creation says nothing when an export holds VMs created years before its month."""
+    from evaluation.trace import bulk_start
+
+    day = pd.Timestamp("2026-01-01", tz="UTC")
+    days = pd.Series([1, 40, 300, 310, 290, 1], index=[pd.Timestamp("2019-03-04", tz="UTC"), day,
+                                                      *(day + pd.Timedelta(days=k) for k in (1, 2, 3, 4))])
+    assert bulk_start(days) == day + pd.Timedelta(days=1)            # not 2019, nor the export's partial first day
+    assert bulk_start(days.iloc[2:5]) == day + pd.Timedelta(days=1)  # a trace of full days starts on its first
+
+
+def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
+    from pipelines.cli import main
+    from telemetry.io import write_tables
+
+    tables = read_tables(small_raw)
+    old = tables["vms"].copy()
+    old.loc[5, ["created_at", "deleted_at", "untouched_fraction"]] = [pd.Timestamp("2019-01-01", tz="UTC"), pd.NaT,
+                                                                      np.nan]
+    write_tables(tmp_path / "old", {**tables, "vms": old})
+    got = {}
+    for name, raw in (("export", small_raw), ("with_2019", tmp_path / "old")):
+        metrics = tmp_path / f"{name}.json"
+        assert main(["simulate", "--static-only", "--raw", str(raw), "--out", str(tmp_path / name), "--metrics",
+                     str(metrics), "--plots", str(tmp_path / f"{name}_plots")]) == 0
+        got[name] = json.loads(metrics.read_text())
+    assert got["with_2019"]["window"] == got["export"]["window"] and got["export"]["window_vms"] > 1000
+    assert got["with_2019"]["warmup_vms_alive_at_window_start"] == got["export"]["warmup_vms_alive_at_window_start"] + 1
