@@ -243,7 +243,8 @@ class SimParams(Section):
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
                                               description="one nightly policy per pool latency, each sized")
     max_move_rate: float = Field(0.001, ge=0, le=1, description="VMs a sized cluster may move, share of the window's")
-    warmup_days: int = Field(7, ge=0, description="--static-only: days replayed before the measured window")
+    warmup_days: int = Field(7, ge=0, description="--static-only: days replayed before the measured window, "
+                             "from the first day of the trace's arrivals (not its oldest VM)")
     policy_warmup_days: int = Field(3, ge=0,
         description="nightly: days of the window whose decided VMs fill servers before DRAM is measured")
     recommend_tolerance: float = Field(0.005, ge=0,

@@ -12,7 +12,9 @@ decided and replayed (``evaluation.sizing``).
   per ``simulate.latency_ratios``, beside static pools (15%: Fig. 21's strawman). No model is
   trained here, and none saw the VM it decides.
 - Static only (``--static-only``, e.g. an Azure V2 vmtable without model inputs): the window
-  starts ``warmup_days`` after the trace's first arrival; static policies only.
+  starts ``warmup_days`` after the first day of the trace's arrivals (``evaluation.trace.bulk_start``:
+  not its oldest VM, which an export of the VMs alive over a month may hold from years before); static
+  policies only.
 
 Fallback: a VM created before the window (or that no night scored) is all local under every
 policy alike, so that warm-up VMs weigh the same on each side of every comparison. Long-lived
