@@ -39,7 +39,7 @@ class Span:
     last_end: int                      # the last VM's end, in seconds
     all_servers: bool                  # every VM names its server: the trace's placement is kept
     groups: pd.Index                   # the clusters (or regions) servers are grouped by, sorted
-    bulk_start: pd.Timestamp | None = None   # the first day of the trace's arrivals (``bulk_start``)
+    bulk_start: pd.Timestamp           # the first day of the trace's arrivals (``bulk_start``)
 
 
 @dataclass(frozen=True)

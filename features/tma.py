@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import ContractError
+from telemetry.request import near_names
 
 CLKS = "CPU_CLK_UNHALTED.THREAD"
 REQUIRED_EVENTS: tuple[str, ...] = (
@@ -55,7 +56,7 @@ TMA_COLUMNS: tuple[str, ...] = (
 
 def require_events(df: pd.DataFrame, table: str) -> None:
     missing = [e for e in REQUIRED_EVENTS if e not in df.columns]
-    near = {str(c): e for e in missing for c in df.columns if str(c).strip().upper() == e}
+    near = near_names(df.columns, missing)
     if near:
         name, event = next(iter(near.items()))
         raise ContractError(table, f"the file has {len(near)} of the PMU events spelled in another case, e.g. "

@@ -169,7 +169,7 @@ def _window(s: Span, nights: list[Path] | None, sp: SimParams) -> tuple[tuple[in
     if nights is not None:
         window, lo, hi = nightly_window(s.t0, nights)
         return window, f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
-    first = (s.bulk_start or s.t0.normalize()) + pd.Timedelta(days=sp.warmup_days)
+    first = s.bulk_start + pd.Timedelta(days=sp.warmup_days)
     if s.last_created < first:
         print(f"simulate: the trace is shorter than warmup_days={sp.warmup_days}: no warm-up, the whole trace "
               "is the window")

@@ -270,10 +270,10 @@ def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         vm = set(event_columns(out["vm_counters"], VM_COUNTERS))
         if lab != vm:
             diff = sorted(lab ^ vm)
-            upper = [str(c).upper() for c in diff]
-            cased = sorted({u for u in upper if upper.count(u) > 1})
+            cased = request.near_names(sorted(vm - lab), sorted(lab - vm))   # {VMs' name: the lab's}
             raise ContractError("vm_counters", f"event columns differ from workloads': {diff[:5]}"
-                                + (f"; {len(cased)} of them only in upper and lower case, e.g. {cased[0]}"
+                                + (f"; {len(cased)} of them only in upper and lower case, e.g. "
+                                   f"{next(iter(cased))!r} for the lab's {next(iter(cased.values()))!r}"
                                    if cased else ""), column=diff[0],
                                 fix="count the same PMU events in the lab and on VMs" + (
                                     ", and name them in upper case in both tables, as DESIGN.md does" * bool(cased)))

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from core.errors import ContractError
 from telemetry.atomic import AtomicDir
 from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, validate_table, validate_tables
+from telemetry.request import near_names
 from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
 
@@ -54,13 +55,13 @@ def find_table(directory: Location, table: str) -> Location | None:
 
 
 def _near_names(directory: Location, table: str) -> list[str]:
-    """Names in ``directory`` that are one of the table's names but for upper and lower case."""
-    wanted = {f"{table}{s}" for s in TABLE_SUFFIXES} | ({table} if table in PARTITIONED else set())
+    """Names in ``directory`` that are one of the table's names but for case (``request.near_names``)."""
+    wanted = [f"{table}{s}" for s in TABLE_SUFFIXES] + ([table] if table in PARTITIONED else [])
     try:
         names = [p.name for p in directory.iterdir()] if directory.is_dir() else []
     except OSError:
         return []
-    return sorted(n for n in names if n.lower() in wanted and n not in wanted)
+    return sorted(near_names(names, wanted))
 
 
 def _dataset(path: Location) -> "ds.Dataset":

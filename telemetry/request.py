@@ -13,7 +13,7 @@ value the models have not seen, never an error.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -118,17 +118,23 @@ def _blank_and_length(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             s.str.len().fillna(0).to_numpy(np.int64))
 
 
+def near_names(have: Iterable[Any], wanted: Iterable[str]) -> dict[str, str]:
+    """{a name in ``have``: the ``wanted`` name it is but for case and surrounding spaces}, in ``wanted``'s
+    order: a table file, column or PMU event named otherwise is misnamed, not missing or extra."""
+    wanted = list(wanted)
+    return {h: w for w in wanted for h in have
+            if isinstance(h, str) and h not in wanted and h.strip().lower() == w.lower()}
+
+
 def refuse_near_names(df: pd.DataFrame, table: str, names: list[str]) -> None:
     """A contract column spelled with other case or stray spaces is that column misnamed, not an
     extra column to ignore: an optional one (``workload_id``, ``untouched_so_far``) would otherwise
     be dropped without a word."""
-    for name in names:
-        if name in df.columns:
-            continue
-        near = [c for c in df.columns if isinstance(c, str) and c.strip().lower() == name]
-        if near:
-            raise ContractError(table, f"the file has a column {near[0]!r}, not {name!r} (column names are "
-                                "matched exactly)", column=name, fix=f"rename {near[0]!r} to {name!r}")
+    near = near_names(df.columns, [n for n in names if n not in df.columns])
+    if near:
+        wrong, name = next(iter(near.items()))
+        raise ContractError(table, f"the file has a column {wrong!r}, not {name!r} (column names are matched "
+                            "exactly)", column=name, fix=f"rename {wrong!r} to {name!r}")
 
 
 def check_frame(df: pd.DataFrame, table: str, key: str = "vm_id") -> None:
