@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Set up, then run every test (slow ones included: CI runs them too).
+# Set up, then run every test (slow ones included: CI runs them too), in POND_TEST_WORKERS processes
+# (default 2, the cores of our CI machines; 0 runs them in this process). Each test file stays in one
+# process (--dist loadfile), so a file's module fixtures are built once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-python -m pytest -q "$@"
+workers=${POND_TEST_WORKERS:-2}
+if [ "$workers" = 0 ]; then
+  python -m pytest -q "$@"
+else
+  python -m pytest -q -n "$workers" --dist loadfile "$@"
+fi

@@ -45,3 +45,23 @@ def test_silenced_restores_the_environment(capsys, monkeypatch):
     with silenced():
         pass
     assert os.environ["POND_QUIET"] == "0"
+
+
+def test_pond_quiet_and_scheduler_hold_for_the_call_only(monkeypatch):
+    """`pond --quiet --scheduler ADDR` sets both for the stage (and the workers it starts), and an in-process
+    caller's environment is as it was afterwards: before, `main(["--quiet", ...])` left every later stage of the
+    process silent, so a test of progress lines passed or failed with the order the tests ran in."""
+    import os
+
+    from pipelines import cli, features
+
+    seen = []
+    monkeypatch.setattr(features, "run", lambda *a, **k: seen.append((os.environ.get("POND_QUIET"),
+                                                                       os.environ.get("DASK_SCHEDULER_ADDRESS"))))
+    monkeypatch.delenv("POND_QUIET", raising=False)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://before:8786")
+    assert cli.main(["--quiet", "--scheduler", "tcp://127.0.0.1:8786", "features"]) == 0
+    assert seen == [("1", "tcp://127.0.0.1:8786")]
+    assert "POND_QUIET" not in os.environ and os.environ["DASK_SCHEDULER_ADDRESS"] == "tcp://before:8786"
+    assert cli.main(["features"]) == 0
+    assert seen[-1] == (None, "tcp://before:8786")
