@@ -46,6 +46,7 @@ OTHER_ENVIRONMENT = (
      "where the workers exchange files: a path every worker sees, or a storage URL (s3://bucket/scratch); "
      "with a URL, raw tables on this machine's disk are copied there first"),
     ("POND_ROLE", "dev", "scripts/setup.sh", "which lock to install: serve, train or dev"),
+    ("POND_TEST_WORKERS", "2", "scripts/test.sh", "processes the tests run in (pytest-xdist); 0: in one process"),
     ("PROMETHEUS_MULTIPROC_DIR", "a new temporary directory", "`pond serve --workers N` (N > 1)",
      "where the workers' metric files are summed from"),
 )
