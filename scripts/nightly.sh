@@ -6,6 +6,7 @@
 #   script says so) and dvc.lock the night's outputs, ready to commit.
 # --import DIR: `pond import DIR` first (the day's export of the contract tables; a folder or a storage URL, s3://...).
 # --push: `dvc push` the night's outputs to the default DVC remote afterwards.
+# Exit 75 (and nothing done) while another night runs in this checkout.
 # Tracking and registry: MLFLOW_TRACKING_URI (e.g. http://mlflow:5000), else the local SQLite store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$as_of" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "nightly: --as-of takes YYYY-MM-DD, got $as_of" >&2; exit 2; }
+# One night at a time: from cron, a night still running when the next starts would have its data/raw replaced by
+# the next import under its stages (DVC's own lock comes only after the import). systemd never overlaps a oneshot.
+mkdir -p .dvc/tmp
+exec 9>.dvc/tmp/nightly.lock
+flock -n 9 || { echo "nightly: another night is still running in $PWD (it holds .dvc/tmp/nightly.lock); this one" \
+  "does nothing: run it again once that one ends" >&2; exit 75; }
 echo "nightly: $(date -u +%FT%TZ) night $as_of"
 [ -z "$import_dir" ] || pond import "$import_dir"
 dvc exp run --set-param "base.as_of=$as_of"

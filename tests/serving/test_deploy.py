@@ -37,3 +37,21 @@ def test_nightly_script_refuses_a_bad_day_before_running_anything(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "scripts" / "nightly.sh"), "--as-of", "28/01/2026"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "YYYY-MM-DD" in out.stderr and "nightly: 20" not in out.stdout
+
+
+def test_nightly_script_does_nothing_while_another_night_runs(tmp_path):
+    """From cron, a night that outlasts the interval must not have the next night's import replace its data/raw."""
+    import fcntl
+
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "nightly.sh"
+    script.write_text((ROOT / "scripts" / "nightly.sh").read_text())
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    run = ["bash", str(script), "--as-of", "2026-01-28", "--import", str(tmp_path / "export")]
+    with open(tmp_path / ".dvc" / "tmp" / "nightly.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = subprocess.run(run, capture_output=True, text=True)
+    assert busy.returncode == 75 and "another night is still running" in busy.stderr
+    assert busy.stdout == "" and not (tmp_path / "data").exists()
+    free = subprocess.run(run, capture_output=True, text=True)   # the lock let go: it starts (and fails: no pond here)
+    assert "nightly: 20" in free.stdout and "another night" not in free.stderr
