@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import TypeVar
 
@@ -56,18 +56,24 @@ def progress(items: Iterable[T], total: int | None = None, desc: str = "", unit:
 
 
 @contextmanager
-def silenced() -> Iterator[None]:
-    """No progress inside (a stage run as one step of another: `backtest`'s nightly `train_um`);
-    the environment is as it was afterwards."""
-    before = os.environ.get(QUIET_ENV)
-    os.environ[QUIET_ENV] = "1"
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """The process environment with ``values`` set inside (a stage and the workers it starts read them), and as
+    it was afterwards: an in-process caller (`pond`'s ``main`` from a notebook or a test) is not left changed."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(QUIET_ENV, None)
-        else:
-            os.environ[QUIET_ENV] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def silenced() -> AbstractContextManager[None]:
+    """No progress inside (a stage run as one step of another: `backtest`'s nightly `train_um`)."""
+    return environ({QUIET_ENV: "1"})
 
 
 class Steps:

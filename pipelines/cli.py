@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import PondError
-from core.progress import QUIET_ENV
+from core.progress import QUIET_ENV, environ
 
 if TYPE_CHECKING:
     from core.params import Params
@@ -153,29 +150,13 @@ def _storage_failure(exc: BaseException) -> str | None:
     return storage_failure(exc)
 
 
-@contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """The process environment with ``values`` set inside (stages and the workers they start read them), and as
-    it was afterwards: an in-process caller of ``main`` (a notebook, a test) must not be left ``--quiet``."""
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     values = {QUIET_ENV: "1"} if args.quiet else {}
     if args.scheduler:
         from core.engine import SCHEDULER_ENV
         values[SCHEDULER_ENV] = args.scheduler
-    with _environ(values):
+    with environ(values):
         return _run(args)
 
 

@@ -25,6 +25,7 @@ done
 [[ "$as_of" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "nightly: --as-of takes YYYY-MM-DD, got $as_of" >&2; exit 2; }
 # One night at a time: from cron, a night still running when the next starts would have its data/raw replaced by
 # the next import under its stages (DVC's own lock comes only after the import). systemd never overlaps a oneshot.
+command -v flock >/dev/null || { echo "nightly: needs flock (util-linux: apt-get install util-linux)" >&2; exit 2; }
 mkdir -p .dvc/tmp
 exec 9>.dvc/tmp/nightly.lock
 flock -n 9 || { echo "nightly: another night is still running in $PWD (it holds .dvc/tmp/nightly.lock); this one" \

@@ -6,9 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-workers=${POND_TEST_WORKERS:-2}
-if [ "$workers" = 0 ]; then
-  python -m pytest -q "$@"
-else
-  python -m pytest -q -n "$workers" --dist loadfile "$@"
-fi
+python -m pytest -q -n "${POND_TEST_WORKERS:-2}" --dist loadfile "$@"

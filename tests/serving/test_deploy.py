@@ -53,5 +53,5 @@ def test_nightly_script_does_nothing_while_another_night_runs(tmp_path):
         busy = subprocess.run(run, capture_output=True, text=True)
     assert busy.returncode == 75 and "another night is still running" in busy.stderr
     assert busy.stdout == "" and not (tmp_path / "data").exists()
-    free = subprocess.run(run, capture_output=True, text=True)   # the lock let go: it starts (and fails: no pond here)
+    free = subprocess.run(run, capture_output=True, text=True)   # the lock let go: it starts (and stops: no export)
     assert "nightly: 20" in free.stdout and "another night" not in free.stderr
