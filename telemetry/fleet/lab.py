@@ -41,6 +41,7 @@ import pandas as pd
 
 from core.params import LabParams
 from telemetry.events import lab_events
+from telemetry.fleet.portable import exp, log, power, sigmoid
 
 LLC_MB = 27.5            # Cascade Lake 2S lab part, per socket
 LOCAL_LAT_CYCLES = 195   # 78 ns at 2.5 GHz (CALIBRATION.md)
@@ -117,7 +118,7 @@ def population_catalogue(size: int, rng: np.random.Generator) -> pd.DataFrame:
     rows = [cat]
     for cls, n in n_new.items():
         known = cat.loc[(cat.workload_class == cls) & cat.peak_rss_mb.notna(), "peak_rss_mb"].to_numpy()
-        rss = (rng.choice(known, n) * np.exp(rng.normal(0.0, 0.3, n))) if len(known) else np.full(n, np.nan)
+        rss = (rng.choice(known, n) * exp(rng.normal(0.0, 0.3, n))) if len(known) else np.full(n, np.nan)
         rows.append(pd.DataFrame({"workload_id": [f"{cls}/pop-{i:04d}" for i in range(n)],
                                   "workload_class": cls, "peak_rss_mb": rss}))
     return pd.concat(rows, ignore_index=True)
@@ -147,35 +148,31 @@ class Lab:
     truth: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)  # population slowdowns, eval only
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def draw_latent(cat: pd.DataFrame, rng: np.random.Generator, mech: Mechanisms = Mechanisms()) -> pd.DataFrame:
     n = len(cat)
     p = pd.DataFrame([CLASS_PARAMS[c] for c in cat.workload_class], index=cat.index)
     fp_mb = cat.peak_rss_mb.to_numpy(float).copy()
     unknown = np.isnan(fp_mb)
-    fp_mb[unknown] = np.exp(rng.normal(p.fp_mu[unknown], p.fp_sd[unknown]))
-    pressure = np.log(fp_mb / LLC_MB)  # < 0 when the footprint fits in the LLC
+    fp_mb[unknown] = exp(rng.normal(p.fp_mu[unknown], p.fp_sd[unknown]))
+    pressure = log(fp_mb / LLC_MB)  # < 0 when the footprint fits in the LLC
     z = p.mu.to_numpy() + p.sd.to_numpy() * rng.standard_normal(n) + 0.45 * np.clip(pressure, -4, 4)
-    intensity = _sigmoid(z - INTENSITY_OFFSET)  # 0: cache-resident compute, 1: memory-bound
+    intensity = sigmoid(z - INTENSITY_OFFSET)  # 0: cache-resident compute, 1: memory-bound
     d = D_MAX * intensity
     has_pf = rng.random(n) < p.pf.to_numpy()
     h = np.where(has_pf, rng.uniform(0.08, 0.45, n), rng.uniform(0.0, 0.01, n)) * (pressure > 0)
     c = rng.uniform(1.2, 2.6, n)
     d = d + LATE_PF_DEMAND * h  # streams whose prefetches already arrive late stall on demand misses
-    w = np.minimum(np.exp(rng.normal(p.tlb.to_numpy() + mech.tlb_shift, 0.9)) * (1 + 0.25 * np.clip(pressure, 0, 8))
-                   * 3 * intensity ** 0.75, 0.2)
+    w = np.minimum(exp(rng.normal(p.tlb.to_numpy() + mech.tlb_shift, 0.9)) * (1 + 0.25 * np.clip(pressure, 0, 8))
+                   * 3 * power(intensity, 0.75), 0.2)
     q = rng.uniform(*mech.walk_dram, n)
     u = np.clip(0.9 * d + 0.8 * h + (np.abs(rng.normal(0, 0.05, n)) + mech.bw_extra) * np.sqrt(intensity),
                 0.005, 0.9)
-    mlp = np.clip(1.0 + np.exp(rng.normal(0.6, 0.7, n)) + 6 * h, 1.0, 12.0)
+    mlp = np.clip(1.0 + exp(rng.normal(0.6, 0.7, n)) + 6 * h, 1.0, 12.0)
     return pd.DataFrame({
         "workload_id": cat.workload_id, "workload_class": cat.workload_class,
         "footprint_gb": fp_mb / 1024.0, "d": d, "h": h, "c": c, "w": w, "q": q, "u": u, "mlp": mlp,
         "bwq": np.full(n, mech.bw_queueing),
-        "cold": rng.beta(1.5, 2.5, n) * 0.8, "g": np.exp(rng.normal(0.0, 0.5, n)),
+        "cold": rng.beta(1.5, 2.5, n) * 0.8, "g": exp(rng.normal(0.0, 0.5, n)),
         "eta": rng.normal(0.0, ETA_SD, n), "fp": p.fp.to_numpy() * rng.uniform(0.2, 1.8, n),
         "kern": p.kern.to_numpy() * rng.uniform(0.3, 1.7, n),
     })
@@ -192,7 +189,7 @@ def pool_slowdown(lat: pd.DataFrame, ratio: float, spilled_pct: np.ndarray | flo
     r1 = ratio - 1.0
     full = (lat.d * r1 + lat.h * np.maximum(0.0, ratio - lat.c) + lat.w * lat.q * r1
             + lat.bwq * lat.u ** 2 * r1 ** 2) * (1.0 + lat.eta)
-    share = np.clip((np.asarray(spilled_pct) / 100.0 - lat.cold) / (1.0 - lat.cold), 0.0, 1.0) ** lat.g
+    share = power(np.clip((np.asarray(spilled_pct) / 100.0 - lat.cold) / (1.0 - lat.cold), 0.0, 1.0), lat.g)
     return 100.0 * np.asarray(full) * np.asarray(share)
 
 
@@ -403,8 +400,8 @@ def build_lab(params: LabParams, variant: Variant = "pond") -> Lab:
     rates = event_rates(lat, rng)
     in_lab = lab_sample(population, lat.footprint_gb.to_numpy(), rng)
     lab_lat = lat.iloc[in_lab].reset_index(drop=True)
-    cycles = 10.0 ** rng.uniform(10.5, 12.0, len(lab_lat))  # run lengths differ: features must normalize
-    noise = np.exp(rng.normal(0.0, params.counter_noise, (len(lab_lat), rates.shape[1])))
+    cycles = power(10.0, rng.uniform(10.5, 12.0, len(lab_lat)))  # run lengths differ: features must normalize
+    noise = exp(rng.normal(0.0, params.counter_noise, (len(lab_lat), rates.shape[1])))
     counts = np.round(rates.to_numpy()[in_lab] * cycles[:, None] * noise)
     workloads = pd.concat([lab_lat[["workload_id", "workload_class"]],
                            lab_lat.footprint_gb.round(3).rename("footprint_gb"),

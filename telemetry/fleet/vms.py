@@ -29,6 +29,7 @@ import pandas as pd
 
 from core.params import FleetParams, LabParams
 from telemetry.fleet.lab import Lab, measured, pool_slowdown
+from telemetry.fleet.portable import INV_LN2, exp, log, power
 
 FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
@@ -66,7 +67,7 @@ def _customers(p: FleetParams, rng: np.random.Generator, variant: str = "pond") 
 
 
 def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Generator) -> pd.DataFrame:
-    k = 1 + rng.poisson(p.deployments_per_customer - 1 + 0.3 * np.log1p(cust.weight.to_numpy()))
+    k = 1 + rng.poisson(p.deployments_per_customer - 1 + 0.3 * log(1.0 + cust.weight.to_numpy()))
     owner = np.repeat(np.arange(len(cust)), k)
     c = cust.iloc[owner].reset_index(drop=True)
     n = len(c)
@@ -100,7 +101,7 @@ def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Ge
         "os": np.where(c.windows_pref ^ (rng.random(n) < 0.1), "windows", "linux"),
         "workload": workload,
         "rate_weight": c.weight.to_numpy() * share,
-        "life_median_h": np.exp(rng.normal(1.5, 1.8, n)),
+        "life_median_h": exp(rng.normal(1.5, 1.8, n)),
     })
 
 
@@ -116,7 +117,7 @@ def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     day = d.start.to_numpy() + rng.random(n) * d.active.to_numpy()
     order = np.argsort(day, kind="stable")
     d, day = d.iloc[order].reset_index(drop=True), day[order]
-    life_h = d.life_median_h.to_numpy() * np.exp(rng.normal(0.0, 1.0, n))
+    life_h = d.life_median_h.to_numpy() * exp(rng.normal(0.0, 1.0, n))
     t0 = pd.Timestamp(p.start, tz="UTC")
     created = t0 + pd.to_timedelta(np.round(day * 86400.0), unit="s")
     deleted = created + pd.to_timedelta(np.round(life_h * 3600.0 + 60.0), unit="s")
@@ -127,15 +128,15 @@ def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
                                index=np.unique(d.cluster_id)).reindex(d.cluster_id).to_numpy()
     fp_gb = lab.latent.footprint_gb.to_numpy()[d.workload.to_numpy()]
     logit = (c.level.to_numpy() + c.drift.to_numpy() * day
-             + 0.25 * np.log2(d.memory_gb.to_numpy() / 32.0)
+             + 0.25 * INV_LN2 * log(d.memory_gb.to_numpy() / 32.0)
              - 0.4 * (d.os.to_numpy() == "windows")
-             - 0.12 * np.log(life_h)
+             - 0.12 * log(life_h)
              + cluster_effect
              + c.consistency.to_numpy() * rng.standard_normal(n))
     footprint_cap = np.clip(1.0 - 0.5 * fp_gb / d.memory_gb.to_numpy(), 0.1, 1.0)
-    untouched = np.round(footprint_cap / (1.0 + np.exp(-logit)), 4)
+    untouched = np.round(footprint_cap / (1.0 + exp(-logit)), 4)
     elapsed = np.clip((horizon - created) / pd.Timedelta(hours=1) / life_h, 0.0, 1.0)
-    so_far = np.round(1.0 - (1.0 - untouched) * elapsed ** 0.25, 4)
+    so_far = np.round(1.0 - (1.0 - untouched) * power(elapsed, 0.25), 4)
     vms = pd.DataFrame({
         "vm_id": _ids("vm-", n, 8),
         "customer_id": d.customer_id, "cluster_id": d.cluster_id,
@@ -160,7 +161,7 @@ def iter_counters(vms: pd.DataFrame, lab: Lab, p: FleetParams, chunk: int = 200_
     have = vms[vms._has_counters]
     for lo in range(0, len(have), chunk):
         part = have.iloc[lo: lo + chunk]
-        noise = np.exp(rng.normal(0.0, p.counter_noise, (len(part), rates.shape[1])))
+        noise = exp(rng.normal(0.0, p.counter_noise, (len(part), rates.shape[1])))
         counts = np.round(rates[part._workload_idx.to_numpy()] * part._cycles.to_numpy()[:, None] * noise)
         out = pd.DataFrame(counts, columns=lab.rates.columns)
         out.insert(0, "vm_id", part.vm_id.to_numpy())
