@@ -21,7 +21,7 @@ from telemetry import request
 from telemetry.atomic import write_atomic
 from telemetry.io import read_raw
 
-TABLE = "requests"
+TABLE = request.TABLE
 
 
 def request_columns(df: pd.DataFrame) -> dict[str, Any]:

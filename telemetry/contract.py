@@ -98,6 +98,15 @@ OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns",)
 TABLES: tuple[str, ...] = tuple(t for t in SCHEMAS if t not in OPTIONAL_TABLES)   # every data set has these
 
 
+def text_columns(table: str) -> tuple[str, ...]:
+    """The columns a CSV reader keeps as written, whatever they look like: ids and names (``001``,
+    ``1e5``, ``2026-01-05``, ``NA``) are text, and a guessed type would merge ``01`` with ``1``."""
+    if table == request.TABLE:
+        return request.TEXT_FIELDS
+    schema = SCHEMAS.get(table)
+    return () if schema is None else tuple(c.name for c in schema.columns if c.kind in ("id", "str"))
+
+
 def event_columns(df: pd.DataFrame, schema: Schema) -> list[str]:
     """PMU event columns: everything after the schema's fixed columns."""
     fixed = set(schema.names)

@@ -22,6 +22,7 @@ PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
 PLAIN_ALIAS = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 AZURE_V2_COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
                     "avgcpu", "p95maxcpu", "vmcategory", "vmcorecountbucket", "vmmemorybucket"]
+AZURE_TEXT = ("vmid", "subscriptionid", "deploymentid", "vmcategory", "vmcorecountbucket", "vmmemorybucket")
 # Open-ended buckets of the public trace, mapped to a representative size.
 AZURE_CORE_OVERFLOW, AZURE_MEMORY_OVERFLOW_GB = 32, 96.0
 
@@ -63,7 +64,7 @@ def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
 
     ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb.
     """
-    meta = read_csv(meta_csv, "workloads")
+    meta = read_csv(meta_csv, "workloads", text=("file", "workload_id", "workload_class"))
     need = ["file", "workload_id", "workload_class", "footprint_gb"]
     missing = [c for c in need if c not in meta.columns]
     if missing:
@@ -96,9 +97,8 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
     """
     first = read_csv(vmtable, "vms", header=None, nrows=1, dtype=str)   # the public files have no header row
     has_header = str(first.iat[0, 0]).strip().lower() == "vmid" if first.size else False
-    df = read_csv(vmtable, "vms", header=0 if has_header else None, names=None if has_header else AZURE_V2_COLUMNS,
-                  low_memory=False)
-    df.columns = [c.strip().lower() for c in df.columns]
+    names = [str(c).strip().lower() for c in first.iloc[0]] if has_header else AZURE_V2_COLUMNS
+    df = read_csv(vmtable, "vms", header=0 if has_header else None, names=names, text=AZURE_TEXT, low_memory=False)
     missing = [c for c in AZURE_V2_COLUMNS if c not in df.columns]
     if missing:
         raise InputFormatError(f"{vmtable}: not an Azure V2 vmtable, missing columns {missing}")
@@ -133,8 +133,8 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
     created = t0 + pd.to_timedelta(seconds("vmcreated"), unit="s")
     deleted = t0 + pd.to_timedelta(seconds("vmdeleted"), unit="s")
     return pd.DataFrame({
-        "vm_id": df.vmid.astype(str), "customer_id": df.subscriptionid.astype(str),
-        "cluster_id": df.deploymentid.astype(str), "server_id": pd.Series(pd.NA, index=df.index, dtype="string"),
+        "vm_id": df.vmid.astype("string"), "customer_id": df.subscriptionid.astype("string"),
+        "cluster_id": df.deploymentid.astype("string"), "server_id": pd.Series(pd.NA, index=df.index, dtype="string"),
         "region": "unknown",
         "vm_type": "azure_" + df.vmcategory.astype(str).str.strip() + "_" + cores.astype(str) + "c_"
                    + mem.astype(str).str.removesuffix(".0") + "g",

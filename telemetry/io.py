@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 from dataclasses import dataclass
 from datetime import date
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ContractError
 from telemetry.atomic import AtomicDir
-from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, validate_table, validate_tables
+from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, text_columns, validate_table, validate_tables
 from telemetry.request import near_names
 from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
@@ -164,25 +165,64 @@ def _unreadable(exc: Exception, path: Location, table: str) -> ContractError | N
     return None
 
 
-def read_csv(path: Location, table: str, **kwargs: Any) -> pd.DataFrame:
-    """``pd.read_csv`` (UTF-8, compression by suffix), local or at a storage URL, failing as ``read_raw``."""
+# pandas' default missing-value markers (read_csv's ``na_values``): numeric and time columns keep them; a text
+# column takes only an empty cell as missing, so a customer or region named NA, None or null is kept
+NA_MARKERS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+              "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+TAIL_BYTES = 1 << 16     # what is read of a CSV's end to tell a cut-off last row
+
+
+def read_csv(path: Location, table: str, *, text: Iterable[str] = (), **kwargs: Any) -> pd.DataFrame:
+    """``pd.read_csv`` (UTF-8, compression by suffix), local or at a storage URL, failing as ``read_raw``.
+    ``text``: columns kept as written (``contract.text_columns``). A file whose last row was cut off
+    (no line end, fewer fields than the rows before it) is refused, not read as a shorter table."""
     source, options = pandas_source(path)
     try:
-        return pd.read_csv(source, encoding="utf-8", storage_options=options, **kwargs)
+        text = [c for c in text]
+        if text:
+            header = pd.read_csv(source, encoding="utf-8", storage_options=options, nrows=0,
+                                 **{k: v for k, v in kwargs.items() if k in ("header", "names")}).columns
+            kwargs = {**kwargs, "dtype": {c: "string" for c in text}, "keep_default_na": False,
+                      "na_values": {c: [""] if c in text else list(NA_MARKERS) for c in header}}
+        df = pd.read_csv(source, encoding="utf-8", storage_options=options, **kwargs)
     except Exception as exc:
         error = _unreadable(exc, path, table)
         if error is None:
             raise
         raise error from None
+    if kwargs.get("nrows") is None:
+        _refuse_cut_off(path, table, df)
+    return df
+
+
+def _refuse_cut_off(path: Location, table: str, df: pd.DataFrame) -> None:
+    """An export interrupted mid-row leaves a last line with no line end and fewer fields than the
+    header: pandas fills the missing fields with nothing, and the table reads as one with a row that
+    lacks values, or whose references point nowhere, which an error would then blame on another table."""
+    if str(path).endswith(".gz") or df.shape[1] < 2:
+        return
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - TAIL_BYTES))
+        tail = f.read()
+    if not tail or tail.endswith((b"\n", b"\r")):
+        return
+    last = tail.splitlines()[-1].decode("utf-8", errors="replace")
+    fields = len(next(csv.reader([last]), []))
+    if fields < df.shape[1]:
+        raise ContractError(table, f"{path} is cut off: its last row (row {len(df):,} of the data, after the "
+                            f"header) has {fields} of the {df.shape[1]} fields and the file has no line end after "
+                            "it, as an interrupted export leaves a file", fix="export the table again, whole")
 
 
 def read_raw(path: Location, table: str | None = None, days: tuple[str, str] | None = None) -> pd.DataFrame:
     """A table's file as it is (CSV or Parquet), local or at a storage URL; any failure to read it is
-    one ContractError that names the table and the file, never a parser's traceback."""
+    one ContractError that names the table and the file, never a parser's traceback. A CSV's ids and
+    names are text as written (``contract.text_columns``)."""
     table = table or path.name.split(".")[0]
     dataset = path.is_dir() and table in PARTITIONED and not path.name.endswith((".parquet", ".csv", ".csv.gz"))
     if not dataset and not path.name.endswith(".parquet"):
-        return read_csv(path, table, dtype_backend="numpy_nullable", low_memory=False)
+        return read_csv(path, table, text=text_columns(table), dtype_backend="numpy_nullable", low_memory=False)
     try:
         if dataset:
             return _read_dataset(path, days)

@@ -34,8 +34,10 @@ OPTIONAL = ("cluster_id",)
 FIELDS = REQUIRED + OPTIONAL
 HISTORY_KEY = ("customer_id", "vm_type", "region")   # workload history: earlier VMs of the same key
 SHAPE = ("customer_id", "vm_type", "vcpus", "memory_gb", "os", "region", "cluster_id")  # what the models see
+TABLE = "requests"   # what errors call a file of requests (``pond predict``)
 TEXT_LIMITS = {"vm_id": ID_MAX_LEN, "customer_id": ID_MAX_LEN, "vm_type": VM_TYPE_MAX_LEN, "os": NAME_MAX_LEN,
                "region": NAME_MAX_LEN, "cluster_id": ID_MAX_LEN}
+TEXT_FIELDS = tuple(TEXT_LIMITS)
 RULES = (f"vm_id, customer_id, vm_type, os, region: non-empty text (ids and cluster_id up to {ID_MAX_LEN} "
          f"characters, vm_type up to {VM_TYPE_MAX_LEN}, os and region up to {NAME_MAX_LEN}); vcpus: a whole "
          f"number in [1, {VCPUS_MAX}]; memory_gb: a finite number in (0, {MEMORY_GB_MAX:g}]; cluster_id optional")
