@@ -21,10 +21,14 @@ from telemetry.io import find_table, read_raw
 from telemetry.storage import Location, location
 
 REPRO = "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)"
+STATIC = "pond simulate --static-only (DRAM with static pools, no models)"
+# What each command reads from the tables. ``LABELLED``: vms with an untouched_fraction on some VM (train_um's
+# label; calibrate's Fig. 6 checks); `pond calibrate` reads the features stage's output, which needs all four.
+LABELLED = "vms+labels"
 NEEDS: dict[str, tuple[str, ...]] = {
-    REPRO: ("workloads", "slowdowns", "vms", "vm_counters"),
-    "pond calibrate": ("workloads", "slowdowns", "vms"),
-    "pond simulate --static-only (DRAM with static pools, no models)": ("vms",),
+    REPRO: ("workloads", "slowdowns", LABELLED, "vm_counters"),
+    "pond calibrate": ("workloads", "slowdowns", LABELLED, "vm_counters"),
+    STATIC: ("vms",),
 }
 HOW = {
     "workloads": "the lab's workloads with their PMU event counts (perf stat; `pond import --perf-dir`)",
@@ -104,16 +108,29 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
         state["vm_slowdowns"] += _reports_left_out(valid["vm_slowdowns"], valid["vms"])
     if "vms" in valid and valid["vms"]["untouched_fraction"].notna().sum() == 0:
         state["vms"] += "; no VM has untouched_fraction (train_um has no label)"
-        valid.pop("vms")
-    problems = {cmd: [f"{t} {'is missing' if state[t] == 'missing' else 'is not usable'}: {HOW[t]}"
-                      for t in needs if t not in valid] for cmd, needs in NEEDS.items()}
-    problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists): fix it or remove it"
-                        for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
-    if params is not None and "vms" in valid:
+    problems = {cmd: [_lacks(t, state, valid) for t in needs if _lacks(t, state, valid)]
+                for cmd, needs in NEEDS.items()}
+    problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists; fix it or remove it): "
+                        f"{state[t].removeprefix('invalid: ')}" for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
+    if params is not None and not _lacks(LABELLED, state, valid):
         problems[REPRO] += timeline(valid["vms"], params)
     if params is not None and "slowdowns" in valid:
         problems[REPRO] += lab_labels(valid["slowdowns"], params.train_li.latency_ratios)
     return state, problems
+
+
+def _lacks(need: str, state: dict[str, str], valid: dict[str, pd.DataFrame]) -> str:
+    """Why the tables do not meet ``need`` (a table, or ``LABELLED``), with the table's own problem; empty when
+    they do."""
+    table = "vms" if need == LABELLED else need
+    if table not in valid:
+        if state[table] == "missing":
+            return f"{table} is missing: {HOW[table]}"
+        return f"{table} is not usable: {state[table].removeprefix('invalid: ')}"
+    if need == LABELLED and valid["vms"]["untouched_fraction"].notna().sum() == 0:
+        return ("vms has no untouched_fraction on any VM: train_um learns it from ended VMs (an Azure vmtable has "
+                "none; export it from the guest or hypervisor, DESIGN.md)")
+    return ""
 
 
 def lab_labels(slowdowns: pd.DataFrame, ratios: tuple[float, ...]) -> list[str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 import yaml
 
 from core.params import Params
 from pipelines.cli import main
-from pipelines.validate import REPRO, check
+from pipelines.validate import REPRO, STATIC, check
 from telemetry.contract import TABLES
 from tests.conftest import small_params
 
@@ -121,7 +122,8 @@ def test_a_broken_optional_table_blocks_the_nightly_job_by_name(small_reports_ra
     reports.to_parquet(d / "vm_slowdowns.parquet")
     state, problems = check(d, Params(**small_params()))
     assert state["vm_slowdowns"].startswith("invalid: table 'vm_slowdowns', column 'latency_ratio'")
-    assert problems[REPRO] == ["vm_slowdowns is not usable (optimize reads it where it exists): fix it or remove it"]
+    assert problems[REPRO] == ["vm_slowdowns is not usable (optimize reads it where it exists; fix it or remove it): "
+                               + state["vm_slowdowns"].removeprefix("invalid: ")]
 
 
 def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(small_tables, tmp_path):
@@ -141,3 +143,51 @@ def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(smal
     assert problems[REPRO] == ["train_li.latency_ratios 1.82: table 'slowdowns', column 'latency_ratio': no runs "
                                "entirely on pool (spilled_pct=100) at latency_ratio 1.82. Fix: measure it, or train "
                                "on the ratios with full-pool runs: [2.22]"]
+
+
+def test_an_azure_v1_vmtable_feeds_the_static_simulation_and_says_why_nothing_else(tmp_path, capsys):
+    """The public V1 rows: exact core counts and 0.75 / 1.75 GB sizes, the category misspelled as the public file
+    has it, no header. Import succeeds, validate calls `simulate --static-only` ready, the command then runs, and
+    every BLOCKED line says why (issue 49: vms was "not usable" with no reason, and the static simulation too)."""
+    rng = np.random.default_rng(3)
+    n = 1500
+    cores = rng.choice([1, 2, 4, 8, 24], n)
+    memory = {1: 0.75, 2: 1.75, 4: 3.5, 8: 7, 24: 14}
+    created = np.sort(rng.integers(0, 25 * 86400, n))
+    ended = created + rng.integers(300, 3 * 86400, n)
+    rows = [f"v{i:06d}xK+/,sub{i % 40:03d}Q==,dep{i % 150:03d}/A,{c},{e if e < 30 * 86400 else ''},99.1,3.4,10.2,"
+            f"{('Interactive', 'Delay-insensitive', 'Unkown')[i % 3]},{k},{memory[k]}"
+            for i, (c, e, k) in enumerate(zip(created, ended, cores))]
+    (tmp_path / "vmtable.csv").write_text("\n".join(rows) + "\n")
+    raw = tmp_path / "raw"
+    assert main(["--quiet", "import", "--azure-vmtable", str(tmp_path / "vmtable.csv"), "--out", str(raw)]) == 0
+    assert sorted(pd.read_parquet(raw / "vms.parquet").memory_gb.unique().tolist()) == [0.75, 1.75, 3.5, 7.0, 14.0]
+    capsys.readouterr()
+    state, problems = check(raw, Params(**small_params()))
+    assert problems[STATIC] == []
+    assert "vms has no untouched_fraction on any VM" in " ".join(problems[REPRO])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(raw)]) == 1
+    out = capsys.readouterr().out
+    assert f"ready   {STATIC}" in out
+    blocked = [line for line in out.splitlines() if line.strip().startswith("- ")]
+    assert blocked and all(": " in line and line.split(": ", 1)[1].strip() for line in blocked), out
+    assert main(["--quiet", "--params", str(tmp_path / "params.yaml"), "simulate", "--static-only", "--raw", str(raw),
+                 "--out", str(tmp_path / "sim"), "--metrics", str(tmp_path / "sim.json"),
+                 "--plots", str(tmp_path / "plots")]) == 0
+
+
+def test_every_blocked_line_names_its_reason(small_tables, tmp_path):
+    d = tmp_path / "export"
+    d.mkdir()
+    small_tables["vms"].head(300).to_csv(d / "vms.csv", index=False)
+    bad = small_tables["workloads"].copy()
+    bad.loc[0, "footprint_gb"] = -1.0
+    bad.to_csv(d / "workloads.csv", index=False)
+    state, problems = check(d, Params(**small_params()))
+    for cmd, lines in problems.items():
+        for line in lines:
+            table, reason = line.split(": ", 1)
+            assert reason.strip() and reason != "", line
+    assert any("footprint_gb must lie in" in line for line in problems[REPRO])
+    assert any(line.startswith("vm_counters is missing: ") for line in problems[REPRO])
