@@ -35,15 +35,37 @@ def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None if default is None else kind(default))
 
 
+GLOBAL_DEFAULTS = {"params": Path("params.yaml"), "quiet": False, "engine": None, "scheduler": None}
+
+
+def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """The options every command takes, before or after its name (``pond simulate ... --params p.yaml``).
+    A command's parser has no defaults of its own (``SUPPRESS``), so an option given before the name is not
+    reset by the command's parser."""
+    def default(name: str) -> object:
+        return GLOBAL_DEFAULTS[name] if defaults else argparse.SUPPRESS
+    parser.add_argument("--params", type=Path, default=default("params"), help="params file (default: params.yaml)")
+    parser.add_argument("--quiet", action="store_true", default=default("quiet"),
+                        help="no progress lines (same as POND_QUIET=1)")
+    parser.add_argument("--engine", choices=("local", "dask"), default=default("engine"),
+                        help="overrides params engine.backend")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=default("scheduler"),
+                        help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (same as DASK_SCHEDULER_ADDRESS); "
+                             "without it the dask engine starts a LocalCluster")
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: the global options are its own too."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        _global_options(self, defaults=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pond", description=__doc__)
-    ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
-    ap.add_argument("--quiet", action="store_true", help="no progress lines (same as POND_QUIET=1)")
-    ap.add_argument("--engine", choices=("local", "dask"), help="overrides params engine.backend")
-    ap.add_argument("--scheduler", metavar="ADDRESS",
-                    help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (same as DASK_SCHEDULER_ADDRESS); "
-                         "without it the dask engine starts a LocalCluster")
-    sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE")
+    _global_options(ap, defaults=True)
+    sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE", parser_class=_CommandParser)
     g = sub.add_parser("generate", help="build the built-in lab and VM fleet into data/raw")
     _paths(g, out="data/raw")
     partitioned = "write vms and vm_counters as Parquet datasets partitioned by creation day and cluster (vms/created_day=.../cluster=.../)"
@@ -186,8 +208,11 @@ def _run(args: argparse.Namespace) -> int:
             from pipelines import calibrate
             calibrate.run(args.raw, args.features, args.metrics, args.plots)
             return 0
-        from core.params import load
-        params = load(args.params)
+        from core.params import Params, load
+        if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():
+            params = Params()        # a template needs no project: outside the repository, the defaults
+        else:
+            params = load(args.params)
         if args.engine:
             params = params.model_copy(update={"engine": params.engine.model_copy(update={"backend": args.engine})})
         if args.stage == "template":

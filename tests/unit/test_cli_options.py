@@ -1,0 +1,44 @@
+"""The options every command takes work after the command's name too, and a command that needs no
+params does not ask for them (issue 49)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pipelines.cli import _parser, main
+from tests.conftest import small_params
+
+
+@pytest.mark.parametrize("argv", [
+    ["--params", "p.yaml", "--quiet", "--engine", "dask", "simulate", "--static-only"],
+    ["simulate", "--static-only", "--params", "p.yaml", "--quiet", "--engine", "dask"],
+    ["--quiet", "simulate", "--params", "p.yaml", "--static-only", "--engine", "dask"],
+])
+def test_global_options_before_or_after_the_command(argv):
+    args = _parser().parse_args(argv)
+    assert (str(args.params), args.quiet, args.engine, args.static_only) == ("p.yaml", True, "dask", True)
+
+
+def test_defaults_hold_when_no_option_is_given():
+    args = _parser().parse_args(["simulate"])
+    assert (str(args.params), args.quiet, args.engine, args.scheduler) == ("params.yaml", False, None, None)
+
+
+def test_params_after_the_command_are_the_ones_read(small_raw, tmp_path, capsys):
+    params = small_params()
+    params["base"]["as_of"] = "2026-03-01"       # past the small fleet's days: validate says so, naming the day
+    (tmp_path / "late.yaml").write_text(yaml.safe_dump(params))
+    assert main(["validate", str(small_raw), "--params", str(tmp_path / "late.yaml")]) == 1
+    assert "base.as_of 2026-03-01 cannot be a night" in capsys.readouterr().out
+    assert main(["simulate", "--static-only", "--params", str(tmp_path / "missing.yaml")]) == 2
+    assert f"{tmp_path / 'missing.yaml'} not found" in capsys.readouterr().err
+
+
+def test_template_needs_no_params_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)                  # no params.yaml here: the defaults
+    assert main(["--quiet", "template", "t", "--days", "2", "--vms-per-day", "40"]) == 0
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == \
+        ["slowdowns.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
+    assert main(["template", "u", "--params", str(tmp_path / "named.yaml")]) == 2   # one named, and missing
+    assert "named.yaml not found" in capsys.readouterr().err
