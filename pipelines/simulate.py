@@ -35,7 +35,6 @@ replayed under its own name when no other row is it.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -55,7 +54,7 @@ from evaluation.truth import measured_truths, truth_table
 from features.shuffle import scratch_folder
 from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
-from telemetry.atomic import AtomicDir, remove_leftovers, write_json
+from telemetry.atomic import AtomicDir, remove_leftovers, write_json, writer_tag
 from telemetry.io import release_unused_memory
 from telemetry.storage import Location, absolute, remove_tree
 
@@ -203,7 +202,7 @@ def run(params: Params, raw_dir: Location, backtest_dir: Path | None, metrics_pa
         return _run(params, None, raw_dir, nights, metrics_path, plots_dir, out_dir, pack_by, None)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out_dir)              # a killed run's scratch too
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-scratch", dir=out_dir.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{writer_tag()}-scratch", dir=out_dir.parent))
     try:
         with session(params.engine) as client:
             return _run(params, client, raw_dir, nights, metrics_path, plots_dir, out_dir, pack_by,

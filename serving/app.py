@@ -120,6 +120,10 @@ def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
         where = ("body", "requests") if isinstance(data, dict) else ("body",)
         raise RequestValidationError([{"loc": where, "type": "value_error",
                                        "msg": 'expected {"requests": [request, ...]}'}])
+    extra = [k for k in data if k != "requests"]
+    if extra:                           # as the single route refuses a field it does not know (BatchRequest)
+        raise RequestValidationError([{"loc": ("body", k), "msg": "Extra inputs are not permitted",
+                                       "type": "extra_forbidden"} for k in extra[:MAX_ERRORS]])
     if len(items) > max_batch:
         raise _too_large(f"{len(items)} requests; at most {max_batch} per batch")
     out: list[AllocationRequest] = []

@@ -19,9 +19,19 @@ EventName = Annotated[str, Field(min_length=1, max_length=128)]
 Counters = dict[EventName, Annotated[float, Number]]
 
 
+def finite_counts(v: dict[str, float] | None) -> dict[str, float] | None:
+    """Raw counts are finite and non-negative, on every route that takes them."""
+    bad = [k for k, x in (v or {}).items() if not math.isfinite(x) or x < 0]
+    if bad:
+        raise ValueError(f"counts must be finite and >= 0: {bad[:5]}")
+    return v
+
+
 class AllocationRequest(VmRequest):
     counters: Counters | None = Field(default=None, max_length=MAX_COUNTERS,
                                       description="accepted for the QoS path; not used to size")
+
+    _finite = field_validator("counters")(finite_counts)
 
 
 class Allocation(BaseModel):
@@ -40,6 +50,8 @@ class Allocation(BaseModel):
 
 
 class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     requests: list[AllocationRequest]
 
 
@@ -56,13 +68,7 @@ class QosRequest(BaseModel):
     pool_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                   description="pool memory the VM has now; 0 -> nothing to reconfigure")
 
-    @field_validator("counters")
-    @classmethod
-    def _finite(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = [k for k, x in v.items() if not math.isfinite(x) or x < 0]
-        if bad:
-            raise ValueError(f"counts must be finite and >= 0: {bad[:5]}")
-        return v
+    _finite = field_validator("counters")(finite_counts)
 
 
 class QosResponse(BaseModel):

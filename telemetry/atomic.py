@@ -46,7 +46,7 @@ def _replace_dir(tmp: Path, target: Path) -> None:
     elif _exchange(tmp, target):
         shutil.rmtree(tmp, ignore_errors=True)      # tmp now holds the old directory
     else:
-        old = target.with_name(f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}")
+        old = target.with_name(f".{target.name}.old-{writer_tag()}-{time.monotonic_ns()}")
         os.replace(target, old)
         os.replace(tmp, target)
         shutil.rmtree(old, ignore_errors=True)
@@ -62,12 +62,41 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux /proc); None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def writer_tag() -> str:
+    """What a temp or old copy's name says of its writer: the PID, and when that process started. The
+    PID alone is not the writer: a PID is reused, and a run in a fresh container gets the PID the killed
+    run had, so its leftovers looked like a live writer's and stayed (issue 49)."""
+    return f"{os.getpid()}-s{_started(os.getpid()) or 0}"
+
+
+def _writer_gone(parts: list[str]) -> bool:
+    """Whether the writer named by a copy's name parts (``tmp``/``old``, PID, ``s`` + start) has ended."""
+    pid = int(parts[1])
+    if not _alive(pid):
+        return True
+    tagged = len(parts) >= 3 and parts[2].startswith("s") and parts[2][1:].isdigit()
+    if not tagged:                         # a name written before the start time was in it: the PID decides
+        return False
+    now = _started(pid)
+    return now is not None and parts[2][1:] != "0" and now != parts[2][1:]
+
+
 def remove_leftovers(target: Path) -> list[Path]:
     """Temp and old copies of ``target`` that a killed run left beside it (their writer is gone)."""
     gone = []
     for p in target.parent.glob(f".{target.name}.*"):
         parts = p.name[len(target.name) + 2:].split("-")
-        if len(parts) >= 2 and parts[0] in ("tmp", "old") and parts[1].isdigit() and not _alive(int(parts[1])):
+        if len(parts) >= 2 and parts[0] in ("tmp", "old") and parts[1].isdigit() and _writer_gone(parts):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -119,7 +148,7 @@ class AtomicDir:
         refuse_to_replace(self.target, self.holds)
         self.target.parent.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self.target)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-{os.getpid()}-", dir=self.target.parent))
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-{writer_tag()}-", dir=self.target.parent))
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -136,7 +165,7 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
         raise ConfigError(f"{path} is a folder, and a file would replace it. Fix: name a file path")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{writer_tag()}-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)

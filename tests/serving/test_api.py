@@ -94,6 +94,39 @@ def test_missing_field_and_bad_json(client, requests_):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "requests", 1, "memory_gb"]
 
 
+@pytest.mark.parametrize("value", ["1e999", "-1e999", "NaN", "-3"])
+def test_counters_are_finite_counts_on_every_route(client, requests_, value):
+    """/v1/allocations took counts that /v1/qos refused (issue 49): one rule, one refusal, on all three routes."""
+    text = json.dumps({**requests_[0], "counters": {"INST_RETIRED.ANY": 1.0, "CPU_CLK_UNHALTED.THREAD": 7.0}})
+    body = text.replace("7.0}", value + "}").encode()
+    headers = {"content-type": "application/json"}
+    answers = [client.post("/v1/allocations", content=body, headers=headers),
+               client.post("/v1/allocations/batch", content=b'{"requests": [' + body + b"]}", headers=headers),
+               client.post("/v1/qos", content=json.dumps({"vm_id": "v"}).encode()[:-1] + b', "counters": {'
+                           b'"CPU_CLK_UNHALTED.THREAD": ' + value.encode() + b"}}", headers=headers)]
+    assert [r.status_code for r in answers] == [422, 422, 422]
+    if value == "NaN":          # not JSON: refused by the parser, as before
+        return
+    details = [r.json()["detail"][0] for r in answers]
+    if value == "-3":
+        assert [d["loc"] for d in details] == [["body", "counters"], ["body", "requests", 0, "counters"],
+                                               ["body", "counters"]]
+    else:                       # 1e999: the batch's parser (orjson) refuses the number; the others read inf
+        assert details[1]["loc"] == ["body"] and details[1]["type"] == "json_invalid"
+        del details[1]
+    assert all("counts must be finite and >= 0: ['CPU_CLK_UNHALTED.THREAD']" in d["msg"] for d in details)
+
+
+def test_the_batch_envelope_refuses_unknown_fields_as_the_single_route_does(client, requests_):
+    r = client.post("/v1/allocations/batch", json={"requests": requests_[:2], "dry_rnu": True})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [{"loc": ["body", "dry_rnu"], "msg": "Extra inputs are not permitted",
+                                   "type": "extra_forbidden"}]
+    single = client.post("/v1/allocations", json={**requests_[0], "dry_rnu": True}).json()["detail"][0]
+    assert (single["msg"], single["type"]) == ("Extra inputs are not permitted", "extra_forbidden")
+    assert client.post("/v1/allocations/batch", json={"requests": requests_[:2]}).status_code == 200
+
+
 def test_oversized_batch_and_body_get_413(small_bundle, requests_):
     with TestClient(create_app(settings_for(small_bundle, max_batch=5, max_body_mb=0.004))) as c:
         r = c.post("/v1/allocations/batch", json={"requests": requests_[:6]})

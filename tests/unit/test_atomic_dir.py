@@ -3,6 +3,7 @@ crash; what a killed writer leaves behind is removed by the next writer."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ import pytest
 
 from core.errors import ConfigError
 from pipelines.cli import main
-from telemetry.atomic import AtomicDir, _exchange, remove_leftovers, write_atomic, write_json
+from telemetry.atomic import AtomicDir, _exchange, remove_leftovers, write_atomic, write_json, writer_tag
 from telemetry.io import holds_tables
 from tests.conftest import ROOT
 
@@ -121,3 +122,23 @@ def test_a_file_is_not_written_over_a_folder(tmp_path):
     with pytest.raises(ConfigError, match="afile is a file, so nothing can be written"):
         write_atomic(tmp_path / "afile" / "m.json", "{}")
     assert (tmp_path / "afile").read_text() == "x" and (tmp_path / "metrics").is_dir()
+
+
+def test_a_killed_writers_leftovers_go_even_when_its_pid_is_taken_again(tmp_path):
+    """A run killed in one container and re-run in a fresh one gets the same PID: the leftovers of the killed
+    run looked like a live writer's (this process's own) and stayed beside the outputs (issue 49). The name
+    also says when its writer started, so a PID that is alive but started later is not that writer."""
+    target = tmp_path / "um"
+    pid = os.getpid()
+    reused = tmp_path / f".um.tmp-{pid}-s1-abc"          # this PID, started at tick 1: another process than this
+    reused.mkdir()
+    live = tmp_path / f".um.tmp-{writer_tag()}-def"      # this very process: a live writer
+    live.mkdir()
+    legacy = tmp_path / f".um.tmp-{pid}-ghi"             # a name with no start time: the PID decides
+    legacy.mkdir()
+    assert remove_leftovers(target) == [reused]
+    assert live.exists() and legacy.exists()
+    with AtomicDir(target) as d:
+        assert d.name.startswith(f".um.tmp-{writer_tag()}-")
+        (d / "um.onnx").write_text("m")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, legacy.name, "um"])
