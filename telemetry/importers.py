@@ -27,23 +27,82 @@ AZURE_TEXT = ("vmid", "subscriptionid", "deploymentid", "vmcategory", "vmcorecou
 AZURE_CORE_OVERFLOW, AZURE_MEMORY_OVERFLOW_GB = 32, 96.0
 
 
+# What `perf stat -x,` puts before a count, by the flags it ran with: -I (the interval's end, in seconds),
+# -A (the CPU), --per-thread (comm-pid), --per-socket / --per-die / --per-core / --per-node (the unit, then how
+# many CPUs it sums), or several of them. The count, its unit and the event follow, as in the plain layout.
+INTERVAL = re.compile(r"\s*\d+\.\d+")
+CPU = re.compile(r"CPU\d+")
+UNIT = re.compile(r"(S\d+(-D\d+)?(-L\d+-ID\d+|-C\d+)?|N\d+)")
+THREAD = re.compile(r".+-\d+")
+PREFIXES = ((), ("interval",), ("cpu",), ("thread",), ("interval", "cpu"), ("interval", "thread"),
+            ("unit", "cpus"), ("interval", "unit", "cpus"))
+HYBRID = re.compile(r"(cpu_core|cpu_atom)/([A-Za-z0-9_.]+)/")   # a hybrid CPU's two PMUs: summed, as on one PMU
+
+
+def _is_count(field: str) -> bool:
+    raw = field.strip()
+    if raw in PERF_NOT_COUNTED:
+        return True
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _prefix_fits(fields: list[str], kinds: tuple[str, ...]) -> bool:
+    n = len(kinds)
+    if len(fields) < n + 3 or not _is_count(fields[n]) or _is_count(fields[n + 1]) and fields[n + 1].strip():
+        return False
+    event = fields[n + 2].strip()
+    if not event or _is_count(event):
+        return False
+    test = {"interval": INTERVAL, "cpu": CPU, "unit": UNIT, "thread": THREAD, "cpus": re.compile(r"\d+")}
+    return all(test[k].fullmatch(f.strip()) for k, f in zip(kinds, fields))
+
+
+def _layout(row: list[str], lineno: int, source: str) -> int:
+    """How many fields stand before the count on this line (the flags' prefix), or a refusal naming the flag."""
+    for kinds in PREFIXES:
+        if _prefix_fits(row, kinds):
+            return len(kinds)
+    line = ",".join(row)[:80]
+    if line.lstrip().startswith("{"):
+        raise InputFormatError(f"{source} line {lineno}: this is `perf stat -j` (JSON) output. Fix: re-run the "
+                               "workload with `perf stat -x, -o FILE -e ...` (CSV)")
+    if len(row) >= 3 and row[2].strip() and not _is_count(row[2]) and not _is_count(row[0]) and not any(
+            p.fullmatch(row[0].strip()) for p in (CPU, UNIT, THREAD)):
+        raise InputFormatError(f"{source} line {lineno}: count {row[0].strip()!r} of {row[2].strip()} is not a number")
+    if len(row) == 1 and (";" in line or "\t" in line):
+        raise InputFormatError(f"{source} line {lineno}: the fields are not separated by commas (perf stat -x "
+                               "with another separator?). Fix: re-run with `perf stat -x,`")
+    raise InputFormatError(f"{source} line {lineno}: expected 'value,unit,event,...' (perf stat -x, output, "
+                           f"optionally with -I, -A, --per-thread, --per-socket, --per-die, --per-core or "
+                           f"--per-node before it), got {line!r}. `--metric-only` and `--summary` layouts are not "
+                           "counts: re-run without them")
+
+
 def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
     """Event -> count from `perf stat -x,` output (CSV: value,unit,event,run,pct,...).
 
-    Comment lines are skipped; `<not counted>` becomes NaN; an event listed in several groups
-    (emon-style lists repeat INST_RETIRED.ANY etc.) takes the mean of its (already scaled) values.
-    perf prints an event as it was named, and `perf list` shows the aliases in lower case: a plain
-    alias (``cycle_activity.stalls_l3_miss``, any case) is upper-cased to the contract's column name; raw
-    and PMU-qualified events (``cpu/event=0x3c/``, ``...:u``) are kept as written.
+    Comment lines are skipped; `<not counted>` becomes NaN. Counts perf printed per interval (-I), per CPU
+    (-A), per thread, or per socket, die, core or node are summed, as perf's own total sums them (each count
+    already scaled for multiplexing by perf); a hybrid CPU's ``cpu_core/x/`` and ``cpu_atom/x/`` are summed as
+    event x. An event listed in several groups at one place (emon-style lists repeat INST_RETIRED.ANY etc.)
+    takes the mean of its values there. perf prints an event as it was named, and `perf list` shows the
+    aliases in lower case: a plain alias (``cycle_activity.stalls_l3_miss``, any case) is upper-cased to the
+    contract's column name; raw and PMU-qualified events (``cpu/event=0x3c/``, ``...:u``) are kept as written.
     """
-    values: dict[str, list[float]] = {}
+    rows: list[tuple[str, str, float]] = []
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
             continue
-        if len(row) < 3 or not row[2].strip():
-            raise InputFormatError(f"{source} line {lineno}: expected 'value,unit,event,...' "
-                                   f"(perf stat -x, output), got {','.join(row)[:80]!r}")
-        raw, event = row[0].strip(), row[2].strip()
+        k = _layout(row, lineno, source)
+        raw, event = row[k].strip(), row[k + 2].strip()
+        where = ",".join(f.strip() for f in row[:k])
+        hybrid = HYBRID.fullmatch(event)
+        if hybrid:
+            event, where = hybrid.group(2), f"{where},{hybrid.group(1)}"
         if PLAIN_ALIAS.fullmatch(event):
             event = event.upper()
         if raw in PERF_NOT_COUNTED:
@@ -53,10 +112,12 @@ def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
                 val = float(raw)
             except ValueError:
                 raise InputFormatError(f"{source} line {lineno}: count {raw!r} of {event} is not a number") from None
-        values.setdefault(event, []).append(val)
-    if not values:
+        rows.append((where, event, val))
+    if not rows:
         raise InputFormatError(f"{source}: no events found; was it written by `perf stat -x,`?")
-    return pd.Series({k: float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for k, v in values.items()})
+    df = pd.DataFrame(rows, columns=["where", "event", "value"])
+    at_each = df.groupby(["event", "where"], sort=False)["value"].mean()       # NaN-skipping: counted runs only
+    return at_each.groupby(level="event", sort=False).sum(min_count=1).astype(float).rename(None).rename_axis(None)
 
 
 def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:

@@ -226,3 +226,61 @@ def test_azure_trace_simulates_with_static_pools(tmp_path):
     assert (curves.savings_pct == 0).all()   # one server: nothing to share a pool with
     assert main(["simulate", "--static-only", "--raw", str(out), "--pack-by", "rack", "--out", str(tmp_path / "sim"),
                  "--metrics", str(metrics), "--plots", str(plots)]) == 2
+
+
+# One run's counts, as `perf stat -x,` prints them with each layout's flags (issue 49): two CPUs, two sockets or
+# two intervals hold parts of every count, and the plain layout's count is their sum.
+PARTS = {"INST_RETIRED.ANY": (600, 400), "CPU_CLK_UNHALTED.THREAD": (250, 750), "cpu/event=0x3c/": (7, 3)}
+
+
+def _lines(prefixes: list[str]) -> str:
+    rows = [f"{p}{parts[i]},,{event},1000,100.00,," for i, p in enumerate(prefixes) for event, parts in PARTS.items()]
+    return "# started on Sat Nov 21\n\n" + "\n".join(rows) + "\n"
+
+
+PLAIN = "\n".join(f"{sum(v)},,{e},1000,100.00,," for e, v in PARTS.items()) + "\n"
+
+
+@pytest.mark.parametrize("flags, prefixes", [
+    ("-A", ["CPU0,", "CPU1,"]),
+    ("-I 1000", ["1.000200561,", "2.000411982,"]),
+    ("--per-socket", ["S0,24,", "S1,24,"]),
+    ("--per-die", ["S0-D0,24,", "S1-D0,24,"]),
+    ("--per-core", ["S0-D0-C0,2,", "S0-D0-C1,2,"]),
+    ("--per-core (older perf)", ["S0-C0,2,", "S1-C3,2,"]),
+    ("--per-node", ["N0,24,", "N1,24,"]),
+    ("--per-thread", ["redis-server-4211,", "redis-server-4212,"]),
+    ("-I 1000 -A", ["1.000200561,CPU0,", "1.000200561,CPU5,"]),
+    ("-I 1000 --per-socket", ["1.000200561,S0,24,", "2.000411982,S0,24,"]),
+])
+def test_perf_layouts_sum_to_the_plain_counts(flags, prefixes):
+    assert parse_perf_stat(_lines(prefixes), flags).to_dict() == parse_perf_stat(PLAIN).to_dict()
+
+
+def test_a_hybrid_cpus_two_pmus_are_summed_as_one_event():
+    text = ("600,,cpu_core/inst_retired.any/,1000,100.00,,\n400,,cpu_atom/inst_retired.any/,1000,100.00,,\n"
+            "250,,cpu_core/CPU_CLK_UNHALTED.THREAD/,1000,100.00,,\n750,,cpu_atom/CPU_CLK_UNHALTED.THREAD/,1000,100.00,,\n"
+            "7,,cpu/event=0x3c/,1000,100.00,,\n3,,cpu/event=0x3c/,1000,100.00,,\n")
+    plain = parse_perf_stat(PLAIN)
+    got = parse_perf_stat(text)
+    assert got["INST_RETIRED.ANY"] == plain["INST_RETIRED.ANY"] == 1000.0
+    assert got["CPU_CLK_UNHALTED.THREAD"] == plain["CPU_CLK_UNHALTED.THREAD"] == 1000.0
+    assert got["cpu/event=0x3c/"] == 5.0          # one PMU, listed twice at one place: the mean, as before
+
+
+def test_a_cpu_that_did_not_count_is_left_out_of_the_sum():
+    text = "<not counted>,,INST_RETIRED.ANY,0,0.00,,\n"
+    a = parse_perf_stat("CPU0,600,,INST_RETIRED.ANY,1000,100.00,,\nCPU1," + text)
+    assert a["INST_RETIRED.ANY"] == 600.0
+    assert math.isnan(parse_perf_stat("CPU0," + text + "CPU1," + text)["INST_RETIRED.ANY"])
+
+
+@pytest.mark.parametrize("text, flag", [
+    ('{"interval" : 1.0, "counter-value" : "812751.000000", "event" : "cycles"}\n', "perf stat -j"),
+    ("812751;;cycles;1000;100.00;;\n", "perf stat -x,"),
+    ("S0,4,812751,cycles\n", "--metric-only"),
+])
+def test_layouts_that_are_not_counts_are_refused_with_the_flag_to_use(text, flag):
+    with pytest.raises(InputFormatError, match="line 1") as err:
+        parse_perf_stat(text, "run.csv")
+    assert flag in str(err.value)
