@@ -36,6 +36,9 @@ FREE_NAMES = {
 }
 
 
+LOOKALIKE_IDS = ["001", "01", "1", "0001", "1e5", "1E5", "1.0", "2026-01-05", "NA", "None", "007", "7"]
+
+
 @pytest.fixture(scope="module")
 def foreign(small_tables, small_reports_raw, tmp_path_factory):
     """The small fleet exported as a provider would: CSV, other names, no lab link, a third of the lab unmeasured,
@@ -48,6 +51,10 @@ def foreign(small_tables, small_reports_raw, tmp_path_factory):
     for col, names in FREE_NAMES.items():
         values = sorted(vms[col].unique())
         vms[col] = vms[col].map({v: f"{names[i % len(names)]}{i}" for i, v in enumerate(values)})
+    # and ids a type-guessing reader turns into others (issue 49): 001, 01 and 1 are three customers
+    values = sorted(vms.customer_id.unique())[1::2]
+    vms["customer_id"] = vms.customer_id.replace({v: LOOKALIKE_IDS[i] if i < len(LOOKALIKE_IDS) else f"{i:04d}"
+                                                  for i, v in enumerate(values)})
     workloads = small_tables["workloads"]
     kept = workloads.workload_id.iloc[::3].tolist() + workloads.workload_id.iloc[1::3].tolist()
     workloads = workloads[workloads.workload_id.isin(kept)]
@@ -76,7 +83,11 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     imported = read_tables(raw)["vms"]
     assert imported.workload_id.isna().all() and set(imported.vm_type) <= set(FOREIGN_NAMES)
     for col, names in FREE_NAMES.items():        # kept as written, every one of them
-        assert {v.rstrip("0123456789") for v in imported[col]} == set(names), col
+        values = imported[col][~imported[col].isin(LOOKALIKE_IDS) & ~imported[col].str.fullmatch(r"\d{4}")]
+        assert {v.rstrip("0123456789") for v in values} == set(names), col
+    exported = pd.read_csv(foreign / "vms.csv", dtype=str, keep_default_na=False)
+    assert imported.customer_id.tolist() == exported.customer_id.tolist()
+    assert set(LOOKALIKE_IDS) <= set(imported.customer_id)
 
     (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
     p = ["--params", str(wd / "params.yaml")]
@@ -143,6 +154,13 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     assert [a["decision"] for a in batch.json()["allocations"]] == offline.decision.tolist()
     unknown = batch.json()["allocations"][-1]
     assert unknown["customer_history"] is False and unknown["has_history"] is False
+    # a request for 001 gets 001's answer: its own customer history, found by the exact id, on both routes
+    known = set(pd.read_parquet(wd / "features" / "snapshot" / "customer_percentiles.parquet").customer_id)
+    assert known <= set(imported.customer_id) and known & set(LOOKALIKE_IDS)
+    answers = batch.json()["allocations"]
+    assert [a["customer_history"] for a in answers] == [c in known for c in requests.customer_id]
+    lookalike = [a for a, c in zip(answers, requests.customer_id) if c in LOOKALIKE_IDS and c in known]
+    assert lookalike and all(a["customer_history"] for a in lookalike)
     assert os.path.exists(wd / "bundle" / "bundle.json")
 
 
