@@ -106,6 +106,10 @@ class FleetParams(Section):
     counter_noise: float = Field(0.10, ge=0, description="relative noise of VM counters")
     internal_share: float = Field(0.0, ge=0, le=1,
         description="share of customers whose VMs report a slowdown entirely on pool (vm_slowdowns); 0: none")
+    shape: Literal["footprint", "azure"] = Field("footprint", description=(
+        "VM sizes and lifetimes: footprint (each VM holds its workload's whole footprint; 4h median life) or "
+        "azure (the public 2019 trace's vCPU, memory and lifetime mix, CALIBRATION.md; a workload runs an "
+        "instance scaled to its VM)"))
 
 
 class FeatureParams(Section):

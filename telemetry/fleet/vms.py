@@ -35,6 +35,20 @@ FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
 VCPUS = np.array([2, 4, 8, 16, 32, 48, 64])
 VCPU_WEIGHTS = np.array([0.28, 0.27, 0.2, 0.13, 0.07, 0.03, 0.02])
+# generate.fleet.shape azure: the public 2019 trace (CALIBRATION.md "Fleet shape"). vCPUs: its mix, its 1.2% above
+# 24 split over 32/48/64; GB per vCPU drawn independently of the vCPUs, weights solved so that the memory mix
+# (2 / 4 / 8 GB: 12.1 / 16.5 / 32.8%) about holds; the families' names say their ratio (A 1, F 2, D 4, E 8 GB/vCPU).
+AZURE_VCPUS = np.array([2, 4, 8, 12, 24, 32, 48, 64])
+AZURE_VCPU_WEIGHTS = np.array([0.582, 0.229, 0.120, 0.001, 0.056, 0.006, 0.004, 0.002])
+AZURE_GB_PER_VCPU = {"A": 1.0, "F": 2.0, "D": 4.0, "E": 8.0}
+AZURE_GB_WEIGHTS = np.array([0.208, 0.160, 0.460, 0.172])
+# Lifetime CDF (hours, share ended by then), log-linear between the points; a VM of a deployment lives like its
+# deployment's others (Gaussian copula, correlation AZURE_LIFE_RHO), and the marginal is the trace's.
+AZURE_LIFE_CDF = ((5 / 60, 0.0), (0.5, 0.518), (1.0, 0.636), (10.0, 0.833), (24.0, 0.891), (100.0, 0.918),
+                  (1440.0, 1.0))
+AZURE_LIFE_RHO = 0.8
+# A VM that rents more memory than the fleet's typical VM leaves more of it untouched: the size a VM is compared with
+TYPICAL_GB = {"footprint": 32.0, "azure": 8.0}
 # Per variant: range of a customer's per-VM logit spread, and a multiplier of its drift.
 PERSISTENCE = {"pond": ((0.6, 1.6), 1.0), "walks": ((1.2, 2.4), 2.0)}
 
@@ -85,6 +99,13 @@ def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Ge
     need = 1.2 * lab.latent.footprint_gb.to_numpy()[workload] / ratio
     fit = VCPUS[np.minimum(np.searchsorted(VCPUS, need), len(VCPUS) - 1)]
     vcpus = np.maximum(rng.choice(VCPUS, n, p=VCPU_WEIGHTS), fit)
+    family, footprint_gb = fam_names[fam_idx], lab.latent.footprint_gb.to_numpy()[workload]
+    if p.shape == "azure":   # Azure's sizes; the workload's instance keeps the share of memory it has on its own size
+        share_of_memory = footprint_gb / (fit * ratio)
+        vcpus = rng.choice(AZURE_VCPUS, n, p=AZURE_VCPU_WEIGHTS)
+        family = rng.choice(np.array(list(AZURE_GB_PER_VCPU)), n, p=AZURE_GB_WEIGHTS)
+        ratio = pd.Series(family).map(AZURE_GB_PER_VCPU).to_numpy()
+        footprint_gb = share_of_memory * vcpus * ratio
     gen = rng.choice([3, 4, 5], n, p=[0.3, 0.4, 0.3])
     regions = np.array(REGIONS[: p.n_regions])
     region = np.where(rng.random(n) < 0.8, c.home_region, rng.choice(regions, n))
@@ -94,7 +115,7 @@ def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Ge
     active = np.maximum(end - start, 1e-3)
     return pd.DataFrame({
         "owner": owner, "customer_id": c.customer_id, "start": start, "end": end, "active": active,
-        "vm_type": ("Standard_" + pd.Series(fam_names[fam_idx]) + pd.Series(vcpus).astype(str)
+        "vm_type": ("Standard_" + pd.Series(family) + pd.Series(vcpus).astype(str)
                     + "s_v" + pd.Series(gen).astype(str)),
         "vcpus": vcpus, "memory_gb": vcpus * ratio,
         "region": region, "cluster_id": pd.Series(region) + "-c" + pd.Series(cluster).astype(str).str.zfill(2),
@@ -102,7 +123,20 @@ def _deployments(cust: pd.DataFrame, lab: Lab, p: FleetParams, rng: np.random.Ge
         "workload": workload,
         "rate_weight": c.weight.to_numpy() * share,
         "life_median_h": exp(rng.normal(1.5, 1.8, n)),
+        "footprint_gb": footprint_gb,
     })
+
+
+def azure_lifetimes_h(deployment_median_h: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Lifetimes whose distribution is the trace's (``AZURE_LIFE_CDF``), each VM's drawn near its deployment's:
+    the deployment's median life, ranked among all, sets where on the CDF its VMs fall."""
+    from scipy.special import ndtr, ndtri
+
+    dep = ndtri((np.argsort(np.argsort(deployment_median_h, kind="stable"), kind="stable") + 0.5)
+                / len(deployment_median_h)) if len(deployment_median_h) else deployment_median_h
+    z = AZURE_LIFE_RHO * dep + np.sqrt(1.0 - AZURE_LIFE_RHO ** 2) * rng.standard_normal(len(dep))
+    hours, cdf = (np.array(c) for c in zip(*AZURE_LIFE_CDF))
+    return exp(np.interp(ndtr(z), cdf, log(hours)))
 
 
 def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
@@ -117,7 +151,8 @@ def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     day = d.start.to_numpy() + rng.random(n) * d.active.to_numpy()
     order = np.argsort(day, kind="stable")
     d, day = d.iloc[order].reset_index(drop=True), day[order]
-    life_h = d.life_median_h.to_numpy() * exp(rng.normal(0.0, 1.0, n))
+    life_h = (d.life_median_h.to_numpy() * exp(rng.normal(0.0, 1.0, n)) if p.shape == "footprint"
+              else azure_lifetimes_h(d.life_median_h.to_numpy(), rng))
     t0 = pd.Timestamp(p.start, tz="UTC")
     created = t0 + pd.to_timedelta(np.round(day * 86400.0), unit="s")
     deleted = created + pd.to_timedelta(np.round(life_h * 3600.0 + 60.0), unit="s")
@@ -126,9 +161,9 @@ def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     c = cust.iloc[d.owner.to_numpy()]
     cluster_effect = pd.Series(rng.normal(0, 0.25, d.cluster_id.nunique()),
                                index=np.unique(d.cluster_id)).reindex(d.cluster_id).to_numpy()
-    fp_gb = lab.latent.footprint_gb.to_numpy()[d.workload.to_numpy()]
+    fp_gb = d.footprint_gb.to_numpy()
     logit = (c.level.to_numpy() + c.drift.to_numpy() * day
-             + 0.25 * INV_LN2 * log(d.memory_gb.to_numpy() / 32.0)
+             + 0.25 * INV_LN2 * log(d.memory_gb.to_numpy() / TYPICAL_GB[p.shape])
              - 0.4 * (d.os.to_numpy() == "windows")
              - 0.12 * log(life_h)
              + cluster_effect
