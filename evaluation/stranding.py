@@ -7,7 +7,10 @@ high utilization.
 
 Here the VMs are placed as the pool simulator places a trace that names no server (``packing.first_fit``:
 the lowest-numbered server of its cluster where the VM's vCPUs and memory fit, a new one opened when none
-does), on servers of Pond's shape. Every hour, per cluster: the cores scheduled (vCPUs of running VMs over
+does), on servers with Pond's cores (96 vCPUs) and the DRAM a provider would have bought for them before the
+measured window: the GB per vCPU the warm-up's VMs rented, times the server's vCPUs, rounded up to
+``DIMM_GB`` (``bought_server``). Servers of a fixed 768 GB would strand half their memory under a mix that
+rents 4 GB per vCPU, which no provider buys. Every hour, per cluster: the cores scheduled (vCPUs of running VMs over
 the cores of the servers opened so far) and the memory stranded (free GB on servers with fewer free vCPUs
 than the smallest VM asks for, over the memory of those servers); a cluster-day is their average over its
 hours. The first ``WARMUP_DAYS`` are left out: servers fill from empty there, as production's never do.
@@ -21,12 +24,26 @@ import pandas as pd
 from evaluation.packing import ServerShape, assign_servers
 
 WARMUP_DAYS = 7
+DIMM_GB = 32.0          # DRAM is bought in whole DIMMs per server (2 sockets x 8 channels of 16-64 GB)
+SERVER_VCPUS = 96.0     # Pond §6.1's Intel host: 2 sockets of 24 cores x 2 threads
 SAMPLE_S = 3600
 BINS = {75: (0.70, 0.80), 85: (0.80, 0.90)}     # Pond's two utilization levels, each +-5 points of cores
 
 
-def cluster_days(vms: pd.DataFrame, shape: ServerShape = ServerShape()) -> pd.DataFrame:
-    """One row per cluster and day after the warm-up: ``cores_scheduled`` and ``stranded`` (shares)."""
+def bought_server(vms: pd.DataFrame) -> ServerShape:
+    """The server a provider buys for this fleet, from what it knew before the measured window: the warm-up's VMs'
+    GB per vCPU (all of them, weighted by size), times ``SERVER_VCPUS``, rounded up to whole DIMMs."""
+    created = vms["created_at"]
+    known = vms[created < created.min().normalize() + pd.Timedelta(days=WARMUP_DAYS)]
+    known = known if len(known) else vms
+    gb = SERVER_VCPUS * float(known["memory_gb"].sum()) / float(known["vcpus"].sum())
+    return ServerShape(vcpus=SERVER_VCPUS, memory_gb=float(DIMM_GB * np.ceil(gb / DIMM_GB)))
+
+
+def cluster_days(vms: pd.DataFrame, shape: ServerShape | None = None) -> pd.DataFrame:
+    """One row per cluster and day after the warm-up: ``cores_scheduled`` and ``stranded`` (shares), on
+    ``shape`` servers (default: ``bought_server``)."""
+    shape = shape or bought_server(vms)
     created = vms["created_at"]
     t0 = created.min().normalize()
     start = ((created - t0).dt.total_seconds()).to_numpy(np.int64)

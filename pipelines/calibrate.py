@@ -10,7 +10,7 @@ import pandas as pd
 
 from evaluation.calibration import (json_number, fleet_checks, full_pool_slowdown, lab_checks, report, shape_checks,
                                     stranding_checks)
-from evaluation.stranding import by_utilization, cluster_days
+from evaluation.stranding import bought_server, by_utilization, cluster_days
 from evaluation.plots import pyplot, save_figure
 from telemetry.atomic import write_json
 from telemetry.io import read_tables
@@ -24,10 +24,12 @@ def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Pat
     out = report(checks)
     # Issue 47's figures, beside the headline until the built-in fleet's default shape is Azure's: its shape
     # against the public trace, and Fig. 2a's stranding under the simulator's first fit
-    levels = by_utilization(cluster_days(t["vms"]))
+    server = bought_server(t["vms"])
+    levels = by_utilization(cluster_days(t["vms"], server))
     pond = shape_checks(t["vms"]) + stranding_checks(levels)
     out["azure_shape_and_stranding"] = {**report(pond), "stranding": {str(k): {m: json_number(x) for m, x in v.items()}
-                                                                      for k, v in levels.items()}}
+                                                                      for k, v in levels.items()},
+                                        "server": {"vcpus": server.vcpus, "memory_gb": server.memory_gb}}
     write_json(metrics_path, out)
     plot_dir.mkdir(parents=True, exist_ok=True)
     cdf = _slowdown_cdf(t["slowdowns"])

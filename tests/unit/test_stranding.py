@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.packing import ServerShape
-from evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days
+from evaluation.stranding import WARMUP_DAYS, bought_server, by_utilization, cluster_days
 
 
 def _vms(rows: list[tuple[float, float, int, float]]) -> pd.DataFrame:
@@ -40,3 +40,12 @@ def test_a_level_averages_the_cluster_days_near_it():
     levels = by_utilization(days)
     assert levels[75]["cluster_days"] == 2 and levels[75]["mean_pct"] == pytest.approx(6.0)
     assert levels[85]["cluster_days"] == 2 and levels[85]["mean_pct"] == pytest.approx(11.0)
+
+
+def test_the_server_is_bought_from_the_warm_ups_mix():
+    """Warm-up VMs rent 8 + 8 + 16 GB on 2 + 4 + 6 vCPUs: 32 / 12 GB per vCPU, x 96 vCPUs = 256 GB, whole DIMMs.
+    A VM after the warm-up (64 GB on 2 vCPUs) is not known when the server is bought."""
+    trace = _vms([(0, 5, 2, 8.0), (1, 5, 4, 8.0), (2, 9, 6, 16.0), (24.0 * WARMUP_DAYS + 1, np.nan, 2, 64.0)])
+    server = bought_server(trace)
+    assert (server.vcpus, server.memory_gb) == (96.0, 256.0)
+    assert bought_server(trace.iloc[[0]]).memory_gb == 384.0      # 4 GB per vCPU: 384, already whole DIMMs
