@@ -129,6 +129,14 @@ def stranding_checks(levels: dict[int, dict[str, float]]) -> list[Check]:
             for (level, v), target in zip(sorted(levels.items()), (6.0, 10.0))]
 
 
+def fig3_checks(savings: pd.DataFrame) -> list[Check]:
+    """Fig. 3: a fixed 50% of every VM on the pool saves 12% of DRAM at 32 sockets, and grows little to 64."""
+    half = savings[savings["share"] == 0.5].set_index("pool_sockets")["savings"] * 100
+    return [Check("fig3_fixed50pct_at_32_sockets_pct", float(half.get(32, np.nan)), 12, 2, "Pond §3.1 Fig. 3"),
+            Check("fig3_fixed50pct_growth_32_to_64_pts", float(half.get(64, np.nan) - half.get(32, np.nan)), 1, 1,
+                  "Pond §3.1 Fig. 3: savings flatten (12% -> 13%)")]
+
+
 def json_number(x: float) -> float | None:
     """A value for JSON: null where there is none (NaN is not JSON, and `dvc metrics` reads JSON)."""
     return round(float(x), 3) if np.isfinite(x) else None

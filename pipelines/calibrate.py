@@ -8,13 +8,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluation.calibration import (json_number, fleet_checks, full_pool_slowdown, lab_checks, report, shape_checks,
-                                    stranding_checks)
+from evaluation.calibration import (fig3_checks, fleet_checks, full_pool_slowdown, json_number, lab_checks, report,
+                                    shape_checks, stranding_checks)
+from evaluation.fixed_pools import fixed_share_savings
 from evaluation.stranding import bought_server, by_utilization, cluster_days
 from evaluation.plots import pyplot, save_figure
 from telemetry.atomic import write_json
 from telemetry.io import read_tables
 from telemetry.storage import Location
+
+
+FIG3_SHARES, FIG3_SOCKETS = (0.1, 0.3, 0.5), (8, 16, 32, 64)   # Pond Fig. 3's shares and pool sizes
 
 
 def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Path) -> dict[str, Any]:
@@ -23,13 +27,16 @@ def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Pat
     checks = lab_checks(t["workloads"], t["slowdowns"]) + fleet_checks(t["vms"], vm_feats["has_history"])
     out = report(checks)
     # Issue 47's figures, beside the headline until the built-in fleet's default shape is Azure's: its shape
-    # against the public trace, and Fig. 2a's stranding under the simulator's first fit
+    # against the public trace, Fig. 2a's stranding and Fig. 3's fixed pool shares, on the simulator's first fit
     server = bought_server(t["vms"])
     levels = by_utilization(cluster_days(t["vms"], server))
-    pond = shape_checks(t["vms"]) + stranding_checks(levels)
+    fig3 = fixed_share_savings(t["vms"], FIG3_SHARES, FIG3_SOCKETS, server=server)
+    pond = shape_checks(t["vms"]) + stranding_checks(levels) + fig3_checks(fig3)
     out["azure_shape_and_stranding"] = {**report(pond), "stranding": {str(k): {m: json_number(x) for m, x in v.items()}
                                                                       for k, v in levels.items()},
-                                        "server": {"vcpus": server.vcpus, "memory_gb": server.memory_gb}}
+                                        "server": {"vcpus": server.vcpus, "memory_gb": server.memory_gb},
+                                        "fig3_savings_pct": {f"{f:g}": {str(k): json_number(100 * x) for k, x in zip(
+                                            g.pool_sockets, g.savings)} for f, g in fig3.groupby("share")}}
     write_json(metrics_path, out)
     plot_dir.mkdir(parents=True, exist_ok=True)
     cdf = _slowdown_cdf(t["slowdowns"])

@@ -1,0 +1,78 @@
+"""Pond's Fig. 3, before any model: a fixed share of every VM's memory on the pool, VMs on the servers the
+scheduler gave them, and the DRAM that saves (Pond §3.1).
+
+The VMs are placed once, all local, by the simulator's first fit on the server a provider buys
+(``stranding.bought_server``) and keep their servers; a pool joins ``pool_sockets`` consecutive sockets of a
+cluster (``sockets_per_server`` per server). A fixed share ``f`` splits every VM: ``(1 - f)`` of it on its
+server, ``f`` on its server's pool. Pond's accounting, over the measured window (after ``stranding.WARMUP_DAYS``):
+each server buys its own peak of local memory in the window and each pool its own peak. All local is the sum of
+the servers' peaks; with the split, ``(1 - f)`` of it plus the pools' peaks. A pool's peak is at most the sum of
+its servers' shares of their peaks, so no fixed share can cost DRAM: what it saves is what pooling smooths.
+
+Not yet here (issue 47): DRAM bought ahead, one size per server and per pool decided on the week before the
+window and judged on it. On the first fit's servers, opened as load grows, a pool's servers change between the
+week it is bought on and the week it is judged on, and up to 62% of the judged week's arrivals found their pool
+full (azure shape, 64 sockets): that needs servers bought ahead of demand, which the placement does not model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evaluation.packing import ServerShape, assign_servers
+from evaluation.stranding import WARMUP_DAYS, bought_server
+
+
+
+def _timeline(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    created = vms["created_at"]
+    t0 = created.min().normalize()
+    start = (created - t0).dt.total_seconds().to_numpy(np.int64)
+    horizon = int(start.max()) + 1
+    end = (vms["deleted_at"] - t0).dt.total_seconds().fillna(horizon).to_numpy(np.int64).clip(start + 1, horizon)
+    return start, end, horizon
+
+
+def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, lo: int, hi: int,
+          n_units: int) -> np.ndarray:
+    """The peak GB of each unit (a server, a pool) over [lo, hi); at one second, departures first."""
+    s, e = np.maximum(start, lo), np.minimum(end, hi)
+    idx = np.flatnonzero(s < e)
+    t = np.concatenate([s[idx], e[idx]])
+    delta = np.concatenate([gb[idx], -gb[idx]])
+    u = np.concatenate([unit[idx], unit[idx]])
+    arrival = np.concatenate([np.ones(len(idx), bool), np.zeros(len(idx), bool)])
+    order = np.lexsort((arrival, t, u))        # by unit, time, departures (False) first
+    u, delta = u[order], delta[order]
+    total = np.cumsum(delta)
+    first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]]) if len(u) else np.array([], np.int64)
+    before = np.repeat(np.r_[0.0, total][first], np.diff(np.r_[first, len(u)]))   # the sum before each unit
+    out = np.zeros(n_units)
+    np.maximum.at(out, u, total - before)
+    return out
+
+
+def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_sockets: tuple[int, ...],
+                        sockets_per_server: int = 2, server: ServerShape | None = None) -> pd.DataFrame:
+    """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local."""
+    server = server or bought_server(vms)
+    start, end, horizon = _timeline(vms)
+    codes, unit, _ = assign_servers(vms, start, end, server)
+    n_clusters = int(codes.max()) + 1
+    servers = np.zeros(n_clusters, np.int64)
+    np.maximum.at(servers, codes, unit + 1)
+    glob = np.r_[0, np.cumsum(servers)[:-1]][codes] + unit
+    mem = vms["memory_gb"].to_numpy(float)
+    lo = WARMUP_DAYS * 86400 if horizon > (WARMUP_DAYS + 1) * 86400 else 0
+    all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum()
+    rows = []
+    for k in pool_sockets:
+        per_pool = max(1, k // sockets_per_server)
+        pools = -(-servers // per_pool)
+        pool_glob = np.r_[0, np.cumsum(pools)[:-1]][codes] + unit // per_pool
+        pool_peak = peaks(start, end, pool_glob, mem, lo, horizon, int(pools.sum())).sum()
+        for f in shares:   # peaks scale with the share: f * mem peaks where mem does
+            rows.append({"share": f, "pool_sockets": k, "servers": int(servers.sum()), "pools": int(pools.sum()),
+                         "savings": float(1 - ((1 - f) * all_local + f * pool_peak) / all_local)})
+    return pd.DataFrame(rows)
