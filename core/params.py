@@ -239,6 +239,10 @@ class SimParams(Section):
         description="vCPUs per socket of first-fit servers when the trace names none (Pond's Intel socket)")
     socket_memory_gb: float = Field(384.0, gt=0, description="GB of DRAM per socket of those servers")
     sockets_per_server: int = Field(2, ge=1, description="sockets per server")
+    placement: Literal["pool_aware", "keep"] = Field("pool_aware", description=(
+        "a trace that names no server: pool_aware (each policy placed afresh by a first fit that knows its "
+        "split) or keep (the all-local first fit's servers kept under every policy, as a trace's own; a VM "
+        "that no longer fits moves)"))
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
     pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),

@@ -14,7 +14,8 @@ decided and replayed (``evaluation.sizing``).
 - Static only (``--static-only``, e.g. an Azure V2 vmtable without model inputs): the window
   starts ``warmup_days`` after the first day of the trace's arrivals (``evaluation.trace.bulk_start``:
   not its oldest VM, which an export of the VMs alive over a month may hold from years before); static
-  policies only.
+  policies only, each splitting every VM of the trace, the warm-up's too (Pond's Fig. 3: no model decides
+  anything, so nothing falls back).
 
 Fallback: a VM created before the window (or that no night scored) is all local under every
 policy alike, so that warm-up VMs weigh the same on each side of every comparison. Long-lived
@@ -24,7 +25,9 @@ of them still decided by the night before its creation).
 
 Placement: the trace's servers when it names them (VMs stay, the few that no longer fit move);
 otherwise each policy is placed by a pool-aware first fit (``evaluation.pool_fit``), as Pond's
-scheduler places a VM knowing its split. ``simulate.pool_caps`` replays the night's combined
+scheduler places a VM knowing its split, or, with ``simulate.placement: keep``, the all-local first
+fit's servers are kept under every policy as a trace's own (then a fixed split can only lower the
+sum of per-server and per-pool peaks, as in Pond's Fig. 3). ``simulate.pool_caps`` replays the night's combined
 policy with no VM over a share of its memory on the pool (``models.decision``): the same safe
 decisions, spread evenly, which per-server and per-pool peaks reward.
 
@@ -233,14 +236,16 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
         decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
         names = {f"{r:g}": _name(served_name(read_policy(nights[-1] / f"policy_r{r:g}.json")), r)
                  for r in sp.latency_ratios}
+    split = created_in if nights is not None else np.ones(len(vms), bool)   # static only: every VM, as Fig. 3
     for f in sp.static_fractions:
-        decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, created_in, f)
+        decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, split, f)
     decided, (window, label) = created_in, _measured(window, label, sp, nights is not None, s.t0)
     created_in = (start >= window[0]) & (start < window[1])
 
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
-            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, placement.assignment == "first_fit")
+            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
+            placement.assignment == "first_fit" and sp.placement == "pool_aware")
     if client is None:
         table = fleet_sizing(*args)
     else:

@@ -123,3 +123,27 @@ def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
         got[name] = json.loads(metrics.read_text())
     assert got["with_2019"]["window"] == got["export"]["window"] and got["export"]["window_vms"] > 1000
     assert got["with_2019"]["warmup_vms_alive_at_window_start"] == got["export"]["warmup_vms_alive_at_window_start"] + 1
+
+
+def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw, tmp_path):
+    """simulate.placement keep (issue 47): the all-local first fit's servers are kept under every policy, as a
+    trace's own, so a fixed share on the pool can only lower the sum of per-server and per-pool peaks. Placed
+    afresh per policy (pool_aware, the default), the same static pools can raise it."""
+    import yaml
+
+    from pipelines.cli import main
+
+    got = {}
+    for placement in ("keep", "pool_aware"):
+        params = small_params()
+        params["simulate"]["placement"] = placement
+        (tmp_path / f"{placement}.yaml").write_text(yaml.safe_dump(params))
+        metrics = tmp_path / f"{placement}.json"
+        assert main(["--quiet", "--params", str(tmp_path / f"{placement}.yaml"), "simulate", "--static-only",
+                     "--raw", str(small_raw), "--out", str(tmp_path / placement), "--metrics", str(metrics),
+                     "--plots", str(tmp_path / f"{placement}_plots")]) == 0
+        got[placement] = json.loads(metrics.read_text())["policies"]
+    keep = [p["at_headline"]["savings_per_server_peaks"] for name, p in got["keep"].items() if name.startswith("static")]
+    assert len(keep) == 4 and min(keep) >= 0
+    assert sorted(keep) == [got["keep"][f"static_{s}pct"]["at_headline"]["savings_per_server_peaks"]
+                            for s in (10, 15, 30, 50)]          # a larger share saves more
