@@ -123,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--vms-per-day", type=float, default=300, help="VM creations per day (default 300)")
     rp = sub.add_parser("report", help="tonight's headline figures as one table (and Markdown)")
     _paths(rp, metrics_dir="metrics", out="reports/tonight.md", plots_dir="plots")
+    dg = sub.add_parser("decision-graph", help="the served decision as one ONNX graph (both models and the rule), "
+                                             "for a scheduler that embeds it with ONNX Runtime")
+    dg.add_argument("out", type=Path, help="the .onnx file to write")
+    _paths(dg, policy="data/policy/policy.json", li="data/models/li", um="data/models/um")
     d = sub.add_parser("docs", help="write docs/configuration.md and the README's pipeline picture from the code")
     d.add_argument("--check", action="store_true", help="write nothing; exit 1 when either differs from the code")
     from serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
@@ -197,6 +201,12 @@ def _run(args: argparse.Namespace) -> int:
             blocked = [c for c, missing in validate.run(args.directory, _params_if_any(args.params)).items()
                        if missing]
             return 1 if any(c.startswith("dvc repro") for c in blocked) else 0
+        if args.stage == "decision-graph":
+            from models.decision_graph import for_policy
+            from telemetry.atomic import write_atomic
+            write_atomic(args.out, for_policy(args.policy, args.li, args.um).SerializeToString())
+            print(f"decision-graph: wrote {args.out} (inputs li_X, has_history, um_X, memory_gb; models/decision_graph.py)")
+            return 0
         if args.stage == "docs":
             from pipelines import reference
             return reference.run(args.check)
