@@ -31,6 +31,7 @@ from starlette.routing import Route
 
 from core.errors import InputFormatError, PondError
 from serving.engine import Engine
+from serving.hot import HotRoute, is_json
 from serving.observability import Metrics
 from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
 from serving.schemas import (
@@ -178,7 +179,7 @@ class Edge:
             status[0] = 413
             await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": f"request body larger than "
                                                      f"{limit} bytes; split the batch", "type": "too_large"}]})
-        elif scope["method"] == "POST" and not _is_json(headers.get(b"content-type", b"")):
+        elif scope["method"] == "POST" and not is_json(headers.get(b"content-type", b"")):
             status[0] = 415
             await _send_json(send, 415, {"detail": [{"loc": ["header", "content-type"], "type": "unsupported_media_type",
                                                      "msg": "send the body as JSON with content-type application/json"}]})
@@ -211,10 +212,6 @@ class Edge:
             self._children[key] = self.metrics.requests.labels(endpoint, str(status[0]))
         self._children[key].inc()
         self._latency[endpoint].observe(perf_counter() - start)
-
-
-def _is_json(content_type: bytes) -> bool:
-    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
 
 
 class _TooLarge(PondError):
@@ -299,11 +296,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
     cache = {True: metrics.um_cache.labels("miss"), False: metrics.um_cache.labels("hit")}
 
-    @app.post("/v1/allocations", response_model=Allocation, openapi_extra=single_body)
-    async def allocate(request: Request) -> Response:
-        """One VM request, on the event loop: tens of microseconds of work cost less than a thread hop."""
-        eng = current()
-        req = parse_body(AllocationRequest, await request.body())
+    def answer(eng: Engine, req: AllocationRequest) -> dict[str, Any]:
         timings: dict[str, float] = {}
         out = eng.allocate_one(req.customer_id, req.vm_type, req.vcpus, req.memory_gb, req.os, req.region,
                                req.cluster_id, timings)
@@ -311,7 +304,14 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
             stages[stage].observe(seconds)
         cache["infer" in timings].inc()
         decisions[out["decision"]].inc()
-        return _json(allocation_row(req.vm_id, out, eng))
+        return allocation_row(req.vm_id, out, eng)
+
+    @app.post("/v1/allocations", response_model=Allocation, openapi_extra=single_body)
+    async def allocate(request: Request) -> Response:
+        """One VM request, on the event loop: tens of microseconds of work cost less than a thread hop.
+        A valid one is answered by ``serving.hot`` before it reaches this; this answers the rest alike."""
+        eng = current()
+        return _json(answer(eng, parse_body(AllocationRequest, await request.body())))
 
     def batch(eng: Engine, body: bytes) -> Response:
         requests = parse_batch(body, settings.max_batch)
@@ -366,6 +366,11 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     app.add_middleware(Edge, metrics=metrics, max_body_bytes=int(settings.max_body_mb * 2 ** 20), paths=paths,
                        body_limits={"/v1/allocations": small, "/v1/qos": small},
                        token=token)
+    # the scheduler's call ahead of every layer above (serving.hot): built around the stack the app builds
+    stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: HotRoute(  # type: ignore[method-assign]
+        stack(), lambda: holder.engine, answer, small, token,
+        metrics.requests.labels("/v1/allocations", "200").inc, metrics.latency.labels("/v1/allocations"))
     return app
 
 
