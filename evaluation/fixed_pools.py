@@ -21,17 +21,8 @@ import numpy as np
 import pandas as pd
 
 from evaluation.packing import ServerShape, assign_servers
-from evaluation.stranding import WARMUP_DAYS, bought_server
+from evaluation.stranding import WARMUP_DAYS, bought_server, timeline
 
-
-
-def _timeline(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
-    created = vms["created_at"]
-    t0 = created.min().normalize()
-    start = (created - t0).dt.total_seconds().to_numpy(np.int64)
-    horizon = int(start.max()) + 1
-    end = (vms["deleted_at"] - t0).dt.total_seconds().fillna(horizon).to_numpy(np.int64).clip(start + 1, horizon)
-    return start, end, horizon
 
 
 def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, lo: int, hi: int,
@@ -57,7 +48,7 @@ def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_socke
                         sockets_per_server: int = 2, server: ServerShape | None = None) -> pd.DataFrame:
     """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local."""
     server = server or bought_server(vms)
-    start, end, horizon = _timeline(vms)
+    start, end, horizon = timeline(vms)
     codes, unit, _ = assign_servers(vms, start, end, server)
     n_clusters = int(codes.max()) + 1
     servers = np.zeros(n_clusters, np.int64)

@@ -30,6 +30,17 @@ SAMPLE_S = 3600
 BINS = {75: (0.70, 0.80), 85: (0.80, 0.90)}     # Pond's two utilization levels, each +-5 points of cores
 
 
+def timeline(vms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """(start, end) seconds of each VM from the midnight before the first creation, and the horizon: a second
+    past the last creation, where running VMs end (each VM lasts at least a second)."""
+    created = vms["created_at"]
+    t0 = created.min().normalize()
+    start = (created - t0).dt.total_seconds().to_numpy(np.int64)
+    horizon = int(start.max()) + 1
+    end = (vms["deleted_at"] - t0).dt.total_seconds().fillna(horizon).to_numpy(np.int64).clip(start + 1, horizon)
+    return start, end, horizon
+
+
 def bought_server(vms: pd.DataFrame) -> ServerShape:
     """The server a provider buys for this fleet, from what it knew before the measured window: the warm-up's VMs'
     GB per vCPU (all of them, weighted by size), times ``SERVER_VCPUS``, rounded up to whole DIMMs."""
@@ -44,11 +55,7 @@ def cluster_days(vms: pd.DataFrame, shape: ServerShape | None = None) -> pd.Data
     """One row per cluster and day after the warm-up: ``cores_scheduled`` and ``stranded`` (shares), on
     ``shape`` servers (default: ``bought_server``)."""
     shape = shape or bought_server(vms)
-    created = vms["created_at"]
-    t0 = created.min().normalize()
-    start = ((created - t0).dt.total_seconds()).to_numpy(np.int64)
-    horizon = int(start.max()) + 1
-    end = ((vms["deleted_at"] - t0).dt.total_seconds()).fillna(horizon).to_numpy(np.int64).clip(start + 1, horizon)
+    start, end, horizon = timeline(vms)
     codes, server, _ = assign_servers(vms, start, end, shape)
     n_clusters = int(codes.max()) + 1 if len(codes) else 0
     servers = np.zeros(n_clusters, np.int64)
