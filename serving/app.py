@@ -29,7 +29,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
-from core.errors import InputFormatError, PondError
+from core.errors import ContractError, InputFormatError, PondError
+from serving.columnar import ARROW_STREAM, is_arrow, read_requests, write_allocations
 from serving.engine import Engine
 from serving.hot import HotRoute, is_json
 from serving.observability import Metrics
@@ -50,6 +51,7 @@ from telemetry.request import FIELDS as REQUEST_FIELDS
 log = logging.getLogger("pond.serving")
 ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
 MAX_ERRORS = 20     # a 422 lists at most this many problems
+BATCH_PATH = "/v1/allocations/batch"
 _REQUESTS = TypeAdapter(list[AllocationRequest])
 
 
@@ -179,7 +181,8 @@ class Edge:
             status[0] = 413
             await _send_json(send, 413, {"detail": [{"loc": ["body"], "msg": f"request body larger than "
                                                      f"{limit} bytes; split the batch", "type": "too_large"}]})
-        elif scope["method"] == "POST" and not is_json(headers.get(b"content-type", b"")):
+        elif scope["method"] == "POST" and not is_json(headers.get(b"content-type", b"")) and not (
+                scope["path"] == BATCH_PATH and is_arrow(headers.get(b"content-type", b""))):
             status[0] = 415
             await _send_json(send, 415, {"detail": [{"loc": ["header", "content-type"], "type": "unsupported_media_type",
                                                      "msg": "send the body as JSON with content-type application/json"}]})
@@ -282,14 +285,17 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     stages = {k: metrics.stage.labels(k) for k in ("enrich", "infer", "decide")}
     decisions = {k: metrics.decisions.labels(k) for k in ("pool_only", "znuma", "local_only")}
 
-    def _allocate(eng: Engine, cols: dict[str, list]) -> list[dict[str, Any]]:
+    def _decided(eng: Engine, cols: dict[str, list]) -> dict[str, np.ndarray]:
         timings: dict[str, float] = {}
         out = eng.allocate(cols, timings)
         for stage, seconds in timings.items():
             stages[stage].observe(seconds)
         for d, n in Counter(out["decision"].tolist()).items():
             decisions[d].inc(n)
-        return allocation_rows(cols, out, eng)
+        return out
+
+    def _allocate(eng: Engine, cols: dict[str, list]) -> list[dict[str, Any]]:
+        return allocation_rows(cols, _decided(eng, cols), eng)
 
     single_body = {"requestBody": {"required": True, "content": {
         "application/json": {"schema": AllocationRequest.model_json_schema()}}}}
@@ -317,8 +323,24 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         requests = parse_batch(body, settings.max_batch)
         return _json({"allocations": _allocate(eng, columns(requests)) if requests else []})
 
+    def batch_arrow(eng: Engine, body: bytes) -> Response:
+        """The same batch as an Arrow IPC stream, answered as one (``serving.columnar``)."""
+        try:
+            cols = read_requests(body, settings.max_batch)
+        except ContractError as exc:
+            status = 413 if exc.column == "requests" else 422
+            loc = ["body"] if exc.column == "body" else ["body", "requests"] + [exc.column] * (status == 422)
+            return _json({"detail": [{"loc": loc, "msg": str(exc), "type": "too_large" if status == 413 else
+                                      "value_error"}]}, status)
+        out = _decided(eng, cols) if len(cols["vm_id"]) else {k: np.zeros(0) for k in (
+            "decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb", "p_insensitive", "untouched_fraction",
+            "has_history", "customer_history")}
+        return Response(write_allocations(cols, out, eng.version, eng.policy_summary), media_type=ARROW_STREAM.decode())
+
     batch_body = {"requestBody": {"required": True, "content": {
-        "application/json": {"schema": BatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+        "application/json": {"schema": BatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")},
+        ARROW_STREAM.decode(): {"schema": {"type": "string", "format": "binary",
+                                           "description": "an Arrow IPC stream of the request columns"}}}}}
 
     @app.post("/v1/allocations/batch", response_model=BatchResponse, openapi_extra=batch_body)
     async def allocate_batch(request: Request) -> Response:
@@ -326,7 +348,8 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         request count is checked before any element is validated: one large or malformed batch costs
         bounded work and leaves the event loop to the other clients."""
         eng = current()
-        return await asyncio.to_thread(batch, eng, await request.body())
+        arrow = is_arrow(request.headers.get("content-type", "").encode())
+        return await asyncio.to_thread(batch_arrow if arrow else batch, eng, await request.body())
 
     @app.post("/v1/qos", response_model=QosResponse)
     def qos(req: QosRequest, eng: Current) -> Response:
