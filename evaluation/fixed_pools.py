@@ -2,7 +2,7 @@
 scheduler gave them, and the DRAM that saves (Pond §3.1).
 
 The VMs are placed once, all local, by the simulator's first fit on the server a provider buys
-(``stranding.bought_server``) and keep their servers; a pool joins ``pool_sockets`` consecutive sockets of a
+(``stranding.place``) and keep their servers; a pool joins ``pool_sockets`` consecutive sockets of a
 cluster (``sockets_per_server`` per server). A fixed share ``f`` splits every VM: ``(1 - f)`` of it on its
 server, ``f`` on its server's pool. Pond's accounting, over the measured window (after ``stranding.WARMUP_DAYS``):
 each server buys its own peak of local memory in the window and each pool its own peak. All local is the sum of
@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evaluation.packing import ServerShape, assign_servers
-from evaluation.stranding import WARMUP_DAYS, bought_server, timeline
+from evaluation.stranding import WARMUP_DAYS, Placed, place
 
 
 
@@ -45,15 +44,13 @@ def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, 
 
 
 def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_sockets: tuple[int, ...],
-                        sockets_per_server: int = 2, server: ServerShape | None = None) -> pd.DataFrame:
-    """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local."""
-    server = server or bought_server(vms)
-    start, end, horizon = timeline(vms)
-    codes, unit, _ = assign_servers(vms, start, end, server)
-    n_clusters = int(codes.max()) + 1
-    servers = np.zeros(n_clusters, np.int64)
-    np.maximum.at(servers, codes, unit + 1)
-    glob = np.r_[0, np.cumsum(servers)[:-1]][codes] + unit
+                        sockets_per_server: int = 2, placed: Placed | None = None) -> pd.DataFrame:
+    """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local, on the
+    servers ``placed`` put the VMs on (default: ``stranding.place(vms)``)."""
+    placed = placed or place(vms)
+    start, end, horizon, codes, unit, servers = (placed.start, placed.end, placed.horizon, placed.cluster,
+                                                 placed.server, placed.servers)
+    glob = placed.fleet_server
     mem = vms["memory_gb"].to_numpy(float)
     lo = WARMUP_DAYS * 86400 if horizon > (WARMUP_DAYS + 1) * 86400 else 0
     all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum()

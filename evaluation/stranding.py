@@ -18,6 +18,8 @@ hours. The first ``WARMUP_DAYS`` are left out: servers fill from empty there, as
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -51,17 +53,39 @@ def bought_server(vms: pd.DataFrame) -> ServerShape:
     return ServerShape(vcpus=SERVER_VCPUS, memory_gb=float(DIMM_GB * np.ceil(gb / DIMM_GB)))
 
 
-def cluster_days(vms: pd.DataFrame, shape: ServerShape | None = None) -> pd.DataFrame:
-    """One row per cluster and day after the warm-up: ``cores_scheduled`` and ``stranded`` (shares), on
-    ``shape`` servers (default: ``bought_server``)."""
+@dataclass(frozen=True)
+class Placed:
+    """The trace on its first-fit servers, each VM keeping its server (``place``)."""
+    shape: ServerShape
+    start: np.ndarray       # seconds, ``timeline``
+    end: np.ndarray
+    horizon: int
+    cluster: np.ndarray     # cluster code per VM
+    server: np.ndarray      # server index within its cluster
+    servers: np.ndarray     # servers per cluster
+
+    @property
+    def fleet_server(self) -> np.ndarray:
+        """One index per server of the whole fleet, per VM."""
+        return np.r_[0, np.cumsum(self.servers)[:-1]][self.cluster] + self.server
+
+
+def place(vms: pd.DataFrame, shape: ServerShape | None = None) -> Placed:
+    """The simulator's first fit on ``shape`` servers (default: ``bought_server``), once for every figure."""
     shape = shape or bought_server(vms)
     start, end, horizon = timeline(vms)
     codes, server, _ = assign_servers(vms, start, end, shape)
-    n_clusters = int(codes.max()) + 1 if len(codes) else 0
-    servers = np.zeros(n_clusters, np.int64)
+    servers = np.zeros(int(codes.max()) + 1 if len(codes) else 0, np.int64)
     np.maximum.at(servers, codes, server + 1)
-    offset = np.r_[0, np.cumsum(servers)[:-1]]
-    glob = offset[codes] + server                               # one index per server of the fleet
+    return Placed(shape, start, end, horizon, codes, server, servers)
+
+
+def cluster_days(vms: pd.DataFrame, placed: Placed | None = None) -> pd.DataFrame:
+    """One row per cluster and day after the warm-up: ``cores_scheduled`` and ``stranded`` (shares), on the
+    servers ``placed`` put the VMs on (default: ``place(vms)``)."""
+    placed = placed or place(vms)
+    shape, start, end, horizon, servers = placed.shape, placed.start, placed.end, placed.horizon, placed.servers
+    n_clusters, glob = len(servers), placed.fleet_server
     samples = horizon // SAMPLE_S + 1
     first = -(-start // SAMPLE_S)                               # the hours a VM is running at: first..last
     last = (end - 1) // SAMPLE_S

@@ -99,6 +99,34 @@ def _forest_as_tree_ensemble(classifier: onnx.NodeProto, positive: int, inp: str
         leaf_weights=numpy_helper.from_array(np.asarray(leaf_weights, np.float32), "leaf_weights"))
 
 
+def _li_nodes(li_model: onnx.ModelProto, classes: list[int]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The deployed LI model's nodes, names prefixed ``lim_`` (its input fed from ``li_X``), ending in
+    ``li_score`` [N, 1], P(insensitive): a forest's classifier rewritten as a ``TreeEnsemble`` (module doc); any
+    other model (the single-counter rule, ``models.li_rule``) as it is, its class-1 probability taken. A model fit
+    on one class scores 0, as ``runtime.insensitive_proba`` does."""
+    m = onnx.compose.add_prefix(li_model, "lim_")
+    nodes, forest = [helper.make_node("Identity", ["li_X"], [m.graph.input[0].name])], False
+    for n in m.graph.node:
+        if n.op_type == "TreeEnsembleClassifier" and 1 in classes:
+            nodes.append(_forest_as_tree_ensemble(n, classes.index(1), n.input[0], "li_score"))
+            forest = True
+        elif n.op_type != "TreeEnsembleClassifier":
+            nodes.append(n)
+    if forest:
+        return nodes, list(m.graph.initializer)
+    nodes.append(helper.make_node("Constant", [], ["li_class1"], value=helper.make_tensor(
+        "li_class1", TensorProto.INT64, [1], [classes.index(1) if 1 in classes else 0])))
+    if 1 in classes:
+        nodes.append(helper.make_node("Gather", ["lim_probabilities", "li_class1"], ["li_score"], axis=1))
+    else:      # one class: 0 for every row (the first column's NaN test, times 0)
+        nodes += [helper.make_node("Gather", ["li_X", "li_class1"], ["li_col0"], axis=1),
+                  helper.make_node("IsNaN", ["li_col0"], ["li_col0_nan"]),
+                  helper.make_node("Cast", ["li_col0_nan"], ["li_col0_f"], to=TensorProto.FLOAT),
+                  helper.make_node("Constant", [], ["li_zero"], value=helper.make_tensor("li_zero", TensorProto.FLOAT, [], [0.0])),
+                  helper.make_node("Mul", ["li_col0_f", "li_zero"], ["li_score"])]
+    return nodes, list(m.graph.initializer)
+
+
 def _const(name: str, value: float | int | bool, dtype: int = TensorProto.DOUBLE) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, [], [value]))
 
@@ -106,10 +134,7 @@ def _const(name: str, value: float | int | bool, dtype: int = TensorProto.DOUBLE
 def build(li: bytes, li_classes: list[int], um: bytes, knobs: PolicyKnobs) -> onnx.ModelProto:
     """The decision graph of one policy's models and served knobs (``policy_knobs(policy)["served"]``)."""
     li_model, um_model = onnx.load_from_string(li), onnx.load_from_string(um)
-    nodes: list[onnx.NodeProto] = []
-    imputer, forest = (next(n for n in li_model.graph.node if n.op_type == op) for op in ("Imputer", "TreeEnsembleClassifier"))
-    nodes.append(helper.make_node("Imputer", ["li_X"], ["li_imputed"], domain=ML, **_attrs(imputer)))
-    nodes.append(_forest_as_tree_ensemble(forest, li_classes.index(1), "li_imputed", "li_score"))
+    nodes, initializers = _li_nodes(li_model, li_classes)
     um_nodes = [n for n in um_model.graph.node]
     if len(um_nodes) != 1 or um_nodes[0].op_type != "TreeEnsemble":
         raise ValueError("the UM model is not one TreeEnsemble node")
@@ -181,7 +206,7 @@ def build(li: bytes, li_classes: list[int], um: bytes, knobs: PolicyKnobs) -> on
         helper.make_tensor_value_info(n, TensorProto.DOUBLE, ["N"])
         for n in ("local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "p_insensitive")] + [
         helper.make_tensor_value_info("li_called", TensorProto.BOOL, ["N"])]
-    graph = helper.make_graph(nodes, "pond_decision", inputs, outputs)
+    graph = helper.make_graph(nodes, "pond_decision", inputs, outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(ML, ML_OPSET)],
                               producer_name="pond-znuma")
     model.ir_version = 10

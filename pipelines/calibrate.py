@@ -11,7 +11,7 @@ import pandas as pd
 from evaluation.calibration import (fig3_checks, fleet_checks, full_pool_slowdown, json_number, lab_checks, report,
                                     shape_checks, stranding_checks)
 from evaluation.fixed_pools import fixed_share_savings
-from evaluation.stranding import bought_server, by_utilization, cluster_days
+from evaluation.stranding import by_utilization, cluster_days, place
 from evaluation.plots import pyplot, save_figure
 from telemetry.atomic import write_json
 from telemetry.io import read_tables
@@ -28,9 +28,10 @@ def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Pat
     out = report(checks)
     # Issue 47's figures, beside the headline until the built-in fleet's default shape is Azure's: its shape
     # against the public trace, Fig. 2a's stranding and Fig. 3's fixed pool shares, on the simulator's first fit
-    server = bought_server(t["vms"])
-    levels = by_utilization(cluster_days(t["vms"], server))
-    fig3 = fixed_share_savings(t["vms"], FIG3_SHARES, FIG3_SOCKETS, server=server)
+    placed = place(t["vms"])                # once, for Fig. 2a and Fig. 3
+    server = placed.shape
+    levels = by_utilization(cluster_days(t["vms"], placed))
+    fig3 = fixed_share_savings(t["vms"], FIG3_SHARES, FIG3_SOCKETS, placed=placed)
     pond = shape_checks(t["vms"]) + stranding_checks(levels) + fig3_checks(fig3)
     out["azure_shape_and_stranding"] = {**report(pond), "stranding": {str(k): {m: json_number(x) for m, x in v.items()}
                                                                       for k, v in levels.items()},

@@ -108,8 +108,7 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
         state["vm_slowdowns"] += _reports_left_out(valid["vm_slowdowns"], valid["vms"])
     if "vms" in valid and valid["vms"]["untouched_fraction"].notna().sum() == 0:
         state["vms"] += "; no VM has untouched_fraction (train_um has no label)"
-    problems = {cmd: [_lacks(t, state, valid) for t in needs if _lacks(t, state, valid)]
-                for cmd, needs in NEEDS.items()}
+    problems = {cmd: [why for why in (_lacks(t, state, valid) for t in needs) if why] for cmd, needs in NEEDS.items()}
     problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists; fix it or remove it): "
                         f"{state[t].removeprefix('invalid: ')}" for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
     if params is not None and not _lacks(LABELLED, state, valid):

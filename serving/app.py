@@ -332,9 +332,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
             loc = ["body"] if exc.column == "body" else ["body", "requests"] + [exc.column] * (status == 422)
             return _json({"detail": [{"loc": loc, "msg": str(exc), "type": "too_large" if status == 413 else
                                       "value_error"}]}, status)
-        out = _decided(eng, cols) if len(cols["vm_id"]) else {k: np.zeros(0) for k in (
-            "decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb", "p_insensitive", "untouched_fraction",
-            "has_history", "customer_history")}
+        out = _decided(eng, cols)
         return Response(write_allocations(cols, out, eng.version, eng.policy_summary), media_type=ARROW_STREAM.decode())
 
     batch_body = {"requestBody": {"required": True, "content": {

@@ -19,15 +19,15 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from core.errors import ContractError
+from serving.hot import media_type
 from telemetry import request
 
 ARROW_STREAM = b"application/vnd.apache.arrow.stream"
-TEXT = ("vm_id", "customer_id", "vm_type", "os", "region", "cluster_id")
 NUMBERS = ("vcpus", "memory_gb")
 
 
 def is_arrow(content_type: bytes) -> bool:
-    return content_type.split(b";", 1)[0].strip().lower() == ARROW_STREAM
+    return media_type(content_type) == ARROW_STREAM
 
 
 def _problem(column: str, problem: str, fix: str = "") -> ContractError:
@@ -51,7 +51,7 @@ def read_requests(body: bytes, max_batch: int) -> dict[str, Any]:
         kind = table.schema.field(name).type
         if pat.is_dictionary(kind):
             kind = kind.value_type
-        if name in TEXT and not (pat.is_string(kind) or pat.is_large_string(kind) or pat.is_null(kind)):
+        if name in request.TEXT_FIELDS and not (pat.is_string(kind) or pat.is_large_string(kind) or pat.is_null(kind)):
             raise _problem(name, f"must be an Arrow string column, not {kind}")
         if name in NUMBERS and not (pat.is_integer(kind) or pat.is_floating(kind)):
             raise _problem(name, f"must be an Arrow integer or floating column, not {kind}")

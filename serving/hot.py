@@ -6,7 +6,7 @@ request crosses before its route (error, telemetry and body-limit middlewares, `
 the router). This layer does what the valid request needs of them (the bearer token, the body limit, the
 content type, the request count and latency) and nothing else. Anything it does not answer 200 (a refusal, an
 invalid body, an engine not ready, a client that hangs up) goes to the app with its body replayed, so every
-refusal is the app's, byte for byte.
+refusal is the app's, byte for byte. An error in the answer itself (a bug) reaches uvicorn, which answers 500.
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ PATH = "/v1/allocations"
 HEADERS_JSON = (b"content-type", b"application/json")
 
 
+def media_type(content_type: bytes) -> bytes:
+    """The media type of a Content-Type header, without its parameters, in lower case."""
+    return content_type.split(b";", 1)[0].strip().lower()
+
+
 def is_json(content_type: bytes) -> bool:
-    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+    return media_type(content_type) == b"application/json"
 
 
 class HotRoute:
@@ -68,9 +73,10 @@ class HotRoute:
         if size > self.limit or engine is None:
             return await self.app(scope, _replay(body, receive), send)
         try:
-            data = orjson.dumps(self.answer(engine, AllocationRequest.model_validate_json(body)))
-        except (ValidationError, Exception):   # a refusal, or a failure the app's handlers answer
+            req = AllocationRequest.model_validate_json(body)
+        except ValidationError:                 # the app refuses it, as it refuses any invalid body
             return await self.app(scope, _replay(body, receive), send)
+        data = orjson.dumps(self.answer(engine, req))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", str(len(data)).encode()), HEADERS_JSON]})
         await send({"type": "http.response.body", "body": data})

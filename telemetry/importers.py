@@ -36,6 +36,7 @@ UNIT = re.compile(r"(S\d+(-D\d+)?(-L\d+-ID\d+|-C\d+)?|N\d+)")
 THREAD = re.compile(r".+-\d+")
 PREFIXES = ((), ("interval",), ("cpu",), ("thread",), ("interval", "cpu"), ("interval", "thread"),
             ("unit", "cpus"), ("interval", "unit", "cpus"))
+PREFIX_FIELDS = {"interval": INTERVAL, "cpu": CPU, "unit": UNIT, "thread": THREAD, "cpus": re.compile(r"\d+")}
 HYBRID = re.compile(r"(cpu_core|cpu_atom)/([A-Za-z0-9_.]+)/")   # a hybrid CPU's two PMUs: summed, as on one PMU
 
 
@@ -57,8 +58,7 @@ def _prefix_fits(fields: list[str], kinds: tuple[str, ...]) -> bool:
     event = fields[n + 2].strip()
     if not event or _is_count(event):
         return False
-    test = {"interval": INTERVAL, "cpu": CPU, "unit": UNIT, "thread": THREAD, "cpus": re.compile(r"\d+")}
-    return all(test[k].fullmatch(f.strip()) for k, f in zip(kinds, fields))
+    return all(PREFIX_FIELDS[k].fullmatch(f.strip()) for k, f in zip(kinds, fields))
 
 
 def _layout(row: list[str], lineno: int, source: str) -> int:

@@ -178,7 +178,7 @@ def read_csv(path: Location, table: str, *, text: Iterable[str] = (), **kwargs: 
     (no line end, fewer fields than the rows before it) is refused, not read as a shorter table."""
     source, options = pandas_source(path)
     try:
-        text = [c for c in text]
+        text = list(text)
         if text:
             header = pd.read_csv(source, encoding="utf-8", storage_options=options, nrows=0,
                                  **{k: v for k, v in kwargs.items() if k in ("header", "names")}).columns

@@ -80,3 +80,30 @@ def test_a_scheduler_runs_the_written_graph_with_onnx_runtime_alone(engine, inpu
     assert np.array(LABELS)[got["decision"]].tolist() == want["decision"].tolist()
     for field in FIELDS:
         np.testing.assert_array_equal(got[field], want[field], err_msg=field)
+
+
+def test_a_deployed_single_counter_rule_is_embedded_as_it_is(engine, inputs, small_bundle):
+    """The LI model the solver deploys may be a single-counter rule (models.li_rule), not a forest: its graph goes
+    in as it is, and the graph answers as the rule's own session and the rule of models.decision do."""
+    from models.decision import decide
+    from models.li_rule import CounterRule, export_rule
+    from models.runtime import onnx_p_insensitive
+
+    cols, feeds = inputs
+    policy, p = engine.policy, bundle_paths(small_bundle)
+    known = feeds["li_X"][~np.isnan(feeds["li_X"]).all(axis=1)]
+    rule = CounterRule(feature=3).fit(known)
+    li = export_rule(rule, feeds["li_X"].shape[1])
+    um = read_verified(p.um_dir / policy["um"]["model"], policy["um"]["sha256"])
+    p_rule = onnx_p_insensitive(session(li), feeds["li_X"], [0, 1]).astype(np.float64)
+    p_rule = np.where(np.isnan(feeds["li_X"]).all(axis=1), np.nan, p_rule)
+    raw = engine.models.um.run(None, {"X": feeds["um_X"]})[0].ravel().astype(np.float64)
+    knobs = dataclasses.replace(policy_knobs(policy)["combined"], li_threshold=float(np.nanmedian(p_rule)))
+    got = dict(zip(["decision", "local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "p_insensitive", "li_called"],
+                   session(build(li, [0, 1], um, knobs).SerializeToString()).run(None, feeds)))
+    want = decide(feeds["memory_gb"], feeds["has_history"], p_rule, raw, knobs)
+    assert np.array(LABELS)[got["decision"]].tolist() == want["decision"].tolist()
+    np.testing.assert_array_equal(got["p_insensitive"], p_rule)
+    for field in ("local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "li_called"):
+        np.testing.assert_array_equal(got[field], want[field], err_msg=field)
+    assert 0 < got["li_called"].sum() < len(got["li_called"])

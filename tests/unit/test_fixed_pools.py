@@ -9,6 +9,7 @@ import pytest
 
 from evaluation.fixed_pools import fixed_share_savings, peaks
 from evaluation.packing import ServerShape
+from evaluation.stranding import place
 
 T0 = pd.Timestamp("2026-01-01", tz="UTC")
 
@@ -27,7 +28,7 @@ def test_a_pool_buys_less_than_its_servers_peaks_when_they_peak_apart():
     Server peaks: 9 and 9 (18 GB all local). The pool of both servers peaks at 11 (2 + 9 from 2h on).
     Half of every VM on the pool: 9 + 5.5 = 14.5 GB, 19.4% saved; pools of one server save nothing."""
     trace = _vms([(0, 4, 2, 1.0), (0, 2, 2, 8.0), (0, 4, 2, 1.0), (2, 4, 2, 1.0), (2, 4, 2, 8.0)])
-    got = fixed_share_savings(trace, (0.1, 0.5), (2, 4), server=ServerShape(vcpus=4, memory_gb=16))
+    got = fixed_share_savings(trace, (0.1, 0.5), (2, 4), placed=place(trace, ServerShape(vcpus=4, memory_gb=16)))
     by = got.set_index(["pool_sockets", "share"]).savings
     assert by[(4, 0.5)] == pytest.approx(1 - 14.5 / 18) and by[(4, 0.1)] == pytest.approx(0.1 * (1 - 11 / 18))
     assert by[(2, 0.5)] == pytest.approx(0.0) and got.servers.unique().tolist() == [2]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.packing import ServerShape
-from evaluation.stranding import WARMUP_DAYS, bought_server, by_utilization, cluster_days
+from evaluation.stranding import WARMUP_DAYS, bought_server, by_utilization, cluster_days, place
 
 
 def _vms(rows: list[tuple[float, float, int, float]]) -> pd.DataFrame:
@@ -27,7 +27,7 @@ def test_a_server_whose_cores_are_rented_strands_its_free_memory():
     days = WARMUP_DAYS + 3
     end = 24.0 * days
     trace = _vms([(0, np.nan, 8, 16.0), (0, np.nan, 6, 20.0), (0, np.nan, 4, 8.0), (24.0 * days - 1, end, 4, 4.0)])
-    got = cluster_days(trace, ServerShape(vcpus=16, memory_gb=64))
+    got = cluster_days(trace, place(trace, ServerShape(vcpus=16, memory_gb=64)))
     assert got.day.tolist() == list(range(WARMUP_DAYS, days))
     steady = got[got.day < days - 1]
     assert steady.cores_scheduled.tolist() == pytest.approx([18 / 32] * len(steady))
