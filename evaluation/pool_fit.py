@@ -258,16 +258,19 @@ class Replays:
         return level + self.largest + self.SLACK_GB <= cap_pool
 
 
-def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget: int, hi: float) -> float | None:
-    """The smallest whole-GB ``L`` with at most ``budget`` VMs unplaced at pool capacity ``cap_pool``;
-    None when even ``hi`` leaves more unplaced."""
+def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget: int, hi: float,
+                   least: float = 0.0) -> float | None:
+    """The smallest whole-GB ``L`` of at least ``least`` with at most ``budget`` VMs unplaced at pool capacity
+    ``cap_pool``; None when even ``hi`` leaves more unplaced."""
     def ok(cap_local: float) -> bool:
         return run(servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
 
-    hi = float(np.ceil(hi - 1e-9))
+    hi = float(np.ceil(max(hi, least) - 1e-9))
     if not ok(hi):
         return None
-    lo = 0.0                      # whole GB, and only values tried: first fit is not monotone in L
+    if least > 0 and ok(least):
+        return float(least)
+    lo = float(least)             # whole GB, and only values tried: first fit is not monotone in L
     while hi - lo > PRECISION_GB:
         mid = float(np.floor((lo + hi) / 2))
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -281,24 +284,26 @@ def peak_total(ev: Events, amount: np.ndarray) -> float:
 
 
 def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
-         local_hi: float, run: Replays | None = None) -> tuple[float, float, int, np.ndarray]:
+         local_hi: float, run: Replays | None = None, floor: tuple[float, float] = (0.0, 0.0)
+         ) -> tuple[float, float, int, np.ndarray]:
     """(L, P, unplaced, server per VM) of the cheapest ``servers x L + pools x P`` found;
     ``local_hi``: an ``L`` at which every VM fits with no pool (the all-local one's upper bound);
-    ``run``: the replays of ``ev`` under ``pool_gb`` so far (pass the same one for every pool size)."""
+    ``run``: the replays of ``ev`` under ``pool_gb`` so far (pass the same one for every pool size);
+    ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned)."""
     pool_gb = np.asarray(pool_gb, float)
     run = Replays(ev, pool_gb) if run is None else run
     n_pools = -(-ev.n_servers // servers_per_pool)
-    top = min(peak_total(ev, pool_gb), servers_per_pool * local_hi)
+    top = max(min(peak_total(ev, pool_gb), servers_per_pool * local_hi), floor[1])
     if top <= 0:
         grid = [0.0]
     else:
-        grid = list(np.linspace(top / COARSE, top, COARSE))
+        grid = sorted({max(p, floor[1]) for p in np.linspace(top / COARSE, top, COARSE)})
     cost: dict[float, tuple[float, float]] = {}
     hi = local_hi
 
     def look(p: float, hi: float) -> float | None:
         if p not in cost:
-            L = smallest_local(run, servers_per_pool, p, budget, hi)
+            L = smallest_local(run, servers_per_pool, p, budget, hi, floor[0])
             cost[p] = (np.inf, np.inf) if L is None else (ev.n_servers * L + n_pools * p, L)
         return None if np.isinf(cost[p][1]) else cost[p][1]
 
@@ -311,12 +316,12 @@ def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
             best = min(cost, key=lambda p: cost[p][0])
             step /= 2
             for p in (best - step, best + step):
-                if p > 0:
+                if p > 0 and p >= floor[1]:
                     look(float(p), local_hi)
     finite = {p: c for p, c in cost.items() if np.isfinite(c[0])}
     if not finite:                       # nothing fits within the budget: give every VM its own room
         p = max(top, 0.0)
-        L = float(np.ceil(max(local_hi, float((ev.memory_gb - pool_gb).max(initial=0.0)))))
+        L = float(np.ceil(max(local_hi, float((ev.memory_gb - pool_gb).max(initial=0.0)), floor[0])))
     else:
         p = min(finite, key=lambda q: (finite[q][0], q))
         L = finite[p][1]

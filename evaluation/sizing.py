@@ -17,13 +17,20 @@ if no VM had moved, gives for a few pool capacities the smallest ``L`` within th
 (vectorized, an order statistic). The cheapest (L, P) is then checked with the exact replay
 (compiled, one pass over the events), and ``L`` bisected on the exact count to 1 GB. The all-local
 baseline is sized the same way with no pool.
+
+**Bought ahead** (``judge``). A provider buys DRAM before the days it is judged on: each cluster's
+``(L, P)`` is sized on one window, then the VMs of both windows are replayed on it and the judged
+window's arrivals that no longer fit are counted (``judged_moves``). Where they exceed the move budget
+the cluster buys more DIMMs: the cheapest ``(L, P)``, no smaller than what was bought, that holds on the
+judged window (``required_gb``; ``bought_gb`` is the purchase before it). The same rule sizes all-local
+and every policy; over-buying on the first window is never returned.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -155,25 +162,26 @@ def approximate_frontier(local_level: np.ndarray, pool_level: np.ndarray, budget
 
 
 def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np.ndarray,
-         pool_level: np.ndarray, max_move_rate: float) -> Sizing:
+         pool_level: np.ndarray, max_move_rate: float, floor: tuple[float, float] = (0.0, 0.0)) -> Sizing:
     """The cheapest (L, P) of the approximate frontier, made feasible and tight on the exact replay.
-    ``*_level``: per VM, its server's and its pool's level right after it arrived (trace placement)."""
+    ``*_level``: per VM, its server's and its pool's level right after it arrived (trace placement);
+    ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned)."""
     budget = c.budget(max_move_rate)
     n_pools = int(c.pools(servers_per_pool).max()) + 1 if c.n_servers else 0
     has_pool = bool(np.any(np.asarray(pool_gb) > 0))
     lvl_l = np.asarray(local_level, float)[c.counted]
     lvl_p = np.asarray(pool_level, float)[c.counted] if has_pool else np.zeros(len(lvl_l))
-    frontier = approximate_frontier(lvl_l, lvl_p, budget)
+    frontier = [(max(lp[0], floor[0]), max(lp[1], floor[1])) for lp in approximate_frontier(lvl_l, lvl_p, budget)]
     local, cap_pool = min(frontier, key=lambda lp: c.n_servers * lp[0] + n_pools * lp[1])
-    top = float(lvl_l.max(initial=0.0))   # with L = top and P = the pool's top level, no VM ever moves
+    top = max(float(lvl_l.max(initial=0.0)), floor[0])   # with L = top and P = the pool's top level, no VM moves
 
     def feasible(cap_local: float) -> bool:
         return moves(c, pool_gb, servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
 
     if feasible(local):                  # the exact count is usually below the approximate one
-        lo, hi = max(local - max(0.1 * local, 16.0), 0.0), local
-        if feasible(lo):
-            lo, hi = 0.0, lo
+        lo, hi = max(local - max(0.1 * local, 16.0), floor[0]), local
+        if lo < hi and feasible(lo):
+            lo, hi = (floor[0], floor[0]) if floor[0] > 0 and feasible(floor[0]) else (floor[0], lo)
     else:
         lo, hi, step = local, local, max(0.05 * local, PRECISION_GB)
         while True:
@@ -181,7 +189,7 @@ def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np
             if feasible(hi):
                 break
             if hi >= top:                # moved VMs crowd other pools: give pools their top level
-                cap_pool, lo = float(lvl_p.max(initial=0.0)), 0.0
+                cap_pool, lo = max(float(lvl_p.max(initial=0.0)), floor[1]), floor[0]
                 break
             lo, step = hi, 2 * step
     while hi - lo > PRECISION_GB:
@@ -212,24 +220,35 @@ def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: 
         server = np.asarray(host)[idx].astype(np.int64)
         cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
         out.append((idx, Cluster(ev_vm, ev_arrival, server, np.asarray(cores, float)[idx],
-                                 np.asarray(memory_gb, float)[idx], np.asarray(start_s[idx] >= window[0]), cap)))
+                                 np.asarray(memory_gb, float)[idx], arrived(start_s[idx], window), cap)))
     return out
+
+
+def arrived(start_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
+    """VMs created within the window: the ones its sizing or its judging counts."""
+    start_s = np.asarray(start_s)
+    return (start_s >= window[0]) & (start_s < window[1])
 
 
 def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
                  sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
                  pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
-                 max_move_rate: float, pool_aware: bool = False) -> pd.DataFrame:
+                 max_move_rate: float, pool_aware: bool = False, judge: tuple[int, int] | None = None
+                 ) -> pd.DataFrame:
     """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
     the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
     every server and pool bought at its own peak within the window, which no provider can buy).
+
+    ``judge``: DRAM is bought on ``window`` and judged on this later one (``judged_*``: its arrivals, the
+    ones that no longer fitted under what was bought, and the per-server peaks over it). Without it,
+    the window judges its own sizing (``judged_*`` repeat the fitted figures).
 
     ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
     afresh, with its split, on as many servers (``evaluation.pool_fit``); ``moves`` are then the
     VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move."""
     sized, alias = distinct(policies)
     return with_aliases(_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
-                                pool_sockets, window, server_vcpus, max_move_rate, pool_aware), alias)
+                                pool_sockets, window, server_vcpus, max_move_rate, pool_aware, True, judge), alias)
 
 
 def distinct(policies: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -260,61 +279,86 @@ def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
 def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
             sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
             pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
-            max_move_rate: float, pool_aware: bool = False, baseline: bool = True) -> pd.DataFrame:
+            max_move_rate: float, pool_aware: bool = False, baseline: bool = True,
+            judge: tuple[int, int] | None = None) -> pd.DataFrame:
     """``fleet_sizing`` of distinct policies; the baseline's rows only when ``baseline``."""
     if pool_aware:
         return _pool_aware_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                                  pool_sockets, window, server_vcpus, max_move_rate, baseline)
-    keep = in_window(start_s, end_s, window)
+                                  pool_sockets, window, server_vcpus, max_move_rate, baseline, judge)
+    judged = judge or window
+    keep = in_window(start_s, end_s, (window[0], max(window[1], judged[1])))
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
     memory = np.asarray(memory_gb, float)[keep]
     sweep = Sweep(start, end)
     server = global_index(cluster, host)
     cl = clusters(start, end, cluster, host, np.asarray(cores, float)[keep], memory, window, server_vcpus)
+    on = arrived(start, judged)
 
     def per_cluster(group: np.ndarray, peaks: np.ndarray) -> np.ndarray:
         owner = np.zeros(len(peaks), np.int64)
         owner[group] = cluster
         return np.bincount(owner, weights=peaks, minlength=int(cluster.max()) + 1 if len(cluster) else 0)
 
+    def settle(idx: np.ndarray, c: Cluster, s: Sizing, pool: np.ndarray, spp: int, level_l: np.ndarray,
+               level_p: np.ndarray) -> tuple[Sizing, dict[str, float | int]]:
+        """What was bought on ``window``, judged on ``judge`` and topped up where it fell short."""
+        if judge is None:
+            return s, {"bought_gb": s.required_gb, "judged_vms": int(c.counted.sum()), "judged_moves": s.moves,
+                       "judged_stuck": s.stuck}
+        cj = replace(c, counted=on[idx])
+        m, stuck = moves(cj, pool, spp, s.local_gb, s.pool_gb)
+        got = {"bought_gb": s.required_gb, "judged_vms": int(cj.counted.sum()), "judged_moves": int(m),
+               "judged_stuck": int(stuck)}
+        if m <= cj.budget(max_move_rate):
+            return replace(s, moves=int(m), stuck=int(stuck)), got
+        # more DIMMs, the cheapest that hold on the judged window: what was bought is not returned
+        return size(cj, pool, spp, level_l, level_p, max_move_rate, (s.local_gb, s.pool_gb)), got
+
     rows = []
     zeros = np.zeros(len(memory))
     base_level = sweep.at_arrival("host", server, memory)
-    base_peak = per_cluster(server, sweep.peaks("host", server, memory, window))
+    base_peak = per_cluster(server, sweep.peaks("host", server, memory, judged))
     for idx, c in cl if baseline else ():
         s = size(c, zeros[idx], 1, base_level[idx], zeros[idx], max_move_rate)
+        s, got = settle(idx, c, s, zeros[idx], 1, base_level[idx], zeros[idx])
         rows.append({"policy": "all_local", "pool_sockets": 0, "cluster": int(cluster[idx[0]]), **_row(c, s),
-                     "peak_required_gb": float(base_peak[cluster[idx[0]]])})
+                     "peak_required_gb": float(base_peak[cluster[idx[0]]]), **got})
     for name, pool_all in progress(policies.items(), len(policies), desc="simulate: sizing", unit="policies"):
         pool = np.asarray(pool_all, float)[keep]
         local_level = sweep.at_arrival("host", server, memory - pool)
-        local_peak = per_cluster(server, sweep.peaks("host", server, memory - pool, window))
+        local_peak = per_cluster(server, sweep.peaks("host", server, memory - pool, judged))
         for k in pool_sockets:
             if k % sockets_per_server:
                 continue     # a pool cannot split a server
             spp = k // sockets_per_server
             pool_id = global_index(cluster, host // spp)
             pool_level = sweep.at_arrival(("pool", spp), pool_id, pool)
-            pool_peak = per_cluster(pool_id, sweep.peaks(("pool", spp), pool_id, pool, window))
+            pool_peak = per_cluster(pool_id, sweep.peaks(("pool", spp), pool_id, pool, judged))
             for idx, c in cl:
                 code = int(cluster[idx[0]])
                 s = size(c, pool[idx], spp, local_level[idx], pool_level[idx], max_move_rate)
+                s, got = settle(idx, c, s, pool[idx], spp, local_level[idx], pool_level[idx])
                 rows.append({"policy": name, "pool_sockets": k, "cluster": code, **_row(c, s),
-                             "peak_required_gb": float(local_peak[code] + pool_peak[code])})
+                             "peak_required_gb": float(local_peak[code] + pool_peak[code]), **got})
     return pd.DataFrame(rows)
 
 
 def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
                        sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray,
                        policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...], window: tuple[int, int],
-                       server_vcpus: float, max_move_rate: float, baseline: bool = True) -> pd.DataFrame:
-    keep = in_window(start_s, end_s, window)
+                       server_vcpus: float, max_move_rate: float, baseline: bool = True,
+                       judge: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Sized on the VMs alive in ``window``; with ``judge``, the same scheduler then places the VMs alive in
+    both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count."""
+    judged = judge or window
+    keep = in_window(start_s, end_s, (window[0], max(window[1], judged[1])))
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
     memory, cores = np.asarray(memory_gb, float)[keep], np.asarray(cores, float)[keep]
     pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
     cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus)
+    bought = in_window(start, end, window)
     runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
         runs += [(name, k, k // sockets_per_server, pool) for k in pool_sockets if k % sockets_per_server == 0]
@@ -322,26 +366,56 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
     for idx, c in cl:   # the servers: the trace's first fit's, or more where this subset fits worse (rare)
         sweep = Sweep(start[idx], end[idx])
         top = 2.0 * float(max(c.memory_gb.max(initial=0.0), sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
-        ev = pool_fit.Events(c.ev_vm, c.ev_arrival, c.cores, c.memory_gb, c.n_servers, c.cap_cores)   # sorted once
-        fitted.append((sweep, top, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
+        b = np.flatnonzero(bought[idx])     # the VMs the DRAM is bought on (all of them without ``judge``)
+        ev = pool_fit.events(start[idx][b], end[idx][b], c.cores[b], c.memory_gb[b], c.n_servers, c.cap_cores)
+        fitted.append((sweep, top, b, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
     rows = []
     replays: list[pool_fit.Replays] = []
     shown = progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs")
     for r, (name, k, spp, pool) in enumerate(shown):
         if r == 0 or name != runs[r - 1][0]:     # a new policy: its pool sizes share its replays, per cluster
-            replays = [pool_fit.Replays(ev, pool[idx]) for (idx, _), (_, _, ev) in zip(cl, fitted)]
-        for (idx, c), (sweep, top, ev), run in zip(cl, fitted, replays):
-            L, P, unplaced, where = pool_fit.size(ev, pool[idx], spp, c.budget(max_move_rate), top, run)
+            replays = [pool_fit.Replays(ev, pool[idx][b]) for (idx, _), (_, _, b, ev) in zip(cl, fitted)]
+        for (idx, c), (sweep, top, b, ev), run in zip(cl, fitted, replays):
+            L, P, unplaced, where = pool_fit.size(ev, pool[idx][b], spp, c.budget(max_move_rate), top, run)
+            P = P if k else 0.0
+            got = {"bought_gb": ev.n_servers * L + (-(-ev.n_servers // spp) if k else 0) * P,
+                   "judged_vms": int(c.counted.sum()), "judged_moves": unplaced, "judged_stuck": unplaced}
+            if judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
+                L, P, unplaced, where, got = _judged(start[idx], end[idx], c, ev, pool[idx], spp, L, P, judge, top,
+                                                     max_move_rate, got)
             placed = where >= 0           # an unplaced VM counts nowhere: its amounts are zero on a spare server
-            srv = np.where(placed, where, ev.n_servers)
-            peak = sweep.peaks(None, srv, np.where(placed, c.memory_gb - pool[idx], 0.0), window).sum()
+            srv = np.where(placed, where, ev.n_servers)     # (without ``judge``, ``b`` is every VM)
+            peak = sweep.peaks(None, srv, np.where(placed, c.memory_gb - pool[idx], 0.0), judged).sum()
             if k:
-                peak += sweep.peaks(None, srv // spp, np.where(placed, pool[idx], 0.0), window).sum()
+                peak += sweep.peaks(None, srv // spp, np.where(placed, pool[idx], 0.0), judged).sum()
             n_pools = -(-ev.n_servers // spp) if k else 0
-            sized = Sizing(L, P if k else 0.0, ev.n_servers, n_pools, unplaced, unplaced)
+            sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
-                         "peak_required_gb": float(peak)})
+                         "peak_required_gb": float(peak), **got})
     return pd.DataFrame(rows)
+
+
+def _judged(start: np.ndarray, end: np.ndarray, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: int,
+            local: float, cap: float, judge: tuple[int, int], top: float, max_move_rate: float, got: dict
+            ) -> tuple[float, float, int, np.ndarray, dict]:
+    """One cluster's pool-aware sizing bought on one window and judged on ``judge``: (L, P, unplaced among
+    its arrivals, server per VM, the row's bought/judged fields), topped up where short."""
+    on = arrived(start, judge)
+    every = pool_fit.events(start, end, c.cores, c.memory_gb, ev.n_servers, c.cap_cores)
+    budget = int(np.floor(max_move_rate * on.sum() + 1e-9))
+
+    def missed(local: float, cap: float) -> tuple[int, np.ndarray]:
+        where = pool_fit.replay(every, pool, spp, local, cap)[1]
+        return int(((where < 0) & on).sum()), where
+
+    n, where = missed(local, cap)
+    got = got | {"judged_vms": int(on.sum()), "judged_moves": n, "judged_stuck": n}
+    if n > budget:                           # more DIMMs where the judged window needs them
+        j = np.flatnonzero(in_window(start, end, judge))
+        ej = pool_fit.events(start[j], end[j], c.cores[j], c.memory_gb[j], ev.n_servers, c.cap_cores)
+        local, cap, _, _ = pool_fit.size(ej, pool[j], spp, budget, top, floor=(local, cap))
+        n, where = missed(local, cap)
+    return local, cap, n, where, got
 
 
 def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
@@ -354,13 +428,13 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
                             cluster: np.ndarray, host: np.ndarray, sockets_per_server: int, cores: np.ndarray,
                             memory_gb: np.ndarray, policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...],
                             window: tuple[int, int], server_vcpus: float, max_move_rate: float,
-                            pool_aware: bool = False) -> pd.DataFrame:
+                            pool_aware: bool = False, judge: tuple[int, int] | None = None) -> pd.DataFrame:
     """``fleet_sizing``, one task per cluster and policy (``run(fn, tasks)``: here or on Dask), in its
     row order. Clusters share nothing (servers and pools never span two) and one policy's sizing
     never reads another's, so each task is the local code on one cluster's VMs and one policy (or
     the baseline). Fleets have a few large clusters: tasks that fine keep every worker busy to the
     end, and the largest clusters go first."""
-    keep = in_window(start_s, end_s, window)
+    keep = in_window(start_s, end_s, (window[0], max(window[1], (judge or window)[1])))
     cluster = np.asarray(cluster)
     sized, alias = distinct(policies)
     codes, counts = np.unique(cluster[keep], return_counts=True)
@@ -370,12 +444,12 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
         i = np.flatnonzero((cluster == code) & keep)
         vms = (np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i], sockets_per_server,
                np.asarray(cores)[i], np.asarray(memory_gb)[i])
-        tasks.append((*vms, {}, *rest, True))
-        tasks += [(*vms, {name: np.asarray(v)[i]}, *rest, False) for name, v in sized.items()]
+        tasks.append((*vms, {}, *rest, True, judge))
+        tasks += [(*vms, {name: np.asarray(v)[i]}, *rest, False, judge) for name, v in sized.items()]
     parts = run(_quiet_sizing, tasks)
     if not parts:
         return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                            pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
+                            pool_sockets, window, server_vcpus, max_move_rate, pool_aware, judge)
     table = with_aliases(pd.concat([p for p in parts if len(p)], ignore_index=True), alias)
     rank = {name: r for r, name in enumerate(["all_local", *policies])}
     k_rank = {k: r for r, k in enumerate(pool_sockets)} | {0: -1}

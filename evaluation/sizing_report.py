@@ -27,19 +27,24 @@ def recommend(curve: pd.DataFrame, tolerance: float) -> pd.Series | None:
 
 
 def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
-    """Per policy and pool size, the whole fleet: DRAM required against the all-local baseline."""
+    """Per policy and pool size, the whole fleet: DRAM required (bought, topped up where the judged window
+    needed more) against the all-local baseline; ``savings_bought``: before the top-up."""
     base = table[table.policy == "all_local"]
-    base_gb, base_peak = base.required_gb.sum(), base.peak_required_gb.sum()
+    base_gb, base_peak, base_bought = base.required_gb.sum(), base.peak_required_gb.sum(), base.bought_gb.sum()
     t = table[table.policy != "all_local"].assign(local_gb=lambda d: d.local_gb_per_server * d.servers,
                                                   pool_gb=lambda d: d.gb_per_pool * d.pools)
     out = t.groupby(["policy", "pool_sockets"], sort=False)[
-        ["required_gb", "peak_required_gb", "servers", "pools", "moves", "stuck", "window_vms", "local_gb", "pool_gb"]
+        ["required_gb", "bought_gb", "peak_required_gb", "servers", "pools", "moves", "stuck", "window_vms",
+         "judged_moves",
+         "judged_stuck", "judged_vms", "local_gb", "pool_gb"]
     ].sum().reset_index()
     out["all_local_gb"], out["all_local_peak_gb"] = base_gb, base_peak
     out["savings"] = 1 - out.required_gb / base_gb if base_gb else 0.0
+    out["savings_bought"] = 1 - out.bought_gb / base_bought if base_bought else 0.0
     out["savings_per_server_peaks"] = 1 - out.peak_required_gb / base_peak if base_peak else 0.0
     out["server_cost_saving"] = out.savings * sp.dram_cost_share
     out["move_rate"] = out.moves / out.window_vms.clip(lower=1)
+    out["judged_move_rate"] = out.judged_moves / out.judged_vms.clip(lower=1)
     out["local_gb_per_server"] = out.local_gb / out.servers.clip(lower=1)
     out["gb_per_pool"] = out.pool_gb / out.pools.clip(lower=1)
     return out.drop(columns=["local_gb", "pool_gb"])
@@ -82,28 +87,32 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
     sizing answer and what the served policy saves."""
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
+    judged_rate = float(base.judged_moves.sum() / max(base.judged_vms.sum(), 1))
     all_local = {"savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0,
                  "local_gb_per_server": round(float(base.required_gb.sum() / max(base.servers.sum(), 1)), 5),
-                 "move_rate": round(float(base.moves.sum() / max(base.window_vms.sum(), 1)), 5)}
+                 "move_rate": round(float(base.moves.sum() / max(base.window_vms.sum(), 1)), 5),
+                 "judged_move_rate": round(judged_rate, 5)}
     policies: dict[str, Any] = {}
     for name, curve in fleet.groupby("policy", sort=False):
         rec = recommend(curve, sp.recommend_tolerance)
         policies[name] = {
             "recommended_pool_sockets": 0 if rec is None else int(rec.pool_sockets),   # 0: no pool, all local
             "recommended": all_local if rec is None else {k: round(float(rec[k]), 5) for k in (
-                "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate")},
+                "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate",
+                "judged_move_rate")},
             "realized_mispredictions": realized.get(name, {}),
         }
         if name in head.index:
             r = head.loc[name]
             policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
-                "savings", "savings_per_server_peaks", "server_cost_saving", "move_rate", "local_gb_per_server",
-                "gb_per_pool")}
+                "savings", "savings_bought", "savings_per_server_peaks", "server_cost_saving", "move_rate",
+                "judged_move_rate", "local_gb_per_server", "gb_per_pool")}
     return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
             "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
             "servers": int(base.servers.sum()), "max_move_rate": sp.max_move_rate,
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
+            "judged_vms": int(base.judged_vms.sum()), "all_local_judged_move_rate": round(judged_rate, 5),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
             "misprediction_budget": budget, "answer": answer(policies, budget),
@@ -114,7 +123,10 @@ def print_report(m: dict[str, Any]) -> None:
     print(f"simulate: {m['window_vms']} VMs created in the window ({m['window']}); {m['warmup_vms_alive_at_window_start']} "
           f"warm-up VMs alive at its start (all local in every policy); {m['servers']} servers in {m['clusters']} "
           f"clusters ({m['assignment']}); moves <= {m['max_move_rate']:.1%} of VMs")
-    print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'mispredicted':>13s}  recommended")
+    print(f"simulate: DRAM judged on {m['judged_vms']} VMs; what all local bought moved "
+          f"{100 * m['all_local_judged_move_rate']:.2f}% of them (a cluster over the move budget buys more)")
+    print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'judged':>7s} "
+          f"{'mispredicted':>13s}  recommended")
     for name, p in m["policies"].items():
         h = p.get("at_headline", {})
         mis = ", ".join(f"{100 * v:.2f}% @{r}" for r, v in p["realized_mispredictions"].items()) or "-"
@@ -126,6 +138,7 @@ def print_report(m: dict[str, Any]) -> None:
                   f"({100 * rec['server_cost_saving']:+.2f}% server cost)")
         print(f"simulate {name:16s} {100 * h.get('savings', np.nan):+8.2f}% "
               f"{100 * h.get('savings_per_server_peaks', np.nan):+9.2f}% {100 * h.get('move_rate', np.nan):5.2f}% "
+              f"{100 * h.get('judged_move_rate', np.nan):6.2f}% "
               f"{mis:>13s}  {advice}")
     for ratio, a in m["answer"].items():
         print(f"simulate answer at {ratio}: {a['policy']} ({100 * a['realized_mispredictions']:.2f}% mispredicted, "

@@ -31,6 +31,10 @@ sum of per-server and per-pool peaks, as in Pond's Fig. 3). ``simulate.pool_caps
 policy with no VM over a share of its memory on the pool (``models.decision``): the same safe
 decisions, spread evenly, which per-server and per-pool peaks reward.
 
+Bought ahead (``simulate.buy_days``): the measured window's first days buy each cluster's DRAM, the rest
+judges it (``evaluation.sizing``): arrivals that no longer fit are counted, and a cluster over the move
+budget buys more. Savings, mispredictions and per-server peaks are then those of the judged days.
+
 The metrics' ``answer`` is, per ratio, the nightly policy within the budget that saves the most;
 ``served`` is the one the service applies (``optimize.serve``, ``optimize.pool_cap``), which is
 replayed under its own name when no other row is it.
@@ -154,6 +158,21 @@ def _measured(window: tuple[int, int], label: str, sp: SimParams, nightly: bool,
                             "days of their VMs filling servers"
 
 
+def bought_ahead(window: tuple[int, int], label: str, buy_days: int, t0: pd.Timestamp
+                 ) -> tuple[tuple[int, int], tuple[int, int], str]:
+    """(the window the DRAM is bought on, the one it is judged on, the label): the measured window's first
+    ``buy_days`` buy, the rest judges (at least a day of it); both are the window when ``buy_days`` is 0."""
+    cut = min(window[0] + 86400 * buy_days, window[1] - 86400)
+    if cut <= window[0]:
+        if buy_days:
+            print(f"simulate: the window is too short to buy DRAM on its first {buy_days} days and judge it on "
+                  "the rest: bought on the window it is judged on")
+        return window, window, label
+    first = t0 + pd.Timedelta(seconds=cut)
+    return (window[0], cut), (cut, window[1]), f"{label}; DRAM bought on its first {(cut - window[0]) / 86400:g} " \
+                                               f"days, judged from {first:%Y-%m-%d %H:%M}"
+
+
 def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...], caps: tuple[float, ...] = ()
                       ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], np.ndarray, dict]:
     """((start, end) seconds, window, created-in-window mask, decisions per (policy, ratio)) as `simulate`
@@ -240,12 +259,13 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     for f in sp.static_fractions:
         decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, split, f)
     decided, (window, label) = created_in, _measured(window, label, sp, nights is not None, s.t0)
-    created_in = (start >= window[0]) & (start < window[1])
+    bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
+    created_in = (start >= judged[0]) & (start < judged[1])
 
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
-            mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, window,
+            mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, bought,
             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
-            placement.assignment == "first_fit" and sp.placement == "pool_aware")
+            placement.assignment == "first_fit" and sp.placement == "pool_aware", None if judged == bought else judged)
     if client is None:
         table = fleet_sizing(*args)
     else:
@@ -257,7 +277,7 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
                          raw_dir, params.optimize.pdm, sp.latency_ratios if nights is not None else (), rates)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
-                             int(((start < window[0]) & (end > window[0]) & ~decided).sum()), names)
+                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names)
     write_json(metrics_path, metrics)
     with AtomicDir(out_dir) as tmp:
         table.to_csv(tmp / "sizing_by_cluster.csv", index=False)

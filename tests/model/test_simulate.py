@@ -147,3 +147,35 @@ def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw,
     assert len(keep) == 4 and min(keep) >= 0
     assert sorted(keep) == [got["keep"][f"static_{s}pct"]["at_headline"]["savings_per_server_peaks"]
                             for s in (10, 15, 30, 50)]          # a larger share saves more
+
+
+def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw, tmp_path):
+    """simulate.buy_days (issue 47): the window's first days buy each cluster's DRAM, the rest judges it. What
+    was bought is never returned (required >= bought), what fell short on the judged days is counted and
+    topped up; the per-server peaks are those of the judged days, where a fixed split still never costs."""
+    import yaml
+
+    from pipelines.cli import main
+
+    got = {}
+    for days in (0, 2):
+        params = small_params()
+        params["simulate"] |= {"placement": "keep", "buy_days": days}
+        (tmp_path / f"{days}.yaml").write_text(yaml.safe_dump(params))
+        metrics = tmp_path / f"{days}.json"
+        assert main(["--quiet", "--params", str(tmp_path / f"{days}.yaml"), "simulate", "--static-only",
+                     "--raw", str(small_raw), "--out", str(tmp_path / str(days)), "--metrics", str(metrics),
+                     "--plots", str(tmp_path / f"{days}_plots")]) == 0
+        got[days] = (json.loads(metrics.read_text()), pd.read_csv(tmp_path / str(days) / "sizing_by_cluster.csv"))
+    fitted, table = got[0]
+    assert (table.bought_gb == table.required_gb).all() and (table.judged_moves == table.moves).all()
+    assert (table.judged_vms == table.window_vms).all()
+    ahead, table = got[2]
+    assert "DRAM bought on its first 2 days, judged from" in ahead["window"]
+    assert ahead["window_vms"] == table[table.policy == "all_local"].judged_vms.sum() < fitted["window_vms"]
+    assert (table.required_gb >= table.bought_gb - 1e-9).all()
+    held = table.judged_moves <= np.floor(ahead["max_move_rate"] * table.judged_vms + 1e-9)
+    assert (table[held].required_gb == table[held].bought_gb).all()      # what held is not topped up
+    assert (~held).any()                                                 # and the judged days do matter here
+    peaks = [p["at_headline"]["savings_per_server_peaks"] for name, p in ahead["policies"].items()]
+    assert len(peaks) == 4 and min(peaks) >= 0
