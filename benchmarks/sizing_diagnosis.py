@@ -56,7 +56,7 @@ def main() -> None:
         table = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
                              vms.vcpus.to_numpy(float), mem, decided, (8, 16, 32), w,
                              sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
-                             placement.assignment == "first_fit")
+                             placement.assignment != "trace")
         fleet = summarize_sizing(table, sp)
         summary["servers"] = int(fleet.servers.iloc[0])
         for r in fleet.itertuples():

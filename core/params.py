@@ -243,6 +243,10 @@ class SimParams(Section):
         "a trace that names no server: pool_aware (each policy placed afresh by a first fit that knows its "
         "split) or keep (the all-local first fit's servers kept under every policy, as a trace's own; a VM "
         "that no longer fits moves)"))
+    packing: Literal["first_fit", "best_fit"] = Field("first_fit", description=(
+        "the scheduler that places a trace that names no server, all local: first_fit (the lowest-numbered server "
+        "that holds the VM) or best_fit (the one its vCPUs leave the fewest free on: production's packing); also "
+        "calibrate's servers for Fig. 2a and Fig. 3"))
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
     pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),

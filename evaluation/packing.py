@@ -1,9 +1,11 @@
-"""First-fit placement of VMs on servers, for traces that carry no ``server_id`` (Azure V2 vmtable).
+"""Placement of VMs on servers, for traces that carry no ``server_id`` (Azure V2 vmtable).
 
 The rule, applied per cluster: events are replayed in time order (at the same second,
 departures before arrivals, arrivals by creation time then row order); an arriving VM goes to
-the lowest-numbered server whose free vCPUs and free memory both hold it, a new server being
-opened when none does. A VM larger than a server gets a server of its own (its size), recorded
+the lowest-numbered server whose free vCPUs and free memory both hold it (``first_fit``), or to
+the open server its vCPUs leave the fewest free on, ties to the lowest number (``best_fit``: the
+packing rule of production allocators such as Azure's Protean, which fill servers' cores so that
+whole servers stay free for large VMs), a new server being opened when none does. A VM larger than a server gets a server of its own (its size), recorded
 as oversized. Servers, not sockets, are the unit: DRAM is bought per server, and a socket holds
 too few VMs for their peaks to be representative of a fleet's.
 
@@ -15,9 +17,12 @@ lowest-numbered fitting server in O(log servers) per arrival in practice.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+
+Rule = Literal["first_fit", "best_fit"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ def _kernel():
     import numba
 
     @numba.njit(cache=True)
-    def first_fit(ev_vm, ev_arrival, cores, mem, cap_c, cap_m):  # pragma: no cover - compiled
+    def first_fit(ev_vm, ev_arrival, cores, mem, cap_c, cap_m, best):  # pragma: no cover - compiled
         n = cores.shape[0]
         size = 1
         while size < max(n, 1):
@@ -47,7 +52,17 @@ def _kernel():
             if ev_arrival[e]:
                 c, m = cores[v], mem[v]
                 found = -1
-                if c <= cap_c and m <= cap_m:
+                if c <= cap_c and m <= cap_m and best:
+                    left = 0.0          # best fit: the open server its vCPUs leave the fewest free on
+                    for t in range(n_open):
+                        if tc[t + size] >= c and tm[t + size] >= m and (found < 0 or tc[t + size] - c < left):
+                            found, left = t, tc[t + size] - c
+                    if found < 0:
+                        found = n_open
+                    leaf = found + size
+                    tc[leaf] -= c
+                    tm[leaf] -= m
+                elif c <= cap_c and m <= cap_m:
                     stack[0] = 1
                     top = 1
                     while top > 0:
@@ -95,8 +110,8 @@ _FIRST_FIT = None
 
 
 def first_fit(start_s: np.ndarray, end_s: np.ndarray, vcpus: np.ndarray, memory_gb: np.ndarray,
-              shape: ServerShape) -> tuple[np.ndarray, np.ndarray]:
-    """Server index (0, 1, ...) and oversized flag per VM of one cluster."""
+              shape: ServerShape, rule: Rule = "first_fit") -> tuple[np.ndarray, np.ndarray]:
+    """Server index (0, 1, ...) and oversized flag per VM of one cluster, placed by ``rule``."""
     global _FIRST_FIT
     if _FIRST_FIT is None:
         _FIRST_FIT = _kernel()
@@ -107,12 +122,13 @@ def first_fit(start_s: np.ndarray, end_s: np.ndarray, vcpus: np.ndarray, memory_
     vm = np.concatenate([np.arange(n), np.arange(n)])
     order = np.lexsort((vm, arrival, t))   # by time, departures first, then row order
     return _FIRST_FIT(vm[order].astype(np.int64), arrival[order], np.asarray(vcpus, float),
-                      np.asarray(memory_gb, float), float(shape.vcpus), float(shape.memory_gb))
+                      np.asarray(memory_gb, float), float(shape.vcpus), float(shape.memory_gb), rule == "best_fit")
 
 
 def assign_servers(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, shape: ServerShape,
-                   cluster_col: str = "cluster_id") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(cluster code, server index within the cluster, oversized) per VM, by first fit per cluster."""
+                   cluster_col: str = "cluster_id", rule: Rule = "first_fit"
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cluster code, server index within the cluster, oversized) per VM, by ``rule`` per cluster."""
     codes, _ = pd.factorize(vms[cluster_col], sort=True)
     unit = np.empty(len(vms), np.int64)
     oversized = np.empty(len(vms), bool)
@@ -121,5 +137,5 @@ def assign_servers(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, sh
     for lo, hi in zip(bounds[:-1], bounds[1:]):   # one compiled replay per cluster
         idx = order[lo:hi]
         unit[idx], oversized[idx] = first_fit(start_s[idx], end_s[idx], vms["vcpus"].to_numpy(float)[idx],
-                                              vms["memory_gb"].to_numpy(float)[idx], shape)
+                                              vms["memory_gb"].to_numpy(float)[idx], shape, rule)
     return codes, unit, oversized

@@ -24,7 +24,7 @@ class Placement:
     cluster: np.ndarray
     host: np.ndarray
     sockets_per_host: int
-    assignment: str           # "trace" (server_id given) or "first_fit"
+    assignment: str           # "trace" (server_id given), or the scheduler's rule: "first_fit" | "best_fit"
     oversized: int            # VMs larger than a socket, given a socket of their own
 
 
@@ -37,7 +37,7 @@ def require_group_column(vms: pd.DataFrame, column: str) -> None:
 
 def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: SimParams,
           cluster_col: str = "cluster_id", trace_servers: bool | None = None) -> Placement:
-    """The trace's servers when every VM names one; otherwise first fit on servers (evaluation.packing).
+    """The trace's servers when every VM names one; otherwise ``params.packing`` on servers (evaluation.packing).
 
     ``cluster_col`` groups the servers (and pools, which never cross a group); an Azure V2 trace,
     whose cluster stands in for a deployment, is better packed by ``region``. ``trace_servers``:
@@ -54,8 +54,8 @@ def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: Sim
         return Placement(cluster, codes - first.to_numpy()[codes], params.sockets_per_server, "trace", 0)
     k = params.sockets_per_server
     shape = ServerShape(k * params.socket_vcpus, k * params.socket_memory_gb)
-    cluster, host, oversized = assign_servers(vms, start_s, end_s, shape, cluster_col)
-    return Placement(cluster, host, k, "first_fit", int(oversized.sum()))
+    cluster, host, oversized = assign_servers(vms, start_s, end_s, shape, cluster_col, params.packing)
+    return Placement(cluster, host, k, params.packing, int(oversized.sum()))
 
 
 class Sweep:

@@ -5,9 +5,9 @@ use it. Pond measured it on production clusters: the daily average share of stra
 clusters with 75% of cores scheduled and over 10% at about 85%, and the 95th percentile reaches 25% at
 high utilization.
 
-Here the VMs are placed as the pool simulator places a trace that names no server (``packing.first_fit``:
-the lowest-numbered server of its cluster where the VM's vCPUs and memory fit, a new one opened when none
-does), on servers with Pond's cores (96 vCPUs) and the DRAM a provider would have bought for them before the
+Here the VMs are placed as the pool simulator places a trace that names no server (``evaluation.packing``,
+``simulate.packing``: first fit, the lowest-numbered server of its cluster where the VM's vCPUs and memory
+fit, or best fit, the one its vCPUs leave the fewest free on; a new one opened when none does), on servers with Pond's cores (96 vCPUs) and the DRAM a provider would have bought for them before the
 measured window: the GB per vCPU the warm-up's VMs rented, times the server's vCPUs, rounded up to
 ``DIMM_GB`` (``bought_server``). Servers of a fixed 768 GB would strand half their memory under a mix that
 rents 4 GB per vCPU, which no provider buys. Every hour, per cluster: the cores scheduled (vCPUs of running VMs over
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evaluation.packing import ServerShape, assign_servers
+from evaluation.packing import Rule, ServerShape, assign_servers
 
 WARMUP_DAYS = 7
 DIMM_GB = 32.0          # DRAM is bought in whole DIMMs per server (2 sockets x 8 channels of 16-64 GB)
@@ -70,11 +70,12 @@ class Placed:
         return np.r_[0, np.cumsum(self.servers)[:-1]][self.cluster] + self.server
 
 
-def place(vms: pd.DataFrame, shape: ServerShape | None = None) -> Placed:
-    """The simulator's first fit on ``shape`` servers (default: ``bought_server``), once for every figure."""
+def place(vms: pd.DataFrame, shape: ServerShape | None = None, rule: Rule = "first_fit") -> Placed:
+    """The simulator's scheduler (``rule``) on ``shape`` servers (default: ``bought_server``), once for every
+    figure."""
     shape = shape or bought_server(vms)
     start, end, horizon = timeline(vms)
-    codes, server, _ = assign_servers(vms, start, end, shape)
+    codes, server, _ = assign_servers(vms, start, end, shape, rule=rule)
     servers = np.zeros(int(codes.max()) + 1 if len(codes) else 0, np.int64)
     np.maximum.at(servers, codes, server + 1)
     return Placed(shape, start, end, horizon, codes, server, servers)

@@ -11,6 +11,7 @@ import pandas as pd
 from evaluation.calibration import (fig3_checks, fleet_checks, full_pool_slowdown, json_number, lab_checks, report,
                                     shape_checks, stranding_checks)
 from evaluation.fixed_pools import fixed_share_savings
+from evaluation.packing import Rule
 from evaluation.stranding import by_utilization, cluster_days, place
 from evaluation.plots import pyplot, save_figure
 from telemetry.atomic import write_json
@@ -21,21 +22,23 @@ from telemetry.storage import Location
 FIG3_SHARES, FIG3_SOCKETS = (0.1, 0.3, 0.5), (8, 16, 32, 64)   # Pond Fig. 3's shares and pool sizes
 
 
-def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Path) -> dict[str, Any]:
+def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Path, packing: Rule = "first_fit"
+        ) -> dict[str, Any]:
     t = read_tables(raw_dir, ["workloads", "slowdowns", "vms"])
     vm_feats = pd.read_parquet(features_dir / "vm_features.parquet", columns=["vm_id", "has_history"])
     checks = lab_checks(t["workloads"], t["slowdowns"]) + fleet_checks(t["vms"], vm_feats["has_history"])
     out = report(checks)
     # Issue 47's figures, beside the headline until the built-in fleet's default shape is Azure's: its shape
     # against the public trace, Fig. 2a's stranding and Fig. 3's fixed pool shares, on the simulator's first fit
-    placed = place(t["vms"])                # once, for Fig. 2a and Fig. 3
+    placed = place(t["vms"], rule=packing)  # once, for Fig. 2a and Fig. 3
     server = placed.shape
     levels = by_utilization(cluster_days(t["vms"], placed))
     fig3 = fixed_share_savings(t["vms"], FIG3_SHARES, FIG3_SOCKETS, placed=placed)
     pond = shape_checks(t["vms"]) + stranding_checks(levels) + fig3_checks(fig3)
     out["azure_shape_and_stranding"] = {**report(pond), "stranding": {str(k): {m: json_number(x) for m, x in v.items()}
                                                                       for k, v in levels.items()},
-                                        "server": {"vcpus": server.vcpus, "memory_gb": server.memory_gb},
+                                        "server": {"vcpus": server.vcpus, "memory_gb": server.memory_gb,
+                                                   "packing": packing},
                                         "fig3_savings_pct": {f"{f:g}": {str(k): json_number(100 * x) for k, x in zip(
                                             g.pool_sockets, g.savings)} for f, g in fig3.groupby("share")}}
     write_json(metrics_path, out)

@@ -216,7 +216,9 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.stage == "calibrate":
             from pipelines import calibrate
-            calibrate.run(args.raw, args.features, args.metrics, args.plots)
+            params = _params_if_any(args.params)      # calibrate runs on a team's tables without a project too
+            calibrate.run(args.raw, args.features, args.metrics, args.plots,
+                          params.simulate.packing if params is not None else "first_fit")
             return 0
         from core.params import Params, load
         if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():

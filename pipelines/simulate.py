@@ -265,7 +265,7 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, bought,
             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
-            placement.assignment == "first_fit" and sp.placement == "pool_aware", None if judged == bought else judged)
+            placement.assignment != "trace" and sp.placement == "pool_aware", None if judged == bought else judged)
     if client is None:
         table = fleet_sizing(*args)
     else:

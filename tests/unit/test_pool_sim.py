@@ -33,6 +33,16 @@ def test_first_fit_cores_bind_and_oversized_vm_gets_its_own_server() -> None:
     assert oversized.tolist() == [False, False, False, True]
 
 
+def test_best_fit_packs_the_server_its_cores_leave_fullest() -> None:
+    # a (2 vCPUs) opens server 0; b (3) does not fit beside it and opens server 1 (1 left); c (1 vCPU) fits
+    # both: first fit takes the lowest number, best fit the server it fills (1 free -> 0), as production packs.
+    start, end, cores, mem = np.array([0, 1, 2]), np.array([9, 9, 9]), np.array([2, 3, 1]), np.ones(3)
+    assert first_fit(start, end, cores, mem, ServerShape(4, 10))[0].tolist() == [0, 1, 0]
+    assert first_fit(start, end, cores, mem, ServerShape(4, 10), "best_fit")[0].tolist() == [0, 1, 1]
+    mem = np.array([1.0, 2.0, 9.0])          # memory binds too: c's 9 GB fit server 0 (9 free), not 1 (8)
+    assert first_fit(start, end, cores, mem, ServerShape(4, 10), "best_fit")[0].tolist() == [0, 1, 0]
+
+
 def test_zero_length_vm_is_placed_and_freed() -> None:
     server, _ = first_fit(np.array([5, 5]), np.array([5, 6]), np.array([4, 4]), np.array([1.0, 1.0]), ServerShape(4, 10))
     assert server.tolist() == [0, 1]    # it holds its server for one second
