@@ -274,6 +274,17 @@ class BacktestParams(Section):
         description="nightly jobs replayed, ending at base.as_of; their next days are simulate's window")
 
 
+class QosParams(Section):
+    """params.yaml ``qos``: the QoS monitor as the replay runs it (Pond §4.4, §6.4.3; ``evaluation.qos``)."""
+
+    section = "qos"
+    threshold: float = Field(0.5, gt=0, le=1, description=(
+        "a VM on the pool is flagged when its own first-hour counters give a probability of exceeding the PDM of at "
+        "least this (the service's POND_QOS_THRESHOLD default, /v1/qos)"))
+    max_mitigated_share: float = Field(0.01, ge=0, le=1, description=(
+        "mitigations per day, share of the day's VMs (Pond: up to 1%); a flagged VM past it stays as placed"))
+
+
 class GateParams(Section):
     """params.yaml ``register``."""
 
@@ -333,6 +344,7 @@ with warnings.catch_warnings():
         optimize: OptimizeParams = Field(default_factory=OptimizeParams)
         backtest: BacktestParams = Field(default_factory=BacktestParams)
         simulate: SimParams = Field(default_factory=SimParams)
+        qos: QosParams = Field(default_factory=QosParams)
         register: GateParams = Field(default_factory=GateParams)
         engine: EngineParams = Field(default_factory=EngineParams)
 

@@ -14,12 +14,15 @@ from core.params import GateParams
 def gate(candidate: dict[str, Any], champion: dict[str, Any] | None, budget: float,
          p: GateParams) -> tuple[bool, str]:
     """(promote, reason). ``candidate``/``champion``: realized outcomes of the policy each serves
-    (evaluation.combined.summarize, and ``served_policy``). A changed ``optimize.serve`` is the
-    operator's choice: it passes on the budget alone, since the policies put memory on the pool
-    differently (what each saves is simulate's answer, not pool share)."""
-    mis, pool = candidate["mispredictions_conservative"], candidate["pool_share"]
+    (evaluation.combined.summarize and evaluation.qos.summarize, and ``served_policy``). The budget bounds the
+    mispredictions the QoS monitor leaves slowed (``mispredictions_unmitigated``; the raw figure is in the reason).
+    A changed ``optimize.serve`` is the operator's choice: it passes on the budget alone, since the policies put
+    memory on the pool differently (what each saves is simulate's answer, not pool share)."""
+    raw, pool = candidate["mispredictions_conservative"], candidate["pool_share"]
+    mis = candidate.get("mispredictions_unmitigated", raw)
     if mis > budget:
-        return False, f"realized mispredictions {mis:.2%} exceed the budget {budget:.2%}"
+        return False, (f"realized mispredictions {mis:.2%} after the QoS monitor ({raw:.2%} before) exceed the "
+                       f"budget {budget:.2%}")
     if champion is None:
         return True, f"no champion yet; realized mispredictions {mis:.2%} within the budget {budget:.2%}"
     mine, theirs = candidate.get("served_policy", "combined"), champion.get("served_policy", "combined")

@@ -55,10 +55,14 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         row(f"next day {_get(m, 'evaluate', 'day')}, {what}: pool share, realized mispredictions", "evaluate",
             None if not c else
             f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "
-            f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})")
+            f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})"
+            + ("" if c.get("mispredictions_unmitigated") is None else
+               f"; {_pct(c['mispredictions_unmitigated'], 2)} left slowed after {_pct(c.get('mitigations'), 2)} "
+               "mitigated by the QoS monitor"))
     b = m.get("backtest", {})
-    row("backtest: nights within budget, mean regret", "backtest", None if not b else
-        f"{b.get('nights_within_budget')} of {b.get('nights')}, {100 * b.get('regret_mean', float('nan')):.2f} points")
+    row("backtest: nights within budget after the QoS monitor (before), mean regret", "backtest", None if not b else
+        f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}, "
+        f"{100 * b.get('regret_mean', float('nan')):.2f} points")
     s = _get(m, "simulate", "savings_at_headline") or {}
     sockets = _get(m, "simulate", "headline_pool_sockets")
     row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else

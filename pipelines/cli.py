@@ -250,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "evaluate":
             from pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,
-                         params.engine)
+                         params.engine, qos=params.qos)
         elif args.stage == "register":
             from models.bundle import BundlePaths
             from pipelines import register

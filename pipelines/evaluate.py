@@ -14,8 +14,10 @@ import pandas as pd
 
 from core.engine import run_all, session
 from core.errors import ConfigError
-from core.params import EngineParams
+from core.params import EngineParams, QosParams
 from evaluation.combined import outcomes, summarize
+from evaluation.qos import monitor_scores, watch
+from evaluation.qos import summarize as monitor_summary
 from evaluation.truth import measured_truth, truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
@@ -30,10 +32,12 @@ STATIC_FRACTIONS = (0.10, 0.15)
 
 
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, engine: EngineParams | None = None, client: Any = None) -> dict[str, Any]:
+        metrics_path: Path, plots_dir: Path, engine: EngineParams | None = None, client: Any = None,
+        qos: QosParams | None = None) -> dict[str, Any]:
     """``engine.backend: dask``: the day's VMs are scored on the cluster, one slice per worker
     (``client``: the caller's, as `backtest` keeps one for all its nights; else this stage's own,
-    started once the inputs are read)."""
+    started once the inputs are read). ``qos``: the QoS monitor replayed on every policy (``evaluation.qos``)."""
+    qos = qos or QosParams()
     policy = read_policy(policy_path)
     files = ModelFiles.from_policy(policy, li_dir, um_dir)
     day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
@@ -52,6 +56,8 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]
+    p_exceed = monitor_scores(files.load(), vms, raw_dir)
+    created = vms["created_at"].to_numpy()
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
         **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
@@ -61,13 +67,15 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     with AtomicDir(out_dir) as tmp:
         for name, (knobs, um_raw) in variants.items():
             d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-            out = outcomes(vms, d, table, policy["pdm"], measured)
-            metrics[name] = summarize(out, rate)
+            out = watch(outcomes(vms, d, table, policy["pdm"], measured), p_exceed, created, qos.threshold,
+                        qos.max_mitigated_share)
+            metrics[name] = summarize(out, rate) | monitor_summary(out, rate)
             if name == "served":
                 out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"]) \
                    .to_parquet(tmp / "decisions.parquet", index=False)
-    for name in ("combined", "served"):
-        metrics[name]["within_budget"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
+    for name in ("combined", "served"):     # the budget bounds what the monitor leaves slowed (Pond §6.4.3)
+        metrics[name]["within_budget"] = metrics[name]["mispredictions_unmitigated"] <= metrics["budget"]
+        metrics[name]["within_budget_raw"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
     metrics["served_policy"] = served_name(policy)
     c = metrics["served"]
     if c["lab_truth_share"] < 1.0:
@@ -88,10 +96,13 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     rows[["policy", "pool_share", "mispredictions_conservative", "mispredictions_severe"]].round(5) \
         .to_csv(plots_dir / "policies.csv", index=False)
     _plot(rows, metrics["budget"], plots_dir / "policies.png")
-    print(f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row 'served'")
+    print(f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row 'served'; "
+          f"the QoS monitor mitigates up to {qos.max_mitigated_share:.0%} of the VMs (flag at P(exceed) >= "
+          f"{qos.threshold:g})")
     for r in rows.itertuples():
         print(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted {100 * r.mispredictions_conservative:5.2f}% "
-              f"(severe {100 * r.mispredictions_severe:5.2f}%)")
+              f"(severe {100 * r.mispredictions_severe:5.2f}%), unmitigated {100 * r.mispredictions_unmitigated:5.2f}% "
+              f"after {100 * r.mitigations:4.2f}% mitigated ({100 * r.false_alarms:4.2f}% false alarms)")
     return metrics
 
 

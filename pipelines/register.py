@@ -16,8 +16,10 @@ from typing import Any
 import pandas as pd
 
 from core.errors import ConfigError, RegistryError
-from core.params import Params
-from evaluation.combined import realized
+from core.params import Params, QosParams
+from evaluation.combined import outcomes, summarize
+from evaluation.qos import monitor_scores, watch
+from evaluation.qos import summarize as monitor_summary
 from evaluation.truth import measured_truth, truth_table
 from evaluation.gate import gate
 from models import bundle
@@ -34,8 +36,10 @@ CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
 
 
-def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location) -> dict[str, Any]:
-    """A registered bundle's served policy, realized on ``vms`` as `evaluate` realizes it."""
+def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams | None = None
+                    ) -> dict[str, Any]:
+    """A registered bundle's served policy, realized on ``vms`` as `evaluate` realizes it, its QoS monitor too."""
+    qos = qos or QosParams()
     paths = BundlePaths.of(bundle_dir)
     policy = read_policy(paths.policy)
     models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
@@ -43,8 +47,11 @@ def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location) -> d
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
                policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy["latency_ratio"])
-    return {**realized(vms, d, table, policy["pdm"], policy["li"]["error_rate"],
-                       measured_truth(raw_dir, policy["latency_ratio"], vms)), "served_policy": served_name(policy)}
+    out = watch(outcomes(vms, d, table, policy["pdm"], measured_truth(raw_dir, policy["latency_ratio"], vms)),
+                monitor_scores(models, vms, raw_dir), vms["created_at"].to_numpy(), qos.threshold,
+                qos.max_mitigated_share)
+    rate = policy["li"]["error_rate"]
+    return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:
@@ -87,11 +94,12 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
         if champ_version is not None:
             champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
             bundle.verify(champ_dir)
-            champ = evaluate_bundle(champ_dir, day_vms, raw_dir)
+            champ = evaluate_bundle(champ_dir, day_vms, raw_dir, params.qos)
         promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         mlflow.log_artifacts(str(dst), artifact_path="bundle")
         mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],
+                            "realized.mispredictions_unmitigated": candidate["mispredictions_unmitigated"],
                             "realized.pool_share": candidate["pool_share"], "promoted": float(promote)})
         if _registry(f"looking up {gp.model_name}", client.get_registered_model, gp.model_name) is None:
             client.create_registered_model(gp.model_name, description="Pond zNUMA sizing bundle (policy, LI + UM "

@@ -36,6 +36,10 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     assert (nights.regret == nights.hindsight_pool - nights.chosen_pool).all()
     within = nights.chosen_mispredictions <= nights.budget
     assert (nights.regret[within] >= -1e-12).all()   # a feasible choice can never beat the hindsight best
+    # the QoS monitor (issue 48): it only takes mispredictions away, at most 1% of each day's VMs
+    assert (nights.realized_unmitigated <= nights.realized_mispredictions + 1e-12).all()
+    assert (nights.realized_mispredictions - nights.realized_unmitigated <= nights.mitigations + 1e-12).all()
+    assert (nights.mitigations <= 0.01 + 1e-12).all() and (nights.false_alarms <= nights.mitigations).all()
 
 
 def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(small_raw, small_bundle, tmp_path):

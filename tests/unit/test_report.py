@@ -16,7 +16,9 @@ METRICS = {
     "train_um": {"gbm.um_at_op4": 0.287, "static.um_at_op4": 0.063},
     "optimize": {"li_threshold": 0.52, "um_target_op": 0.005, "pool_share": 0.487, "mispredictions_bound": 0.0199},
     "evaluate": {"day": "2026-01-29", "budget": 0.02, "combined": {"pool_share": 0.5, "mispredictions_conservative":
-                                                                    0.0191, "mispredictions_worst_case": 0.0255},
+                                                                    0.0191, "mispredictions_worst_case": 0.0255,
+                                                                    "mispredictions_unmitigated": 0.0094,
+                                                                    "mitigations": 0.01},
                  "served": {"pool_share": 0.17, "mispredictions_conservative": 0.0081,
                             "mispredictions_worst_case": 0.0102}, "served_policy": "um_only"},
     "simulate": {"headline_pool_sockets": 16, "savings_at_headline": {"combined_r1.82": 0.09, "combined_r2.22": 0.07,
@@ -36,7 +38,8 @@ def test_headline_rows_read_each_stage():
     assert rows["LI at FP 2%, held-out workloads (182%, PDM 5)"] == "45.4% (random_forest; best rule dram_bound 45.1%)"
     assert rows["UM at OP 4%, backtest nights"] == "28.7% (static fraction 6.3%)"
     day = "next day 2026-01-29, {}: pool share, realized mispredictions"
-    assert rows[day.format("Pond's combined policy")] == "50.0%, 1.91% (worst case 2.55%; budget 2%)"
+    assert rows[day.format("Pond's combined policy")] == \
+        "50.0%, 1.91% (worst case 2.55%; budget 2%); 0.94% left slowed after 1.00% mitigated by the QoS monitor"
     assert rows[day.format("served (um_only)")] == "17.0%, 0.81% (worst case 1.02%; budget 2%)"
     assert rows["DRAM saved at 16-socket pools vs all local"] == \
         "combined 9.0% (182%), 7.0% (222%); UM only -; static 15% 3.0%"
@@ -45,7 +48,8 @@ def test_headline_rows_read_each_stage():
     assert rows["served policy's saving (182%)"] == \
         "combined_cap30pct_r1.82: 32 sockets, 601 GB/server + 640 GB/pool, saves 8.2% DRAM at - mispredicted"
     assert rows["registered"] == "pond-znuma night 2026-01-28: challenger"
-    assert rows["backtest: nights within budget, mean regret"] == "not run (metrics/backtest.json missing)"
+    assert rows["backtest: nights within budget after the QoS monitor (before), mean regret"] == \
+        "not run (metrics/backtest.json missing)"
 
 
 def test_markdown_has_one_row_per_figure():

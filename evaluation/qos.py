@@ -1,0 +1,83 @@
+"""Pond's QoS monitor in the replay (Pond §4.4, §6.4.3): a VM on the pool that its first window shows slowed gets
+its pool memory back as local, up to a share of the day's VMs.
+
+What the monitor sees, and when:
+
+- **An insensitive call** (pool-only, or a capped zNUMA of one): after the VM's first QoS window, its own
+  first-hour counters (``vm_counters``), scored by the LI model the policy served, as ``/v1/qos`` scores them:
+  flagged when P(exceed the PDM) = 1 - P(insensitive) is at least ``qos.threshold``. A VM without counters is not
+  seen. The flag can be wrong both ways: a missed false positive stays slowed; a false alarm costs DRAM.
+- **A zNUMA** is caught as Pond catches it: by the VM touching its zNUMA node, which the hypervisor's access bits
+  show. An overpredicted zNUMA (it touched more than its local node: ``outcomes``' ``overpredicted``) is flagged;
+  one that never touches the pool is never flagged. The data say how much a VM touched, not when, so the touch is
+  taken to show within the first window, as the counters do.
+
+Mitigation: the flagged VMs in order of creation (each flagged one window after it), up to
+``floor(max_mitigated_share x the day's VMs)``; each gets its pool memory back as local from then on
+(``mitigated_gb``). A flagged VM past the capacity stays as placed. A misprediction is *unmitigated* when the
+monitor missed it or had no capacity left: the VM stays slowed past the PDM beyond its first window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from features.history import own_features
+from models.inference import Models
+from telemetry.io import counters_source
+from telemetry.storage import Location
+
+
+def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location) -> np.ndarray:
+    """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
+    NaN for a VM without counters."""
+    own = own_features(vms["vm_id"], counters_source(raw_dir))
+    p = np.full(len(vms), np.nan)
+    if len(own):
+        row = pd.Index(own.index).get_indexer(vms["vm_id"].astype(str).to_numpy())
+        p[row >= 0] = 1.0 - models.p_insensitive(own)[row[row >= 0]]
+    return p
+
+
+def watch(out: pd.DataFrame, p_exceed: np.ndarray, created: np.ndarray, threshold: float,
+          max_share: float) -> pd.DataFrame:
+    """``out`` (``evaluation.combined.outcomes``) with what the monitor did per VM: ``flagged``, ``mitigated``,
+    ``mitigated_gb`` (pool memory given back as local), ``false_alarm`` (an insensitive call mitigated whose
+    workload is known to stay within the PDM) and ``unmitigated`` (mispredicted and not mitigated).
+    ``p_exceed``: per VM, from its own counters (NaN: none); ``created``: creation times, the order of flags."""
+    pooled = out["pool_gb"].to_numpy(float) > 0
+    called = out["li_called"].to_numpy(bool) & pooled
+    touched_pool = pooled & ~called & out["overpredicted"].to_numpy(bool)
+    with np.errstate(invalid="ignore"):
+        seen_slowed = np.asarray(p_exceed, float) >= threshold        # NaN: not seen
+    flagged = (called & seen_slowed) | touched_pool
+    capacity = int(np.floor(max_share * len(out) + 1e-9))
+    order = np.argsort(np.asarray(created), kind="stable")
+    mitigated = np.zeros(len(out), bool)
+    mitigated[order] = flagged[order] & (np.cumsum(flagged[order]) <= capacity)
+    mispredicted = out["false_positive"].to_numpy(bool) | out["overpredicted"].to_numpy(bool)
+    insensitive = out["sensitive"].to_numpy(float) == 0.0             # known to stay within the PDM
+    return out.assign(flagged=flagged, mitigated=mitigated,
+                      mitigated_gb=np.where(mitigated, out["pool_gb"].to_numpy(float), 0.0),
+                      false_alarm=mitigated & called & insensitive, unmitigated=mispredicted & ~mitigated)
+
+
+def summarize(watched: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, float | int]:
+    """The monitor's day, shares of the day's VMs (GB: of its memory). A pool-only VM without slowdown truth counts
+    the lab's error rate (as ``evaluation.combined.summarize``) unless it was mitigated."""
+    n = max(len(watched), 1)
+    gb = float(watched["memory_gb"].sum())
+    unknown = watched["li_called"] & ~watched["lab_truth"] & ~watched["mitigated"]
+    mispredicted = watched["false_positive"] | watched["overpredicted"]
+    return {
+        "mispredictions_unmitigated": float(watched["unmitigated"].sum() / n + unknown.sum() * fp_estimate_rate / n),
+        "monitor_flags": float(watched["flagged"].sum() / n),
+        "mitigations": float(watched["mitigated"].sum() / n),
+        "mitigation_capacity_reached": bool((watched["flagged"] & ~watched["mitigated"]).any()),
+        "mitigated_gb_share": float(watched["mitigated_gb"].sum() / gb) if gb else 0.0,
+        "false_alarms": float(watched["false_alarm"].sum() / n),
+        "false_alarm_gb_share": float(watched.loc[watched["false_alarm"], "mitigated_gb"].sum() / gb) if gb else 0.0,
+        "missed_by_monitor": float((mispredicted & ~watched["flagged"]).sum() / n),
+        "over_monitor_capacity": float((mispredicted & watched["flagged"] & ~watched["mitigated"]).sum() / n),
+    }

@@ -1,0 +1,69 @@
+"""The QoS monitor in the replay (evaluation.qos), on a hand-made day of 200 VMs: at 1%, it mitigates two."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evaluation.qos import summarize, watch
+
+# v3 (created first) is called insensitive and is not, yet its counters look slowed: a false alarm that takes
+# the first mitigation. v0 is a false positive the counters catch: mitigated second. v1, an overpredicted
+# zNUMA, touches its zNUMA node and v2, another caught false positive, are flagged after the capacity (2) is
+# spent: both stay slowed. v4's counters look fine (missed); v5 has no counters (not seen).
+DAY = pd.DataFrame({
+    "vm": ["v0", "v1", "v2", "v3", "v4", "v5"],
+    "created": [2, 3, 4, 1, 5, 6],
+    "li_called": [True, False, True, True, True, True],
+    "pool_gb": [16.0, 4.0, 8.0, 32.0, 8.0, 8.0],
+    "memory_gb": [16.0, 16.0, 8.0, 32.0, 8.0, 8.0],
+    "false_positive": [True, False, True, False, True, True],
+    "overpredicted": [False, True, False, False, False, False],
+    "sensitive": [1.0, np.nan, 1.0, 0.0, 1.0, 1.0],
+    "lab_truth": [True, True, True, True, True, True],
+    "p_exceed": [0.9, np.nan, 0.8, 0.7, 0.3, np.nan],
+})
+
+
+def _day() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    rest = pd.DataFrame({"vm": [f"x{i}" for i in range(194)], "created": 10 + np.arange(194), "li_called": False,
+                         "pool_gb": 0.0, "memory_gb": 8.0, "false_positive": False, "overpredicted": False,
+                         "sensitive": np.nan, "lab_truth": True, "p_exceed": 0.99})   # all local: never watched
+    day = pd.concat([DAY, rest], ignore_index=True)
+    return day.drop(columns=["p_exceed", "created"]), day["p_exceed"].to_numpy(), day["created"].to_numpy()
+
+
+def test_capacity_is_spent_in_order_of_flags_and_the_rest_stays_slowed():
+    out, p, created = _day()
+    w = watch(out, p, created, threshold=0.5, max_share=0.01).set_index("vm")
+    assert w.index[w.flagged].tolist() == ["v0", "v1", "v2", "v3"]
+    assert w.index[w.mitigated].tolist() == ["v0", "v3"]
+    assert w.index[w.false_alarm].tolist() == ["v3"]
+    assert w.index[w.unmitigated].tolist() == ["v1", "v2", "v4", "v5"]
+    assert w.mitigated_gb.sum() == 48.0                      # v0's 16 GB and v3's 32 back to local
+    s = summarize(w.reset_index())
+    assert s["mispredictions_unmitigated"] == pytest.approx(4 / 200)
+    assert (s["mitigations"], s["false_alarms"], s["monitor_flags"]) == pytest.approx((2 / 200, 1 / 200, 4 / 200))
+    assert (s["missed_by_monitor"], s["over_monitor_capacity"]) == pytest.approx((2 / 200, 2 / 200))
+    assert s["mitigation_capacity_reached"] is True
+    assert s["mitigated_gb_share"] == pytest.approx(48 / (88 + 194 * 8))
+    assert s["false_alarm_gb_share"] == pytest.approx(32 / (88 + 194 * 8))
+
+
+def test_with_room_every_flag_is_mitigated_and_a_pool_only_vm_without_truth_counts_the_lab_rate_unless_mitigated():
+    out, p, created = _day()
+    w = watch(out, p, created, threshold=0.5, max_share=0.05)            # room for 10
+    assert w.vm[w.mitigated].tolist() == ["v0", "v1", "v2", "v3"]
+    assert w.vm[w.unmitigated].tolist() == ["v4", "v5"]
+    out.loc[[0, 4], "lab_truth"] = False                                  # v0 (mitigated) and v4 (missed) unknown
+    out.loc[[0, 4], "false_positive"] = False
+    w = watch(out, p, created, threshold=0.5, max_share=0.05)
+    assert summarize(w, fp_estimate_rate=0.1)["mispredictions_unmitigated"] == pytest.approx((1 + 0.1) / 200)
+
+
+def test_nothing_on_the_pool_nothing_watched():
+    out, p, created = _day()
+    out["pool_gb"] = 0.0
+    w = watch(out, p, created, threshold=0.5, max_share=0.01)
+    assert not w.flagged.any() and not w.mitigated.any()
