@@ -41,21 +41,24 @@ def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location) -> np.n
 
 
 def watch(out: pd.DataFrame, p_exceed: np.ndarray, created: np.ndarray, threshold: float,
-          max_share: float) -> pd.DataFrame:
+          max_share: float, day: np.ndarray | None = None) -> pd.DataFrame:
     """``out`` (``evaluation.combined.outcomes``) with what the monitor did per VM: ``flagged``, ``mitigated``,
     ``mitigated_gb`` (pool memory given back as local), ``false_alarm`` (an insensitive call mitigated whose
     workload is known to stay within the PDM) and ``unmitigated`` (mispredicted and not mitigated).
-    ``p_exceed``: per VM, from its own counters (NaN: none); ``created``: creation times, the order of flags."""
+    ``p_exceed``: per VM, from its own counters (NaN: none); ``created``: creation times, the order of flags;
+    ``day``: per VM, the day whose capacity it draws on (default: one day, all of ``out``)."""
     pooled = out["pool_gb"].to_numpy(float) > 0
     called = out["li_called"].to_numpy(bool) & pooled
     touched_pool = pooled & ~called & out["overpredicted"].to_numpy(bool)
     with np.errstate(invalid="ignore"):
         seen_slowed = np.asarray(p_exceed, float) >= threshold        # NaN: not seen
     flagged = (called & seen_slowed) | touched_pool
-    capacity = int(np.floor(max_share * len(out) + 1e-9))
-    order = np.argsort(np.asarray(created), kind="stable")
+    day = np.zeros(len(out), np.int64) if day is None else pd.factorize(np.asarray(day), sort=True)[0]
+    capacity = np.floor(max_share * np.bincount(day, minlength=day.max(initial=-1) + 1)[day] + 1e-9)
+    order = np.lexsort((np.asarray(created), day))          # by day, then in order of creation
+    spent = pd.Series(flagged[order]).groupby(day[order]).cumsum().to_numpy()
     mitigated = np.zeros(len(out), bool)
-    mitigated[order] = flagged[order] & (np.cumsum(flagged[order]) <= capacity)
+    mitigated[order] = flagged[order] & (spent <= capacity[order])
     mispredicted = out["false_positive"].to_numpy(bool) | out["overpredicted"].to_numpy(bool)
     insensitive = out["sensitive"].to_numpy(float) == 0.0             # known to stay within the PDM
     return out.assign(flagged=flagged, mitigated=mitigated,

@@ -105,6 +105,12 @@ class Cluster:
     memory_gb: np.ndarray
     counted: np.ndarray      # bool per VM: arrived within the window
     cap_cores: float         # vCPUs per server (at least the trace's own peak on any server)
+    piece: np.ndarray | None = None   # bool per VM: the all-local part of a mitigated VM (``returned``)
+
+    @property
+    def vms(self) -> int:
+        """The VMs counted: a mitigation's return moves a VM, but adds none to the budget's base."""
+        return int((self.counted if self.piece is None else self.counted & ~self.piece).sum())
 
     @property
     def n_servers(self) -> int:
@@ -115,7 +121,7 @@ class Cluster:
         return np.arange(self.n_servers) // servers_per_pool
 
     def budget(self, max_move_rate: float) -> int:
-        return int(np.floor(max_move_rate * self.counted.sum() + 1e-9))
+        return int(np.floor(max_move_rate * self.vms + 1e-9))
 
 
 @dataclass(frozen=True)
@@ -206,8 +212,9 @@ def in_window(start_s: np.ndarray, end_s: np.ndarray, window: tuple[int, int]) -
 
 
 def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray, cores: np.ndarray,
-             memory_gb: np.ndarray, window: tuple[int, int], server_vcpus: float) -> list[tuple[np.ndarray, Cluster]]:
-    """(VM indices, Cluster) per cluster code, for VMs that all overlap the window."""
+             memory_gb: np.ndarray, window: tuple[int, int], server_vcpus: float,
+             piece: np.ndarray | None = None) -> list[tuple[np.ndarray, Cluster]]:
+    """(VM indices, Cluster) per cluster code, for VMs that all overlap the window (``piece``: ``returned``'s)."""
     start_s, end_s = np.asarray(start_s, np.int64), np.maximum(np.asarray(end_s, np.int64), np.asarray(start_s) + 1)
     g = global_index(cluster, host)
     peak_cores = Sweep(start_s, end_s).peaks("host", g, np.asarray(cores, float))
@@ -220,7 +227,8 @@ def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: 
         server = np.asarray(host)[idx].astype(np.int64)
         cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
         out.append((idx, Cluster(ev_vm, ev_arrival, server, np.asarray(cores, float)[idx],
-                                 np.asarray(memory_gb, float)[idx], arrived(start_s[idx], window), cap)))
+                                 np.asarray(memory_gb, float)[idx], arrived(start_s[idx], window), cap,
+                                 None if piece is None else np.asarray(piece)[idx])))
     return out
 
 
@@ -231,7 +239,7 @@ def arrived(start_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
 
 
 def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
-                 sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
+                 sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, Policy],
                  pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
                  max_move_rate: float, pool_aware: bool = False, judge: tuple[int, int] | None = None
                  ) -> pd.DataFrame:
@@ -245,24 +253,55 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
 
     ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
     afresh, with its split, on as many servers (``evaluation.pool_fit``); ``moves`` are then the
-    VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move."""
+    VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move.
+
+    ``policies``: per name, each VM's pool GB, or (pool GB, the second its pool memory comes back as local, -1:
+    never): a QoS mitigation (``evaluation.qos``), charged as local DRAM from that second (``returned``)."""
     sized, alias = distinct(policies)
     return with_aliases(_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
                                 pool_sockets, window, server_vcpus, max_move_rate, pool_aware, True, judge), alias)
 
 
-def distinct(policies: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+Policy = np.ndarray | tuple[np.ndarray, np.ndarray]   # pool GB per VM, or (pool GB, second it comes back: -1 never)
+
+
+def _parts(policy: Policy) -> tuple[np.ndarray, np.ndarray | None]:
+    return (np.asarray(policy[0], float), np.asarray(policy[1])) if isinstance(policy, tuple) else \
+        (np.asarray(policy, float), None)
+
+
+def _take(policy: Policy, i: np.ndarray) -> Policy:
+    return (np.asarray(policy[0])[i], np.asarray(policy[1])[i]) if isinstance(policy, tuple) else np.asarray(policy)[i]
+
+
+def distinct(policies: dict[str, Policy]) -> tuple[dict[str, Policy], dict[str, str]]:
     """Policies that put the same GB on the pool for every VM size alike (UM only is the same at
     every latency ratio), so each is sized once: (the first of each, every name -> the one sized)."""
     seen: dict[bytes, list[str]] = {}
     alias: dict[str, str] = {}
-    for name, pool in policies.items():
-        a = np.ascontiguousarray(pool, float)
-        same = seen.setdefault(hashlib.sha256(a.tobytes()).digest(), [])
-        alias[name] = next((s for s in same if np.array_equal(a, policies[s])), name)
+    keys = {}
+    for name, policy in policies.items():
+        pool, back = _parts(policy)
+        keys[name] = np.ascontiguousarray(pool).tobytes() + (b"" if back is None else
+                                                              b"|" + np.ascontiguousarray(back, np.int64).tobytes())
+        same = seen.setdefault(hashlib.sha256(keys[name]).digest(), [])
+        alias[name] = next((s for s in same if keys[s] == keys[name]), name)
         if alias[name] == name:
             same.append(name)
     return {n: policies[n] for n in dict.fromkeys(alias.values())}, alias
+
+
+def returned(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray, cores: np.ndarray,
+             memory_gb: np.ndarray, pool_gb: np.ndarray, back: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A VM whose pool memory comes back as local at second ``back`` (a QoS mitigation) as two on its server: its
+    split until then, all local from then on, an arrival that moves the VM when the server has no room for it.
+    (start, end, cluster, host, cores, memory, pool) with the second parts appended."""
+    start_s, end_s, back = np.asarray(start_s), np.asarray(end_s), np.asarray(back)
+    m = (back > start_s) & (back < end_s)
+    i = np.flatnonzero(m)
+    return (np.r_[start_s, back[i]], np.r_[np.where(m, back, end_s), end_s[i]], np.r_[cluster, np.asarray(cluster)[i]],
+            np.r_[host, np.asarray(host)[i]], np.r_[cores, np.asarray(cores)[i]],
+            np.r_[memory_gb, np.asarray(memory_gb)[i]], np.r_[pool_gb, np.zeros(len(i))])
 
 
 def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
@@ -277,14 +316,35 @@ def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
 
 
 def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
-            sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, np.ndarray],
+            sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, Policy],
             pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
             max_move_rate: float, pool_aware: bool = False, baseline: bool = True,
-            judge: tuple[int, int] | None = None) -> pd.DataFrame:
-    """``fleet_sizing`` of distinct policies; the baseline's rows only when ``baseline``."""
+            judge: tuple[int, int] | None = None, piece: np.ndarray | None = None) -> pd.DataFrame:
+    """``fleet_sizing`` of distinct policies; the baseline's rows only when ``baseline``. A policy whose VMs get
+    their pool memory back (``returned``) is sized on its own VMs (``piece``: the parts that came back), the
+    baseline's never change."""
+    plain, back = {}, {}
+    for name, policy in policies.items():
+        pool, at = _parts(policy)
+        if at is not None and np.any((at > np.asarray(start_s)) & (at < np.asarray(end_s))):
+            back[name] = (pool, at)
+        else:
+            plain[name] = pool
+    if back:
+        rest = (pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
+        parts = [_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, plain, *rest,
+                         baseline, judge)] if plain or baseline else []
+        for name, (pool, at) in back.items():
+            s, e, c, h, k, m, p = returned(start_s, end_s, cluster, host, cores, memory_gb, pool, at)
+            parts.append(_sizing(s, e, c, h, sockets_per_server, k, m, {name: p}, *rest, False, judge,
+                                 np.arange(len(s)) >= len(start_s)))
+        table = pd.concat([t for t in parts if len(t)], ignore_index=True)
+        rank = {n: r for r, n in enumerate(["all_local", *policies])}
+        return table.iloc[np.argsort(table["policy"].map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
+    policies = plain
     if pool_aware:
         return _pool_aware_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                                  pool_sockets, window, server_vcpus, max_move_rate, baseline, judge)
+                                  pool_sockets, window, server_vcpus, max_move_rate, baseline, judge, piece)
     judged = judge or window
     keep = in_window(start_s, end_s, (window[0], max(window[1], judged[1])))
     start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
@@ -292,7 +352,8 @@ def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: n
     memory = np.asarray(memory_gb, float)[keep]
     sweep = Sweep(start, end)
     server = global_index(cluster, host)
-    cl = clusters(start, end, cluster, host, np.asarray(cores, float)[keep], memory, window, server_vcpus)
+    cl = clusters(start, end, cluster, host, np.asarray(cores, float)[keep], memory, window, server_vcpus,
+                  None if piece is None else np.asarray(piece)[keep])
     on = arrived(start, judged)
 
     def per_cluster(group: np.ndarray, peaks: np.ndarray) -> np.ndarray:
@@ -304,11 +365,11 @@ def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: n
                level_p: np.ndarray) -> tuple[Sizing, dict[str, float | int]]:
         """What was bought on ``window``, judged on ``judge`` and topped up where it fell short."""
         if judge is None:
-            return s, {"bought_gb": s.required_gb, "judged_vms": int(c.counted.sum()), "judged_moves": s.moves,
+            return s, {"bought_gb": s.required_gb, "judged_vms": c.vms, "judged_moves": s.moves,
                        "judged_stuck": s.stuck}
         cj = replace(c, counted=on[idx])
         m, stuck = moves(cj, pool, spp, s.local_gb, s.pool_gb)
-        got = {"bought_gb": s.required_gb, "judged_vms": int(cj.counted.sum()), "judged_moves": int(m),
+        got = {"bought_gb": s.required_gb, "judged_vms": cj.vms, "judged_moves": int(m),
                "judged_stuck": int(stuck)}
         if m <= cj.budget(max_move_rate):
             return replace(s, moves=int(m), stuck=int(stuck)), got
@@ -348,7 +409,7 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
                        sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray,
                        policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...], window: tuple[int, int],
                        server_vcpus: float, max_move_rate: float, baseline: bool = True,
-                       judge: tuple[int, int] | None = None) -> pd.DataFrame:
+                       judge: tuple[int, int] | None = None, piece: np.ndarray | None = None) -> pd.DataFrame:
     """Sized on the VMs alive in ``window``; with ``judge``, the same scheduler then places the VMs alive in
     both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count."""
     judged = judge or window
@@ -357,7 +418,8 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
     cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
     memory, cores = np.asarray(memory_gb, float)[keep], np.asarray(cores, float)[keep]
     pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
-    cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus)
+    cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus,
+                  None if piece is None else np.asarray(piece)[keep])
     bought = in_window(start, end, window)
     runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
@@ -379,7 +441,7 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
             L, P, unplaced, where = pool_fit.size(ev, pool[idx][b], spp, c.budget(max_move_rate), top, run)
             P = P if k else 0.0
             got = {"bought_gb": ev.n_servers * L + (-(-ev.n_servers // spp) if k else 0) * P,
-                   "judged_vms": int(c.counted.sum()), "judged_moves": unplaced, "judged_stuck": unplaced}
+                   "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
             if judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(start[idx], end[idx], c, ev, pool[idx], spp, L, P, judge, top,
                                                      max_move_rate, got)
@@ -401,15 +463,16 @@ def _judged(start: np.ndarray, end: np.ndarray, c: Cluster, ev: pool_fit.Events,
     """One cluster's pool-aware sizing bought on one window and judged on ``judge``: (L, P, unplaced among
     its arrivals, server per VM, the row's bought/judged fields), topped up where short."""
     on = arrived(start, judge)
+    vms = int((on if c.piece is None else on & ~c.piece).sum())
     every = pool_fit.events(start, end, c.cores, c.memory_gb, ev.n_servers, c.cap_cores)
-    budget = int(np.floor(max_move_rate * on.sum() + 1e-9))
+    budget = int(np.floor(max_move_rate * vms + 1e-9))
 
     def missed(local: float, cap: float) -> tuple[int, np.ndarray]:
         where = pool_fit.replay(every, pool, spp, local, cap)[1]
         return int(((where < 0) & on).sum()), where
 
     n, where = missed(local, cap)
-    got = got | {"judged_vms": int(on.sum()), "judged_moves": n, "judged_stuck": n}
+    got = got | {"judged_vms": vms, "judged_moves": n, "judged_stuck": n}
     if n > budget:                           # more DIMMs where the judged window needs them
         j = np.flatnonzero(in_window(start, end, judge))
         ej = pool_fit.events(start[j], end[j], c.cores[j], c.memory_gb[j], ev.n_servers, c.cap_cores)
@@ -419,14 +482,14 @@ def _judged(start: np.ndarray, end: np.ndarray, c: Cluster, ev: pool_fit.Events,
 
 
 def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
-    return {"window_vms": int(c.counted.sum()), "servers": s.servers, "pools": s.pools,
+    return {"window_vms": c.vms, "servers": s.servers, "pools": s.pools,
             "local_gb_per_server": s.local_gb, "gb_per_pool": s.pool_gb, "required_gb": s.required_gb,
             "moves": s.moves, "stuck": s.stuck}
 
 
 def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_s: np.ndarray, end_s: np.ndarray,
                             cluster: np.ndarray, host: np.ndarray, sockets_per_server: int, cores: np.ndarray,
-                            memory_gb: np.ndarray, policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...],
+                            memory_gb: np.ndarray, policies: dict[str, Policy], pool_sockets: tuple[int, ...],
                             window: tuple[int, int], server_vcpus: float, max_move_rate: float,
                             pool_aware: bool = False, judge: tuple[int, int] | None = None) -> pd.DataFrame:
     """``fleet_sizing``, one task per cluster and policy (``run(fn, tasks)``: here or on Dask), in its
@@ -445,7 +508,7 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
         vms = (np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i], sockets_per_server,
                np.asarray(cores)[i], np.asarray(memory_gb)[i])
         tasks.append((*vms, {}, *rest, True, judge))
-        tasks += [(*vms, {name: np.asarray(v)[i]}, *rest, False, judge) for name, v in sized.items()]
+        tasks += [(*vms, {name: _take(v, i)}, *rest, False, judge) for name, v in sized.items()]
     parts = run(_quiet_sizing, tasks)
     if not parts:
         return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,

@@ -52,17 +52,19 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
 
 def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
     """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
-    realized mispredictions are within ``budget``, the one whose recommended pool saves the most.
-    Chosen on the window it is measured on, as a provider chooses hardware from its history."""
+    realized mispredictions, those the QoS monitor left slowed where it ran, are within ``budget``, the one
+    whose recommended pool saves the most. Chosen on the window it is measured on, as a provider chooses
+    hardware from its history."""
     out: dict[str, Any] = {}
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
-            if name.startswith("static_") or not name.endswith(f"_r{ratio}") or mis > budget + 1e-12:
+            left = p.get("realized_unmitigated", {}).get(ratio, mis)
+            if name.startswith("static_") or not name.endswith(f"_r{ratio}") or left > budget + 1e-12:
                 continue
             best = out.get(ratio)
             if best is None or p["recommended"]["savings"] > best["savings"]:
                 out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
-                              "realized_mispredictions": mis}
+                              "realized_mispredictions": mis, "realized_unmitigated": left}
     return out
 
 
@@ -76,7 +78,8 @@ def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
             continue
         out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
                       "savings_at_headline": p.get("at_headline", {}).get("savings"),
-                      "realized_mispredictions": p["realized_mispredictions"].get(ratio)}
+                      "realized_mispredictions": p["realized_mispredictions"].get(ratio),
+                      "realized_unmitigated": p.get("realized_unmitigated", {}).get(ratio)}
     return out
 
 
@@ -100,7 +103,9 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
             "recommended": all_local if rec is None else {k: round(float(rec[k]), 5) for k in (
                 "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate",
                 "judged_move_rate")},
-            "realized_mispredictions": realized.get(name, {}),
+            "realized_mispredictions": {r: v["conservative"] for r, v in realized.get(name, {}).items()},
+            "realized_unmitigated": {r: v["unmitigated"] for r, v in realized.get(name, {}).items()},
+            "mitigations": {r: v["mitigations"] for r, v in realized.get(name, {}).items()},
         }
         if name in head.index:
             r = head.loc[name]
@@ -126,10 +131,11 @@ def print_report(m: dict[str, Any]) -> None:
     print(f"simulate: DRAM judged on {m['judged_vms']} VMs; what all local bought moved "
           f"{100 * m['all_local_judged_move_rate']:.2f}% of them (a cluster over the move budget buys more)")
     print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'judged':>7s} "
-          f"{'mispredicted':>13s}  recommended")
+          f"{'mispredicted->left slowed':>13s}  recommended")
     for name, p in m["policies"].items():
         h = p.get("at_headline", {})
-        mis = ", ".join(f"{100 * v:.2f}% @{r}" for r, v in p["realized_mispredictions"].items()) or "-"
+        mis = ", ".join(f"{100 * v:.2f}->{100 * p['realized_unmitigated'][r]:.2f}% @{r}"
+                        for r, v in p["realized_mispredictions"].items()) or "-"
         rec = p["recommended"]
         advice = (f"no pool: all local ({rec['local_gb_per_server']:.0f} GB/server) is cheaper at every size"
                   if p["recommended_pool_sockets"] == 0 else
@@ -142,6 +148,7 @@ def print_report(m: dict[str, Any]) -> None:
               f"{mis:>13s}  {advice}")
     for ratio, a in m["answer"].items():
         print(f"simulate answer at {ratio}: {a['policy']} ({100 * a['realized_mispredictions']:.2f}% mispredicted, "
+              f"{100 * a['realized_unmitigated']:.2f}% left slowed by the QoS monitor, "
               f"budget {100 * m['misprediction_budget']:.0f}%): {a['pool_sockets']} sockets, "
               f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} GB/pool, "
               f"saves {100 * a['savings']:+.2f}% DRAM")
@@ -170,7 +177,7 @@ def plot_savings(curves: pd.DataFrame, path: Path, window: str, realized: dict) 
             mis = realized.get(name, {})
             m = mis.get(ratio) if ratio is not None else next(iter(mis.values()), None)
             label = (name if ratio is None else name.replace(f"_r{ratio}", "")) + \
-                ("" if m is None else f" ({100 * m:.1f}% mispredicted)")
+                ("" if m is None else f" ({100 * m:.1f}% left slowed)")
             if name in statics:   # greys, darker for larger static shares
                 style = {"color": str(0.75 - 0.45 * statics.index(name) / max(len(statics) - 1, 1)), "ls": "--"}
             else:

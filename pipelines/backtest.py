@@ -34,6 +34,7 @@ from core.params import Params
 from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
+from evaluation.qos import monitor_scores
 from evaluation.regret import realized_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
@@ -92,19 +93,23 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
     `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
     done = pd.read_parquet(night / "evaluation" / "decisions.parquet",
-                           columns=["vm_id", "has_history", "um_raw", "p_insensitive"])
+                           columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed"])
     cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
         path = night / f"policy_r{ratio:g}.json"
         if np.isclose(ratio, policy["latency_ratio"]):
             path.write_text((night / "policy.json").read_text())
             cols[f"p_insensitive_r{ratio:g}"] = done.p_insensitive
+            cols[f"p_exceed_r{ratio:g}"] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
             continue
         optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
                      night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
                      night / "plots" / f"frontier_r{ratio:g}.png", raw_dir)
-        s = score(Models.from_policy(read_policy(path), li_dir, night / "um"), vms, history)
+        models = Models.from_policy(read_policy(path), li_dir, night / "um")
+        s = score(models, vms, history)
         cols[f"p_insensitive_r{ratio:g}"] = s.p_insensitive
+        cols[f"p_exceed_r{ratio:g}"] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
+                                        else np.full(len(vms), np.nan))
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
 

@@ -54,6 +54,8 @@ from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import Params, SimParams
 from evaluation.combined import outcomes, summarize
+from evaluation.qos import summarize as monitor_summary
+from evaluation.qos import watch
 from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
 from evaluation.sizing_report import plot_savings, print_report, sizing_metrics, summarize_sizing
 from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
@@ -93,7 +95,7 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
     local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
                  "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms)),
-                 "li_called": np.zeros(len(vms), bool)}
+                 "li_called": np.zeros(len(vms), bool), "p_exceed": np.full(len(vms), np.nan)}
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     rates: dict[float, list[float]] = {r: [] for r in ratios}
     scored = np.zeros(len(vms), bool)
@@ -112,6 +114,8 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
                              s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
+                if f"p_exceed_r{ratio:g}" in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
+                    d["p_exceed"][idx] = s[f"p_exceed_r{ratio:g}"].to_numpy()
     return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
 
 
@@ -129,7 +133,7 @@ def _shared_labels(decision: np.ndarray) -> np.ndarray:
 def _static(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, np.ndarray]:
     u = np.where(decided, fraction, 0.0)
     d = decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
-    return d | {"decision": _shared_labels(d["decision"])}
+    return d | {"decision": _shared_labels(d["decision"]), "p_exceed": np.full(len(mem), np.nan)}
 
 
 def _name(policy: str, ratio: float | None) -> str:
@@ -261,9 +265,14 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     decided, (window, label) = created_in, _measured(window, label, sp, nights is not None, s.t0)
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
     created_in = (start >= judged[0]) & (start < judged[1])
+    ratios = sp.latency_ratios if nights is not None else ()
+    watched = _watched(vms, decided, start, decisions, raw_dir, params, ratios)   # static only: nothing watched
+    back = {name: w for name, w in _returns(watched, decided, start, params.features.counter_delay_s).items()}
+    policies = {_name(p, r): (d["pool_gb"], back[_name(p, r)]) if _name(p, r) in back else d["pool_gb"]
+                for (p, r), d in decisions.items()}
 
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
-            mem, {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items()}, sp.pool_sockets, bought,
+            mem, policies, sp.pool_sockets, bought,
             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
             placement.assignment != "trace" and sp.placement == "pool_aware", None if judged == bought else judged)
     if client is None:
@@ -273,8 +282,7 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
         table = fleet_sizing_by_cluster(partial(run_all, client), *args)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     fleet = summarize_sizing(table, sp)
-    realized = _realized(vms[created_in], {k: {c: v[created_in] for c, v in d.items()} for k, d in decisions.items()},
-                         raw_dir, params.optimize.pdm, sp.latency_ratios if nights is not None else (), rates)
+    realized = _realized(watched, created_in[decided], rates)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names)
@@ -286,21 +294,52 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     curves = fleet.assign(savings_pct=(100 * fleet.savings).round(3),
                           per_server_peaks_pct=(100 * fleet.savings_per_server_peaks).round(3))
     curves[["policy", "pool_sockets", "savings_pct", "per_server_peaks_pct"]].to_csv(plots_dir / "savings.csv", index=False)
-    plot_savings(curves, plots_dir / "savings.png", label, realized)
+    plot_savings(curves, plots_dir / "savings.png", label,
+                 {n: {r: v["unmitigated"] for r, v in by.items()} for n, by in realized.items()})
     print_report(metrics)
     return metrics
 
 
-def _realized(vms: pd.DataFrame, decisions: dict, raw_dir: Location, pdm: float, ratios: tuple[float, ...],
-              rates: dict[float, float]) -> dict[str, dict[str, float]]:
-    """Mispredictions each policy realized on the VMs created in the window, per latency ratio."""
-    out: dict[str, dict[str, float]] = {}
+def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decisions: dict, raw_dir: Location,
+             params: Params, ratios: tuple[float, ...]) -> dict[tuple[str, float], pd.DataFrame]:
+    """Per (policy row, latency ratio): the outcomes of the VMs the window decided (``evaluation.combined``) and
+    what the QoS monitor did with them (``evaluation.qos``: each day's capacity, flags in order of creation).
+    A static pool is judged at every ratio; a nightly policy at its own."""
+    out: dict[tuple[str, float], pd.DataFrame] = {}
+    vms, created = vms[decided], start[decided]
     own = measured_truths(raw_dir, ratios, vms)
+    q = params.qos
     for ratio in ratios:
         table, _ = truth_table(raw_dir, ratio)
-        measured = own[ratio]
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
-                s = summarize(outcomes(vms, d, table, pdm, measured), rates.get(ratio, 0.0))
-                out.setdefault(_name(policy, r), {})[f"{ratio:g}"] = s["mispredictions_conservative"]
+                o = outcomes(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio])
+                out[(_name(policy, r), ratio)] = watch(o, d["p_exceed"][decided], created, q.threshold,
+                                                       q.max_mitigated_share, created // 86400)
+    return out
+
+
+def _returns(watched: dict[tuple[str, float], pd.DataFrame], decided: np.ndarray, start: np.ndarray,
+             window_s: int) -> dict[str, np.ndarray]:
+    """Per policy row, the second each VM's pool memory comes back as local (-1: never): a mitigated VM's, one QoS
+    window after its creation. A static pool's flags (touches of its zNUMA node) are the same at every ratio."""
+    out: dict[str, np.ndarray] = {}
+    for (name, _), w in watched.items():
+        if name not in out:
+            back = np.full(len(start), -1, np.int64)
+            back[np.flatnonzero(decided)[w["mitigated"].to_numpy()]] = start[decided][w["mitigated"].to_numpy()] + window_s
+            out[name] = back
+    return out
+
+
+def _realized(watched: dict[tuple[str, float], pd.DataFrame], counted: np.ndarray, rates: dict[float, float]
+              ) -> dict[str, dict[str, dict[str, float]]]:
+    """Per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
+    decided ones): before the QoS monitor (``conservative``) and what it left slowed (``unmitigated``)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (name, ratio), w in watched.items():
+        s = summarize(w[counted], rates.get(ratio, 0.0)) | monitor_summary(w[counted], rates.get(ratio, 0.0))
+        out.setdefault(name, {})[f"{ratio:g}"] = {"conservative": s["mispredictions_conservative"],
+                                                  "unmitigated": s["mispredictions_unmitigated"],
+                                                  "mitigations": s["mitigations"]}
     return out

@@ -179,3 +179,18 @@ def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw,
     assert (~held).any()                                                 # and the judged days do matter here
     peaks = [p["at_headline"]["savings_per_server_peaks"] for name, p in ahead["policies"].items()]
     assert len(peaks) == 4 and min(peaks) >= 0
+
+
+def test_the_qos_monitor_runs_in_the_replay(sim):
+    """Issue 48: every policy's window is watched, at most 1% of each day's VMs mitigated, and only what the monitor
+    left slowed decides the sizing answer; a policy that mitigated some VMs is sized on its own VMs (their pool
+    memory back as local one window after creation), so its row differs from a replay without the monitor."""
+    wd, m = sim
+    for name, p in m["policies"].items():
+        for ratio, raw in p["realized_mispredictions"].items():
+            left, mitigated = p["realized_unmitigated"][ratio], p["mitigations"][ratio]
+            assert left <= raw + 1e-12 and raw - left <= mitigated + 1e-12 and mitigated <= 0.01 + 1e-9
+    assert any(v > 0 for p in m["policies"].values() for v in p["mitigations"].values())
+    for ratio, a in m["answer"].items():
+        assert a["realized_unmitigated"] <= m["misprediction_budget"]
+        assert a["realized_unmitigated"] == m["policies"][a["policy"]]["realized_unmitigated"][ratio]

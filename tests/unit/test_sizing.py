@@ -142,3 +142,39 @@ def test_dram_bought_on_one_window_is_judged_on_the_next(pool_aware):
     # fitted to both windows: 16 on the trace's servers; re-placed, v1 joins v0 and v2 gets server 1: 12
     assert fitted.loc[("all_local", 0)].local_gb_per_server == (12.0 if pool_aware else 16.0)
     assert fitted.loc[("all_local", 0)].judged_moves == 0
+
+
+def test_pool_memory_given_back_is_charged_as_local_from_that_second():
+    """v0 (8 GB, all on the pool) is mitigated at 100 s: from then on its 8 GB are local on server 0, beside v1's
+    4 GB. Over a window [0, 120) that holds the second, server 0 needs 12 GB; over the same window when the
+    mitigation comes at 150 s, 4 GB: nothing is charged before the second it happens. The pool's peak is v0's 8
+    GB either way, and the VM never mitigated (-1) is sized as it was."""
+    start, end = np.array([0, 50]), np.array([1000, 1000])
+    args = (start, end, np.zeros(2, np.int64), np.zeros(2, np.int64), 1, np.ones(2), np.array([8.0, 4.0]))
+    pool = np.array([8.0, 0.0])
+    for back, local in ((100, 12.0), (150, 4.0)):
+        got = fleet_sizing(*args, {"p": (pool, np.array([back, -1]))}, (1,), (0, 120), 8.0, 0.0)
+        row = got.set_index(["policy", "pool_sockets"]).loc[("p", 1)]
+        assert (row.local_gb_per_server, row.gb_per_pool, row.peak_required_gb) == (local, 8.0, local + 8.0)
+    never = fleet_sizing(*args, {"p": (pool, np.array([-1, -1])), "q": pool}, (1,), (0, 120), 8.0, 0.0)
+    rows = never.set_index(["policy", "pool_sockets"])
+    assert rows.loc[("p", 1)].equals(rows.loc[("q", 1)].rename(("p", 1)))
+
+
+def test_a_returned_vm_that_no_longer_fits_its_server_moves():
+    """Two servers of one cluster, L bought as 4 GB on [0, 60): at 100 s v0's 8 GB come back to server 0, which has
+    4 GB: the second part must move, and server 1 is full with v1's 4 GB: it fits nowhere (stuck), so the cluster
+    tops up to 8 GB per server."""
+    from evaluation.sizing import returned
+
+    s, e, c, h, k, m, p = returned(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64),
+                                   np.array([0, 1]), np.ones(2), np.array([8.0, 4.0]), np.array([8.0, 0.0]),
+                                   np.array([100, -1]))
+    assert (s.tolist(), e.tolist(), h.tolist(), m.tolist(), p.tolist()) == \
+        ([0, 10, 100], [100, 500, 500], [0, 1, 0], [8.0, 4.0, 8.0], [8.0, 0.0, 0.0])
+    got = fleet_sizing(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64), np.array([0, 1]), 1, np.ones(2),
+                       np.array([8.0, 4.0]), {"p": (np.array([8.0, 0.0]), np.array([100, -1]))}, (2,), (0, 60), 8.0,
+                       0.0, False, (60, 200)).set_index(["policy", "pool_sockets"]).loc[("p", 2)]
+    # the return is no new VM (judged_vms 0, nor a larger move budget), but its move counts
+    assert (got.bought_gb, got.judged_vms, got.judged_moves, got.judged_stuck) == (2 * 4.0 + 8.0, 0, 1, 1)
+    assert got.local_gb_per_server == 8.0          # topped up: the judged window needs 8 GB on a server
