@@ -4,7 +4,8 @@ its pool memory back as local, up to a share of the day's VMs.
 What the monitor sees, and when:
 
 - **An insensitive call** (pool-only, or a capped zNUMA of one): after the VM's first QoS window, its own
-  first-hour counters (``vm_counters``), scored by the LI model the policy served, as ``/v1/qos`` scores them:
+  first-hour counters (``vm_counters``), scored by the LI model the policy served, as ``/v1/qos`` scores them
+  (``evaluation.monitor``):
   flagged when P(exceed the PDM) = 1 - P(insensitive) is at least ``qos.threshold``. A VM without counters is not
   seen. The flag can be wrong both ways: a missed false positive stays slowed; a false alarm costs DRAM.
 - **A zNUMA** is caught as Pond catches it: by the VM touching its zNUMA node, which the hypervisor's access bits
@@ -22,22 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from features.history import own_features
-from models.inference import Models
-from telemetry.io import counters_source
-from telemetry.storage import Location
-
-
-def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location) -> np.ndarray:
-    """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
-    NaN for a VM without counters."""
-    own = own_features(vms["vm_id"], counters_source(raw_dir))
-    p = np.full(len(vms), np.nan)
-    if len(own):
-        row = pd.Index(own.index).get_indexer(vms["vm_id"].astype(str).to_numpy())
-        p[row >= 0] = 1.0 - models.p_insensitive(own)[row[row >= 0]]
-    return p
 
 
 def watch(out: pd.DataFrame, p_exceed: np.ndarray, created: np.ndarray, threshold: float,

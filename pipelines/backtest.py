@@ -34,7 +34,7 @@ from core.params import Params
 from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
-from evaluation.qos import monitor_scores
+from evaluation.monitor import monitor_scores
 from evaluation.regret import realized_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots

@@ -16,7 +16,8 @@ from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams, QosParams
 from evaluation.combined import outcomes, summarize
-from evaluation.qos import monitor_scores, watch
+from evaluation.monitor import monitor_scores
+from evaluation.qos import watch
 from evaluation.qos import summarize as monitor_summary
 from evaluation.truth import measured_truth, truth_table
 from evaluation.plots import pyplot, save_figure

@@ -18,7 +18,8 @@ import pandas as pd
 from core.errors import ConfigError, RegistryError
 from core.params import Params, QosParams
 from evaluation.combined import outcomes, summarize
-from evaluation.qos import monitor_scores, watch
+from evaluation.monitor import monitor_scores
+from evaluation.qos import watch
 from evaluation.qos import summarize as monitor_summary
 from evaluation.truth import measured_truth, truth_table
 from evaluation.gate import gate
