@@ -1,0 +1,55 @@
+"""Why `pond calibrate`'s lab checks pass on few draws (issue 47): per seed and variant, the lab's 158 workloads
+against Pond's figures, beside the 1,000-workload population they are drawn from:
+
+    python benchmarks/lab_draws.py [--seeds 40 41 ... 49]
+
+Builds only the lab (``telemetry.fleet.lab.build_lab``, seconds per draw), with params.yaml's ``generate.lab``.
+One line per (variant, seed): the lab checks that fail, and the population's full-pool slowdown shares at 182% and
+222% (< 1%, 1-5%, > 25%), which the lab's sample should resemble. Then, per variant, the draws that pass every lab
+check and the population's mean shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.params import load  # noqa: E402
+from evaluation.calibration import lab_checks  # noqa: E402
+from telemetry.fleet.lab import VARIANTS, build_lab  # noqa: E402
+
+
+def shares(truth, ratio: float) -> list[float]:
+    s = truth[(truth.spilled_pct == 100) & np.isclose(truth.latency_ratio, ratio)].slowdown_pct
+    return [round(100 * float(m.mean()), 1) for m in (s < 1, (s >= 1) & (s < 5), s > 25)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(40, 50)))
+    args = ap.parse_args()
+    lab_params = load(ROOT / "params.yaml").generate.lab
+    for variant in VARIANTS:
+        passed, population = 0, []
+        for seed in args.seeds:
+            lab = build_lab(lab_params.model_copy(update={"seed": seed}), variant)
+            failed = {c.name: round(c.value, 1) for c in lab_checks(lab.workloads, lab.slowdowns) if not c.ok}
+            passed += not failed
+            population.append(shares(lab.truth, 1.82) + shares(lab.truth, 2.22))
+            print(json.dumps({"variant": variant, "seed": seed, "lab_checks_failed": failed,
+                              "population_lt1_1to5_gt25_pct": {"182": population[-1][:3], "222": population[-1][3:]}}))
+        mean = np.mean(population, axis=0).round(1).tolist()
+        print(json.dumps({"variant": variant, "draws_passing_every_lab_check": f"{passed} of {len(args.seeds)}",
+                          "population_mean_lt1_1to5_gt25_pct": {"182": mean[:3], "222": mean[3:]},
+                          "pond_published": {"182": [26, 17, 21], "222": [23, 14, ">37"]}}))
+
+
+if __name__ == "__main__":
+    main()
