@@ -1,5 +1,6 @@
 """Regret of a night's policy: what the best threshold pair in hindsight would have put on the
-pool within the budget on that night's VMs, minus what the chosen pair put there.
+pool within the budget on that night's VMs, minus what the chosen pair put there; and against the best
+pair fixed over every night (``best_fixed``), the yardstick a nightly solver can reach.
 
 Every (LI threshold, UM target) pair is replayed on the night's VMs with the decision rule the
 service runs (``models.decision``): a VM the LI model calls insensitive goes to the pool whole,
@@ -50,3 +51,19 @@ def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarr
     mis = (fp + np.asarray(error_rate) * unknown)[:, None] + op.sum(axis=1)[None, :] - op_called
     pool = called_gb[:, None] + pool_z.sum(axis=1)[None, :] - z_called
     return pool / mem.sum(), mis / n
+
+
+def best_fixed(pools: list[np.ndarray], mispredicted: list[np.ndarray], budget: float) -> tuple[int, int] | None:
+    """The pair that, kept every night, puts the most on the pool on average while keeping the budget on every
+    night: the yardstick a nightly solver can be asked to approach (the per-night best in hindsight moves with
+    each night's truth, so no fixed rule reaches it). None when no pair keeps the budget on every night.
+    ``pools``/``mispredicted``: ``realized_grid``'s, one pair of grids per night, the same candidates each."""
+    if not pools:
+        return None
+    ok = (np.stack(mispredicted) <= budget + 1e-12).all(axis=0)
+    if not ok.any():
+        return None
+    mean = np.where(ok, np.stack(pools).mean(axis=0), -np.inf)
+    i, j = np.unravel_index(int(np.argmax(mean)), mean.shape)
+    return int(i), int(j)
+

@@ -60,9 +60,11 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
                f"; {_pct(c['mispredictions_unmitigated'], 2)} left slowed after {_pct(c.get('mitigations'), 2)} "
                "mitigated by the QoS monitor"))
     b = m.get("backtest", {})
+    fixed = b.get("regret_fixed_mean")
     row("backtest: nights within budget after the QoS monitor (before), mean regret", "backtest", None if not b else
         f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}, "
-        f"{100 * b.get('regret_mean', float('nan')):.2f} points")
+        f"{100 * b.get('regret_mean', float('nan')):.2f} points"
+        + ("" if fixed is None else f" ({100 * fixed:.2f} against the best pair fixed over the nights)"))
     s = _get(m, "simulate", "savings_at_headline") or {}
     sockets = _get(m, "simulate", "headline_pool_sockets")
     row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else

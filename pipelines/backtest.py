@@ -35,7 +35,7 @@ from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.monitor import monitor_scores
-from evaluation.regret import realized_grid
+from evaluation.regret import best_fixed, realized_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
 from features.shuffle import scratch_folder
@@ -70,8 +70,10 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
     return out
 
 
-def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> dict[str, float]:
-    """The night's regret over the candidates the solver chose from (LI thresholds, UM targets)."""
+def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path
+                 ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
+    """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
+    realized grids (pool share, mispredictions) with the candidates: (thresholds, UM targets, None first: off)."""
     li = optimize.li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
                                 policy["pdm"])
     thresholds = li.threshold.to_numpy(float)
@@ -84,7 +86,7 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path) -> d
     j = 1 + targets.index(policy["um"]["target_op"]) if policy["um"]["enabled"] else 0
     out = regret(pool, mis, policy["misprediction_budget"], (i, j))
     out["chosen_mispredictions"] = float(mis[i, j])
-    return out
+    return out, pool, mis, [thresholds, [None, *targets]]
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
@@ -155,6 +157,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
     rows, skipped = [], []
+    grids: list[tuple[np.ndarray, np.ndarray]] = []
     with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client, \
             snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
@@ -183,7 +186,9 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
             night_scores(p, night, li_dir, day, history, policy, raw_dir)
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
-            r = night_regret(policy, li_dir, night / "um", night / "evaluation" / "decisions.parquet")
+            r, pool, mis, candidates = night_regret(policy, li_dir, night / "um",
+                                                     night / "evaluation" / "decisions.parquet")
+            grids.append((pool, mis))
             rows.append({
                 "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
                 "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
@@ -205,6 +210,9 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             raise ConfigError(f"backtest: no VM was created on the day after any of the {n_nights} nights ending "
                               f"{last.date()}; move base.as_of or import a trace that covers those days")
         nights = pd.DataFrame(rows)
+        fixed = best_fixed([g[0] for g in grids], [g[1] for g in grids], float(nights.budget.min()))
+        nights["fixed_pool"] = [float(g[0][fixed]) if fixed else np.nan for g in grids]
+        nights["regret_fixed"] = nights.fixed_pool - nights.chosen_pool
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
     _plot(nights, plots_dir / "backtest.png")
@@ -219,13 +227,23 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             "nights_within_budget_worst_case": int((nights.realized_worst_case <= nights.budget).sum()),
             "realized_mispredictions_max": float(nights.realized_mispredictions.max()),
             "realized_pool_mean": float(nights.realized_pool.mean()),
-            "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max())})
+            "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max()),
+            "regret_fixed_mean": float(nights.regret_fixed.mean()), "regret_fixed_max": float(nights.regret_fixed.max()),
+            "best_fixed_pair": None if fixed is None else _pair(candidates, fixed)})
     print(f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within} of {len(nights)} "
           f"after the QoS monitor, {raw} before it (worst case, censored VMs counted overpredicted: "
           f"{int((nights.realized_worst_case <= nights.budget).sum())}); pool share {nights.realized_pool.mean():.1%} "
           f"on average; mean regret {100 * nights.regret.mean():.2f} points (max {100 * nights.regret.max():.2f}) "
+          f"against each night's best pair in hindsight, {100 * nights.regret_fixed.mean():.2f} against the best pair "
+          f"fixed over the nights "
           f"-> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
     return nights
+
+
+def _pair(candidates: list, at: tuple[int, int]) -> dict[str, float | None]:
+    """A candidate pair by its indices, as a policy names it (None: that model off)."""
+    t = float(candidates[0][at[0]])
+    return {"li_threshold": t if np.isfinite(t) else None, "um_target_op": candidates[1][at[1]]}
 
 
 def _plot(nights: pd.DataFrame, path: Path) -> None:

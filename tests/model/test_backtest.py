@@ -36,6 +36,9 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     assert (nights.regret == nights.hindsight_pool - nights.chosen_pool).all()
     within = nights.chosen_mispredictions <= nights.budget
     assert (nights.regret[within] >= -1e-12).all()   # a feasible choice can never beat the hindsight best
+    # the best pair fixed over the nights keeps the budget every night, so no night's best in hindsight is below it
+    assert (nights.fixed_pool <= nights.hindsight_pool + 1e-12).all()
+    assert (nights.regret_fixed <= nights.regret + 1e-12).all()
     # the QoS monitor (issue 48): it only takes mispredictions away, at most 1% of each day's VMs
     assert (nights.realized_unmitigated <= nights.realized_mispredictions + 1e-12).all()
     assert (nights.realized_mispredictions - nights.realized_unmitigated <= nights.mitigations + 1e-12).all()
