@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.errors import PondError
+from core.errors import ConfigError, PondError
 from core.progress import QUIET_ENV, environ
 
 if TYPE_CHECKING:
@@ -144,8 +144,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _params_if_any(path: Path) -> "Params | None":
-    """params.yaml when there is one (then base.as_of is checked against the trace's days)."""
+    """params.yaml when there is one (then base.as_of is checked against the trace's days); a params file named
+    with --params must exist."""
     from core.params import load
+    if path != GLOBAL_DEFAULTS["params"] and not path.exists():
+        raise ConfigError(f"--params {path}: no such file; name an existing params file, or leave --params out to "
+                          "use ./params.yaml when there is one")
     return load(path) if path.exists() else None
 
 

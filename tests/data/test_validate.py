@@ -191,3 +191,15 @@ def test_every_blocked_line_names_its_reason(small_tables, tmp_path):
             assert reason.strip() and reason != "", line
     assert any("footprint_gb must lie in" in line for line in problems[REPRO])
     assert any(line.startswith("vm_counters is missing: ") for line in problems[REPRO])
+
+
+def test_a_params_file_named_that_does_not_exist_is_refused_not_skipped(small_raw, tmp_path, capsys):
+    """Named with --params, a missing file is an error (it used to validate silently without params); left out,
+    ./params.yaml is used when there is one."""
+    from pipelines.cli import main
+
+    for stage in (["validate", str(small_raw)],
+                  ["calibrate", "--raw", str(small_raw), "--metrics", str(tmp_path / "m.json")]):
+        assert main(["--params", str(tmp_path / "typo.yaml"), *stage]) == 2
+        assert f"--params {tmp_path / 'typo.yaml'}: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
