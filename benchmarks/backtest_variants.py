@@ -1,4 +1,4 @@
-"""Issue 13's acceptance run: a 14-night backtest on each built-in fleet variant.
+"""Issue 13's acceptance run, and issue 48's figures: a 14-night backtest on each built-in fleet variant.
 
     python benchmarks/backtest_variants.py                    # both variants, 14 nights, params.yaml
     python benchmarks/backtest_variants.py --variants walks --nights 3 --workdir /tmp/bt
@@ -65,6 +65,17 @@ def summarize(wd: Path, name: str) -> dict:
     rule = sel["selection.best_rule"]
     served = [json.loads((wd / "backtest" / night / "evaluate.json").read_text()) for night in n.as_of]
     served_mis = [e["served"]["mispredictions_conservative"] for e in served]
+    left = [e["served"].get("mispredictions_unmitigated", m) for e, m in zip(served, served_mis)]
+    monitor = {}
+    if "realized_unmitigated" in n.columns:     # the QoS monitor in the replay (issue 48)
+        monitor = {
+            "within_budget_unmitigated": int((n.realized_unmitigated <= n.budget).sum()),
+            "realized_unmitigated_max": round(float(n.realized_unmitigated.max()), 4),
+            "mitigations_max": round(float(n.mitigations.max()), 4),
+            "regret_fixed_mean_points": round(100 * float(n.regret_fixed.mean()), 2),
+            "served_within_budget_unmitigated": int(sum(m <= b for m, b in zip(left, n.budget))),
+            "served_mispredictions_mean": round(float(sum(served_mis) / len(served_mis)), 4),
+        }
     return {
         "variant": name, "seed": params["base"]["seed"], "nights": len(n),
         "within_budget": int((n.realized_mispredictions <= n.budget).sum()),
@@ -78,7 +89,7 @@ def summarize(wd: Path, name: str) -> dict:
         "served_mispredictions_max": round(float(max(served_mis)), 4),
         "served_pool_mean": round(float(sum(e["served"]["pool_share"] for e in served) / len(served)), 4),
         "li_selected": sel["selection.method"], "li_heldout_selected": sel["selection.heldout_li.selected"],
-        "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"],
+        "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"], **monitor,
     }
 
 
@@ -102,6 +113,13 @@ def main() -> None:
               f"{r['li_best_rule']} {r['li_heldout_best_rule']}; served ({r['served_policy']}) within budget "
               f"{r['served_within_budget']}/{r['nights']}, max {100 * r['served_mispredictions_max']:.2f}%, pool "
               f"{100 * r['served_pool_mean']:.1f}%" + (f"; {r['wall_s']:.0f} s" if "wall_s" in r else ""))
+        if "within_budget_unmitigated" in r:
+            print(f"{'':6s} after the QoS monitor: within budget {r['within_budget_unmitigated']}/{r['nights']} nights, "
+                  f"max {100 * r['realized_unmitigated_max']:.2f}% left slowed, mitigations max "
+                  f"{100 * r['mitigations_max']:.2f}%; regret against the best fixed pair "
+                  f"{r['regret_fixed_mean_points']:.2f} points; served within budget "
+                  f"{r['served_within_budget_unmitigated']}/{r['nights']}, its raw mispredictions "
+                  f"{100 * r['served_mispredictions_mean']:.2f}% on average")
     if not a.summarize:
         (a.workdir / "summary.json").write_text(json.dumps(rows, indent=1))
 
