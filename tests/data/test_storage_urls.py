@@ -156,17 +156,17 @@ def test_csv_tables_in_a_bucket_on_the_workers(s3, small_raw, tmp_path, monkeypa
     _same(_features(tmp_path / "dask", "s3://raw/csv", "dask"), _features(tmp_path / "local", str(folder), "local"))
 
 
-def test_validate_and_import_read_a_bucket(s3, small_raw, tmp_path, capsys):
-    assert main(["--params", str(tmp_path / "none.yaml"), "validate", "s3://raw/part"]) == 0
-    assert main(["--params", str(tmp_path / "none.yaml"), "import", "s3://raw/single", "--out",
-                 str(tmp_path / "imported")]) == 0
+def test_validate_and_import_read_a_bucket(s3, small_raw, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)             # no params.yaml here: the tables alone, as a team's first try
+    assert main(["validate", "s3://raw/part"]) == 0
+    assert main(["import", "s3://raw/single", "--out", str(tmp_path / "imported")]) == 0
     got, want = read_tables(tmp_path / "imported"), read_tables(small_raw)
     for name in want:
         pd.testing.assert_frame_equal(got[name], want[name], check_exact=True)
 
 
-def test_a_missing_bucket_is_named(s3, tmp_path, capsys):
-    assert main(["--params", str(tmp_path / "none.yaml"), "import", "s3://no-such-bucket/raw", "--out",
-                 str(tmp_path / "imported")]) == 2
+def test_a_missing_bucket_is_named(s3, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", "s3://no-such-bucket/raw", "--out", str(tmp_path / "imported")]) == 2
     assert capsys.readouterr().err == "pond import: error: s3://no-such-bucket/raw is not a directory of contract tables\n"
     assert not (tmp_path / "imported").exists()
