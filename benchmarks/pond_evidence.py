@@ -20,14 +20,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.params import load  # noqa: E402
-from evaluation.fixed_pools import peaks  # noqa: E402
+from evaluation.fixed_pools import fixed_share_savings  # noqa: E402
 from evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days, place  # noqa: E402
 from pipelines import generate  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
@@ -37,18 +36,9 @@ SHARES, SOCKETS, WINDOWS = (0.1, 0.3, 0.5), (8, 16, 32, 64), (7, 28, 75)
 
 def fig3(vms, placed, days: int) -> dict[str, list[float]]:
     """Pond's accounting over ``days`` after the warm-up: per share, the saving at each pool size (%)."""
-    lo, hi = WARMUP_DAYS * 86400, (WARMUP_DAYS + days) * 86400
-    mem = vms["memory_gb"].to_numpy(float)
-    local = peaks(placed.start, placed.end, placed.fleet_server, mem, lo, hi, int(placed.servers.sum())).sum()
-    out: dict[str, list[float]] = {f"{f:g}": [] for f in SHARES}
-    for k in SOCKETS:
-        per = k // 2
-        pools = -(-placed.servers // per)
-        pool = np.r_[0, np.cumsum(pools)[:-1]][placed.cluster] + placed.server // per
-        pooled = peaks(placed.start, placed.end, pool, mem, lo, hi, int(pools.sum())).sum()
-        for f in SHARES:
-            out[f"{f:g}"].append(round(100 * (1 - ((1 - f) * local + f * pooled) / local), 2))
-    return out
+    got = fixed_share_savings(vms, SHARES, SOCKETS, placed=placed, days=days)
+    return {f"{f:g}": (100 * g.set_index("pool_sockets").savings.reindex(SOCKETS)).round(2).tolist()
+            for f, g in got.groupby("share")}
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import pandas as pd
 from evaluation.stranding import WARMUP_DAYS, Placed, place
 
 
-
 def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, lo: int, hi: int,
           n_units: int) -> np.ndarray:
     """The peak GB of each unit (a server, a pool) over [lo, hi); at one second, departures first."""
@@ -44,15 +43,18 @@ def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, 
 
 
 def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_sockets: tuple[int, ...],
-                        sockets_per_server: int = 2, placed: Placed | None = None) -> pd.DataFrame:
+                        sockets_per_server: int = 2, placed: Placed | None = None, days: int | None = None
+                        ) -> pd.DataFrame:
     """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local, on the
-    servers ``placed`` put the VMs on (default: ``stranding.place(vms)``)."""
+    servers ``placed`` put the VMs on (default: ``stranding.place(vms)``), over the ``days`` after the warm-up
+    (default: to the trace's end)."""
     placed = placed or place(vms)
     start, end, horizon, codes, unit, servers = (placed.start, placed.end, placed.horizon, placed.cluster,
                                                  placed.server, placed.servers)
     glob = placed.fleet_server
     mem = vms["memory_gb"].to_numpy(float)
     lo = WARMUP_DAYS * 86400 if horizon > (WARMUP_DAYS + 1) * 86400 else 0
+    horizon = horizon if days is None else min(horizon, lo + days * 86400)
     all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum()
     rows = []
     for k in pool_sockets:

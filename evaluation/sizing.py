@@ -277,17 +277,13 @@ def _take(policy: Policy, i: np.ndarray) -> Policy:
 def distinct(policies: dict[str, Policy]) -> tuple[dict[str, Policy], dict[str, str]]:
     """Policies that put the same GB on the pool for every VM size alike (UM only is the same at
     every latency ratio), so each is sized once: (the first of each, every name -> the one sized)."""
-    seen: dict[bytes, list[str]] = {}
+    first: dict[bytes, str] = {}
     alias: dict[str, str] = {}
-    keys = {}
     for name, policy in policies.items():
         pool, back = _parts(policy)
-        keys[name] = np.ascontiguousarray(pool).tobytes() + (b"" if back is None else
-                                                              b"|" + np.ascontiguousarray(back, np.int64).tobytes())
-        same = seen.setdefault(hashlib.sha256(keys[name]).digest(), [])
-        alias[name] = next((s for s in same if keys[s] == keys[name]), name)
-        if alias[name] == name:
-            same.append(name)
+        key = hashlib.sha256(np.ascontiguousarray(pool).tobytes()
+                             + (b"" if back is None else b"|" + np.ascontiguousarray(back, np.int64).tobytes())).digest()
+        alias[name] = first.setdefault(key, name)
     return {n: policies[n] for n in dict.fromkeys(alias.values())}, alias
 
 

@@ -91,14 +91,15 @@ def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Location,
 
 def own_features(vm_ids: pd.Series, counters: pd.DataFrame | str | Location) -> pd.DataFrame:
     """Each VM's own first-hour counters as the LI model's features (``pmu_features``), indexed by ``vm_id``: what
-    the QoS monitor (``/v1/qos``) sees of a VM once its first window has run. VMs without counters are absent."""
+    the QoS monitor (``/v1/qos``) sees of a VM once its first window has run. VMs without counters are absent; a
+    VM with several rows (an export that split its window) has them summed, as a history sums its VMs'."""
     con = connect()
     try:
         con.register("wanted", pd.DataFrame({"vm_id": pd.Series(vm_ids, dtype=object).astype(str).unique()}))
         _register(con, "counters", counters)
-        own = con.execute("SELECT k.* FROM counters k JOIN wanted w ON CAST(k.vm_id AS VARCHAR) = w.vm_id "
-                          "ORDER BY k.vm_id").df()
+        own = con.execute("SELECT k.* FROM counters k JOIN wanted w ON CAST(k.vm_id AS VARCHAR) = w.vm_id").df()
     finally:
         con.close()
     events = [c for c in own.columns if c != "vm_id"]
-    return pmu_features(own[events], events, table="vm_counters").set_index(own["vm_id"].astype(str).to_numpy())
+    own = own.assign(vm_id=own["vm_id"].astype(str)).groupby("vm_id", sort=True)[events].sum(min_count=1)
+    return pmu_features(own.reset_index(drop=True), events, table="vm_counters").set_index(own.index.to_numpy())

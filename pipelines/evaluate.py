@@ -23,7 +23,7 @@ from evaluation.truth import measured_truth, truth_table
 from evaluation.plots import pyplot, save_figure
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
-from models.inference import ModelFiles, Scores, score, score_in_parts
+from models.inference import ModelFiles, Models, Scores, score, score_in_parts
 from models.policy import read_policy
 from telemetry.atomic import AtomicDir, write_json
 from telemetry.io import read_days
@@ -46,18 +46,19 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
+    models = files.load()        # here: the QoS monitor's scores, and the day's scores without Dask
     if client is None and engine is not None and engine.backend != "local":
         with session(engine) as own:
-            s = _score(files, vms, history, own)
+            s = _score(files, models, vms, history, own)
     else:
-        s = _score(files, vms, history, client)
+        s = _score(files, models, vms, history, client)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy["latency_ratio"])
     measured = measured_truth(raw_dir, policy["latency_ratio"], vms)
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]
-    p_exceed = monitor_scores(files.load(), vms, raw_dir)
+    p_exceed = monitor_scores(models, vms, raw_dir)
     created = vms["created_at"].to_numpy()
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
@@ -108,9 +109,9 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     return metrics
 
 
-def _score(files: ModelFiles, vms: pd.DataFrame, history: pd.DataFrame, client: Any) -> Scores:
+def _score(files: ModelFiles, models: Models, vms: pd.DataFrame, history: pd.DataFrame, client: Any) -> Scores:
     if client is None:
-        return score(files.load(), vms, history)
+        return score(models, vms, history)
     workers = len(workers_of(client))
     print(f"evaluate: scoring {len(vms)} VMs on Dask, one slice per worker ({workers})")
     return score_in_parts(lambda fn, tasks: run_all(client, fn, tasks), files, vms, history, workers)

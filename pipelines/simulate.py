@@ -267,7 +267,7 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     created_in = (start >= judged[0]) & (start < judged[1])
     ratios = sp.latency_ratios if nights is not None else ()
     watched = _watched(vms, decided, start, decisions, raw_dir, params, ratios)   # static only: nothing watched
-    back = {name: w for name, w in _returns(watched, decided, start, params.features.counter_delay_s).items()}
+    back = _returns(watched, decided, start, params.features.counter_delay_s)
     policies = {_name(p, r): (d["pool_gb"], back[_name(p, r)]) if _name(p, r) in back else d["pool_gb"]
                 for (p, r), d in decisions.items()}
 
@@ -327,7 +327,8 @@ def _returns(watched: dict[tuple[str, float], pd.DataFrame], decided: np.ndarray
     for (name, _), w in watched.items():
         if name not in out:
             back = np.full(len(start), -1, np.int64)
-            back[np.flatnonzero(decided)[w["mitigated"].to_numpy()]] = start[decided][w["mitigated"].to_numpy()] + window_s
+            at = np.flatnonzero(decided)[w["mitigated"].to_numpy()]
+            back[at] = start[at] + window_s
             out[name] = back
     return out
 

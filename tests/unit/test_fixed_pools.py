@@ -32,6 +32,10 @@ def test_a_pool_buys_less_than_its_servers_peaks_when_they_peak_apart():
     by = got.set_index(["pool_sockets", "share"]).savings
     assert by[(4, 0.5)] == pytest.approx(1 - 14.5 / 18) and by[(4, 0.1)] == pytest.approx(0.1 * (1 - 11 / 18))
     assert by[(2, 0.5)] == pytest.approx(0.0) and got.servers.unique().tolist() == [2]
+    # a window of a day holds this 4-hour trace whole: the same figures (benchmarks/pond_evidence.py's windows)
+    day = fixed_share_savings(trace, (0.1, 0.5), (2, 4), placed=place(trace, ServerShape(vcpus=4, memory_gb=16)),
+                              days=1)
+    pd.testing.assert_frame_equal(day, got)
 
 
 def test_peaks_restart_per_unit_and_take_departures_first():

@@ -67,3 +67,22 @@ def test_nothing_on_the_pool_nothing_watched():
     out["pool_gb"] = 0.0
     w = watch(out, p, created, threshold=0.5, max_share=0.01)
     assert not w.flagged.any() and not w.mitigated.any()
+
+
+def test_the_monitor_sees_a_vm_s_own_counters_summed_and_nothing_of_a_vm_without_them(small_raw):
+    """An export that split one VM's first window into two rows gives the monitor the same features as one row;
+    a VM with no counters is absent (not seen), and an id written as a number is matched as text."""
+    from features.history import own_features
+    from telemetry.io import read_tables
+
+    counters = read_tables(small_raw, ["vm_counters"])["vm_counters"].head(2).reset_index(drop=True)
+    a, b = counters.vm_id.tolist()
+    events = [c for c in counters.columns if c != "vm_id"]
+    halves = pd.concat([counters.iloc[[0]], counters.iloc[[0]]], ignore_index=True)
+    halves[events] = halves[events] / 2
+    split = pd.concat([halves, counters.iloc[[1]].assign(vm_id="007")], ignore_index=True)
+    got = own_features(pd.Series([a, "007", "no-counters"]), split)
+    want = own_features(pd.Series([a, b]), counters)
+    assert got.index.tolist() == sorted([a, "007"])
+    pd.testing.assert_series_equal(got.loc[a], want.loc[a], check_exact=False, rtol=1e-6)
+    pd.testing.assert_series_equal(got.loc["007"].rename(b), want.loc[b], check_exact=False, rtol=1e-6)
