@@ -216,6 +216,9 @@ class OptimizeParams(Section):
         description="count the fleet's measured slowdowns (vm_slowdowns, where the data set has it) beside the lab's")
     report_days: int = Field(28, ge=1,
         description="days of VM creations up to as_of whose measured slowdowns count as evidence of the LI error rate")
+    use_monitor: bool = Field(True, description=(
+        "count what the QoS monitor flagged among the recent_days' VMs (their own counters, qos.threshold) as "
+        "evidence of the LI error rate: it can only raise the rate the solver charges (optimize.monitor)"))
     serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
         description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
                     "(each solved within the same budget); simulate's sizing answer says which saves DRAM")

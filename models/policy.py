@@ -82,6 +82,19 @@ class Serve(_Strict):
     pool_cap: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None
 
 
+class FleetMonitor(_Strict):
+    """What the QoS monitor flagged among the recent VMs (``pipelines.optimize.monitor_evidence``)."""
+
+    vms_watched: Annotated[int, Field(ge=0)]
+    vms_flagged: Annotated[int, Field(ge=0)] = 0
+    vms_window_not_ended: Annotated[int, Field(ge=0)] = 0
+    vms_without_counters: Annotated[int, Field(ge=0)] = 0
+    days: Annotated[int, Field(ge=0)] = 0
+    lab_recall: Share | None = None
+    lab_false_alarm_rate: Share | None = None
+    flag_rate: Share | None = None     # tonight's error rate the flags predict at the chosen LI threshold
+
+
 class Policy(_Strict):
     as_of: Day
     pdm: float = Field(gt=0, le=1000, allow_inf_nan=False)
@@ -97,6 +110,7 @@ class Policy(_Strict):
                                                                                                    max_length=2)
     serve: Serve = Serve(policy="combined", pool_cap=None)   # files written before the setting: Pond's rule
     fleet_reports: dict[Annotated[str, Field(pattern=r"^[a-z_]{1,40}$")], Annotated[int, Field(ge=0)]] = {}
+    fleet_monitor: FleetMonitor = FleetMonitor(vms_watched=0)   # files written before the monitor's evidence
 
 
 def read_policy(path: Path) -> dict[str, Any]:

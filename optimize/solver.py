@@ -124,10 +124,16 @@ def next_night(op_nights: np.ndarray, days: np.ndarray | None = None, level: flo
     flat = spread(op)
     if op.shape[1] < 3 or days is None:
         return flat
-    line = _trend(op, np.asarray(days, float))
-    cautious = line.mean > flat.mean if level is None else line.quantile(level) > flat.quantile(level)
-    return NextNight(*(np.where(cautious, a, b) for a, b in ((line.center, flat.center), (line.scale, flat.scale),
-                                                             (line.df, flat.df))))
+    return more_cautious(_trend(op, np.asarray(days, float)), flat, level)
+
+
+def more_cautious(a: NextNight | None, b: NextNight | None, level: float | None) -> NextNight | None:
+    """Per candidate, whichever prediction has the larger ``level`` quantile (the larger mean if None); the
+    other where one is missing."""
+    if a is None or b is None:
+        return b if a is None else a
+    pick = a.mean > b.mean if level is None else a.quantile(level) > b.quantile(level)
+    return NextNight(*(np.where(pick, x, y) for x, y in ((a.center, b.center), (a.scale, b.scale), (a.df, b.df))))
 
 
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,

@@ -28,14 +28,15 @@ import pandas as pd
 from core.errors import ConfigError, ModelError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure
-from features.history import KEY
+from features.history import KEY, own_features
 from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
 from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid
+from optimize.monitor import flagged_tonight, lab_recall, recall
+from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from telemetry.atomic import write_json
-from telemetry.io import read_days, read_optional
+from telemetry.io import COUNTERS, counters_source, find_table, read_days, read_optional
 from telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
@@ -81,18 +82,32 @@ def li_scores(rows: pd.DataFrame, history: pd.DataFrame, sess: Any, model: dict)
     return p, known
 
 
-def fleet_li_shares(vmf: pd.DataFrame, history: pd.DataFrame, li_dir: Path, model: dict,
-                    thresholds: np.ndarray, as_of: str, days: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """(share of VMs, share of GB) the LI model calls insensitive at each threshold, over the VMs
-    created in the ``days`` up to the end of ``as_of``, scored with the as-of history; and the
-    share of those VMs with history."""
+@dataclass(frozen=True)
+class Recent:
+    """The VMs created in the ``optimize.recent_days`` up to the end of ``base.as_of``, scored with the as-of
+    history (``li_scores``): whom the next day's VMs resemble, and whom the QoS monitor has watched."""
+    vms: pd.DataFrame        # vm_id, created_at, memory_gb
+    p: np.ndarray            # P(insensitive) by the workload history
+    known: np.ndarray        # whether the model may call it (history when it was created)
+
+    def shares(self, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """(share of VMs, share of GB) the LI model calls insensitive at each threshold; the share with history."""
+        vms, gb = called_shares(self.p, self.known, self.vms.memory_gb.to_numpy(float), thresholds)
+        return vms, gb, float(self.known.mean())
+
+
+def recent_scores(params: Params, vm_features: Path, history: pd.DataFrame, sess: Any, model: dict) -> Recent:
+    """``Recent`` read from ``vm_features``."""
+    o, as_of = params.optimize, params.base.as_of
+    last = pd.Timestamp(as_of).date()
+    vmf = read_days(vm_features, last - timedelta(days=o.recent_days - 1), last,
+                    columns=["vm_id", *KEY, "created_at", "memory_gb", "has_history"])
     end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
-    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=days)) & (vmf.created_at < end)]
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < end)]
     if recent.empty:
-        raise ConfigError(f"no VMs were created in the {days} days up to {as_of}: move base.as_of")
-    p, known = li_scores(recent, history, load_verified(li_dir / model["file"], model["sha256"]), model)
-    vms, gb = called_shares(p, known, recent.memory_gb.to_numpy(float), thresholds)
-    return vms, gb, float(known.mean())
+        raise ConfigError(f"no VMs were created in the {o.recent_days} days up to {as_of}: move base.as_of")
+    p, known = li_scores(recent, history, sess, model)
+    return Recent(recent[["vm_id", "created_at", "memory_gb"]].reset_index(drop=True), p, known)
 
 
 def li_model(li_dir: Path, ratio: float, pdm: float) -> dict[str, Any]:
@@ -106,12 +121,9 @@ def li_model(li_dir: Path, ratio: float, pdm: float) -> dict[str, Any]:
 
 def recent_li_shares(params: Params, vm_features: Path, history: pd.DataFrame, li_dir: Path, model: dict,
                      thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """``fleet_li_shares`` over the ``optimize.recent_days`` up to ``base.as_of``, read from ``vm_features``."""
-    o, as_of = params.optimize, params.base.as_of
-    last = pd.Timestamp(as_of).date()
-    vmf = read_days(vm_features, last - timedelta(days=o.recent_days - 1), last,
-                    columns=[*KEY, "created_at", "memory_gb", "has_history"])
-    return fleet_li_shares(vmf, history, li_dir, model, thresholds, as_of, o.recent_days)
+    """``Recent.shares`` of the ``recent_scores``."""
+    sess = load_verified(li_dir / model["file"], model["sha256"])
+    return recent_scores(params, vm_features, history, sess, model).shares(thresholds)
 
 
 @dataclass(frozen=True)
@@ -131,7 +143,7 @@ def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, 
                    li_dir: Path, model: dict, thresholds: np.ndarray) -> FleetEvidence:
     """The fleet's measured slowdowns (``vm_slowdowns``, optional: no evidence without it) per threshold.
     Only what was known by the end of ``base.as_of``: reports measured by then, of VMs created in the
-    ``optimize.report_days`` up to it, scored with the as-of history as `fleet_li_shares` scores recent VMs.
+    ``optimize.report_days`` up to it, scored with the as-of history as `recent_scores` scores recent VMs.
     A report of a VM this data set does not hold, of one without history, or measured before its VM was
     created, is counted and left out, never an error."""
     o, as_of = params.optimize, params.base.as_of
@@ -152,6 +164,47 @@ def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, 
     stats.update(vms_not_in_window=len(sensitive) - len(vms), vms_without_history=int((~known).sum()),
                  vms_used=len(used), keys=len(keys), days=len(np.unique(days)))
     return FleetEvidence(called, errors, tonight(days, p[known], used.sensitive.to_numpy(), thresholds), stats)
+
+
+@dataclass(frozen=True)
+class MonitorEvidence:
+    """What the QoS monitor flagged among the recent VMs, per LI threshold (``monitor_evidence``)."""
+    tonight: NextNight | None     # tonight's error rate among called VMs, from the flags; None: nothing watched
+    stats: dict[str, Any]         # what was watched, what was flagged, the monitor's lab error rates
+
+
+def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,
+                     lab: pd.DataFrame) -> MonitorEvidence:
+    """The QoS monitor's flags (``optimize.monitor``) on the recent VMs the model may call whose first window
+    ended by the end of ``base.as_of`` (``features.counter_delay_s`` after creation): their own counters scored
+    by tonight's LI model, flagged at ``qos.threshold``. Reads counters, never truth; a VM without counters is
+    not watched."""
+    o = params.optimize
+    if raw_dir is None or not o.use_monitor or find_table(raw_dir, COUNTERS) is None:
+        return MonitorEvidence(None, {"vms_watched": 0})
+    end = pd.Timestamp(params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    ended = (recent.vms.created_at + pd.Timedelta(seconds=params.features.counter_delay_s) <= end).to_numpy()
+    watch = recent.known & ended
+    own = own_features(recent.vms.vm_id[watch], counters_source(raw_dir))
+    X = own.reindex(columns=model["features"]).to_numpy(np.float32)
+    p_exceed = np.full(len(recent.p), np.nan)
+    if len(X):
+        scored = 1.0 - onnx_p_insensitive(sess, X, model["classes"])
+        row = pd.Index(own.index).get_indexer(recent.vms.vm_id.astype(str).to_numpy())
+        hit = watch & (row >= 0)
+        p_exceed[hit] = np.where(np.isnan(X).all(axis=1), np.nan, scored)[row[hit]]
+    seen = ~np.isnan(p_exceed)
+    flagged = p_exceed[seen] >= params.qos.threshold
+    caught, sensitive, alarms, insensitive = lab_recall(lab, params.qos.threshold)
+    r = recall(caught, sensitive)
+    days = recent.vms.created_at[seen].dt.floor("D").to_numpy()
+    stats = {"vms_watched": int(seen.sum()), "vms_flagged": int(flagged.sum()),
+             "vms_window_not_ended": int((recent.known & ~ended).sum()),
+             "vms_without_counters": int((watch & ~seen).sum()), "days": len(np.unique(days)),
+             "lab_recall": r, "lab_false_alarm_rate": (alarms + 0.5) / (insensitive + 1.0)}
+    if not seen.any():
+        return MonitorEvidence(None, stats)
+    return MonitorEvidence(flagged_tonight(days, recent.p[seen], flagged, lab.threshold.to_numpy(), r), stats)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -181,20 +234,23 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     model = li_model(li_dir, ratio, pdm)
     lab = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), ratio, pdm)
     history = pd.read_parquet(features_dir / "snapshot" / "workload_history.parquet")
-    li_vm, li_gb, h = recent_li_shares(params, features_dir / "vm_features.parquet", history, li_dir, model,
-                                       lab.threshold.to_numpy())
+    sess = load_verified(li_dir / model["file"], model["sha256"])
+    recent = recent_scores(params, features_dir / "vm_features.parquet", history, sess, model)
+    li_vm, li_gb, h = recent.shares(lab.threshold.to_numpy())
     fleet = fleet_evidence(params, raw_dir, features_dir / "vm_features.parquet", history, li_dir, model,
                            lab.threshold.to_numpy())
     if fleet.stats["rows"]:
         print(f"optimize: {report_summary(fleet.stats)}")
+    monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab)
+    li_next = more_cautious(fleet.tonight, monitor.tonight, level)
     li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
-                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), fleet.tonight)
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next)
     budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
     i, j = choice
-    q = charged_rate(li.called.to_numpy(), li.errors.to_numpy(), fleet.tonight)
+    q = charged_rate(li.called.to_numpy(), li.errors.to_numpy(), li_next)
     offsets = um_manifest["offsets"]
     offset = 0.0 if j == 0 else offsets.get(f"{targets[j]:g}")
     if offset is None:
@@ -211,6 +267,8 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                "error_rate": float(q[i]), "lab_called": int(lab.called[i]), "lab_errors": int(lab.errors[i]),
                "fleet_called": int(fleet.called[i]), "fleet_errors": float(fleet.errors[i])},
         "fleet_reports": fleet.stats,
+        "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
+                                                          else None)},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),
@@ -235,7 +293,8 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                               "li_share": float(li_vm[i]), "li_threshold": policy["li"]["threshold"],
                               "li_error_rate": float(q[i]), "um_share": float(um_n[j].mean()),
                               "um_target_op": float(targets[j]), "um_nights": int(um_n.shape[1]),
-                              "history_share": h, "fleet_keys": fleet.stats.get("keys", 0)})
+                              "history_share": h, "fleet_keys": fleet.stats.get("keys", 0),
+                              "monitor_vms": monitor.stats["vms_watched"]})
     frontier = _frontier(g)
     frontier_path.parent.mkdir(parents=True, exist_ok=True)
     frontier.round(5).to_csv(frontier_path, index=False)

@@ -1,0 +1,85 @@
+"""The QoS monitor's flags move the solver, from counters alone: the night's recent VMs are given the counters of the
+most slowed-looking VM, and optimize (the fleet's truth removed from the data set) calls fewer VMs insensitive. A
+VM whose first window ends after as_of is not watched: rewriting its counters leaves the policy byte-identical."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from core.params import Params
+from features.history import own_features
+from models.inference import load_verified
+from models.runtime import onnx_p_insensitive
+from pipelines.optimize import li_model
+from tests.conftest import small_params
+
+pytestmark = pytest.mark.slow
+
+
+def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None) -> dict:
+    from pipelines.cli import main
+
+    out.mkdir(parents=True)
+    (out / "params.yaml").write_text(yaml.safe_dump(params or small_params()))
+    args = ["--params", str(out / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
+            "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
+            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
+    assert main(args) == 0
+    return json.loads((out / "policy.json").read_text())
+
+
+def _with_counters(raw: Path, out: Path, ids: pd.Series, source: pd.Series) -> Path:
+    """A copy of ``raw`` without the fleet's truth, whose VMs ``ids`` have the counters of the VM ``source``."""
+    shutil.copytree(raw, out)
+    (out / "population_truth.parquet").unlink()
+    counters = pd.read_parquet(out / "vm_counters.parquet")
+    events = counters.columns[1:]
+    hit = counters.vm_id.isin(set(ids)).to_numpy()
+    counters.loc[hit, events] = counters.loc[counters.vm_id == source, events].to_numpy()[0]
+    counters.to_parquet(out / "vm_counters.parquet", index=False)
+    return out
+
+
+def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bundle, small_raw, tmp_path):
+    p = Params(**small_params())
+    model = li_model(small_bundle / "li", p.optimize.latency_ratio, p.optimize.pdm)
+    sess = load_verified(small_bundle / "li" / model["file"], model["sha256"])
+    counters = pd.read_parquet(small_raw / "vm_counters.parquet")
+    own = own_features(counters.vm_id, counters)
+    slowed = own.index[int(np.argmin(onnx_p_insensitive(sess, own.reindex(columns=model["features"])
+                                                        .to_numpy(np.float32), model["classes"])))]
+    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
+    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
+    late = recent[recent.created_at + pd.Timedelta(seconds=p.features.counter_delay_s) > end]
+    assert len(late) > 0
+
+    a = _optimize(small_bundle, small_raw, tmp_path / "a")
+    b = _optimize(small_bundle, _with_counters(small_raw, tmp_path / "raw_b", recent.vm_id, slowed), tmp_path / "b")
+    assert a["li"]["enabled"] and a["fleet_monitor"]["vms_watched"] > 100
+    assert b["fleet_monitor"]["vms_watched"] == a["fleet_monitor"]["vms_watched"]
+    assert b["fleet_monitor"]["vms_flagged"] == b["fleet_monitor"]["vms_watched"] > a["fleet_monitor"]["vms_flagged"]
+    # every watched VM flagged: the rate charged is the flag rate over the lab's recall, so LI is off or stricter
+    assert not b["li"]["enabled"] or b["li"]["threshold"] > a["li"]["threshold"]
+    assert b["li"]["expected_li"] < a["li"]["expected_li"]
+    assert b["expected"]["pool_share"] < a["expected"]["pool_share"]
+
+    # the operator's switch: the same counters, not counted, give the lab-only policy
+    off = small_params()
+    off["optimize"]["use_monitor"] = False
+    c = _optimize(small_bundle, tmp_path / "raw_b", tmp_path / "c", off)
+    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None}
+    assert c["li"] == {**a["li"]} and c["expected"] == a["expected"]
+
+    # a VM whose first window had not ended by as_of is not watched: its counters cannot move tonight's policy
+    _with_counters(small_raw, tmp_path / "raw_d", late.vm_id, slowed)
+    _optimize(small_bundle, tmp_path / "raw_d", tmp_path / "d")
+    assert (tmp_path / "d" / "policy.json").read_bytes() == (tmp_path / "a" / "policy.json").read_bytes()
+    assert a["fleet_monitor"]["vms_window_not_ended"] > 0

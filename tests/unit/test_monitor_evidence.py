@@ -1,0 +1,54 @@
+"""The QoS monitor's flags as LI evidence (optimize.monitor): the lab's view of the monitor, tonight's rate from the
+flags, and the solver keeping the more cautious of two predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from optimize.monitor import flagged_tonight, lab_recall, recall
+from optimize.solver import NextNight, more_cautious
+
+
+def _curves() -> pd.DataFrame:
+    # 10 workloads, 4 sensitive; called at P(insensitive) >= threshold; the solver's "off" row first
+    return pd.DataFrame({"threshold": [np.inf, 0.0, 0.25, 0.5, 0.75],
+                         "called": [0, 10, 8, 5, 2], "errors": [0, 4, 3, 1, 0], "n": [10, 10, 10, 10, 10]})
+
+
+def test_the_lab_recall_counts_workloads_the_monitor_would_flag():
+    # qos 0.5 flags 1 - P(insensitive) >= 0.5: P <= 0.5. Those at P >= 0.5 (5 called, 1 sensitive) count as not
+    # flagged (the boundary: cautious), so 3 of 4 sensitive are caught and 6 - 4 = 2 insensitive raise alarms
+    assert lab_recall(_curves(), 0.5) == (3, 4, 2, 6)
+    # qos 0.3 flags P <= 0.7: not flagged from the first threshold >= 0.7 on (0.75: 2 called, none sensitive)
+    assert lab_recall(_curves(), 0.3) == (4, 4, 4, 6)
+    # qos 0.2 flags P <= 0.8: no threshold keeps any workload unflagged, so every one is flagged
+    assert lab_recall(_curves(), 0.2) == (4, 4, 6, 6)
+    assert lab_recall(_curves().iloc[:1], 0.5) == (0, 0, 0, 0)
+    assert recall(3, 4) == pytest.approx(3.5 / 5) and recall(0, 0) == 0.5
+
+
+def test_tonight_from_the_flags_is_each_days_flag_rate_among_called_vms_over_the_recall():
+    day = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    p = np.array([0.9, 0.8, 0.6, 0.2, 0.95, 0.7, 0.65, 0.1])
+    flagged = np.array([0, 1, 0, 1, 0, 0, 1, 1], bool)
+    out = flagged_tonight(day, p, flagged, np.array([0.5, 0.75, 0.99]), 0.8)
+    # threshold 0.5: day 0 flags 1 of 3 called, day 1 flags 1 of 3; 0.75: 1 of 2, then 0 of 1; 0.99: none called
+    rates = np.array([[1 / 3, 1 / 3], [1 / 2, 0.0]])
+    np.testing.assert_allclose(out.center[:2], rates.mean(axis=1) / 0.8)
+    s = rates.std(axis=1, ddof=1) * np.sqrt(1.5)
+    np.testing.assert_allclose(out.scale[:2], s / 0.8)
+    np.testing.assert_array_equal(out.df, [1.0, 1.0, 0.0])
+    assert out.center[2] == 0.0 and out.scale[2] == 0.0     # never called: nothing to say, nothing charged
+
+
+def test_the_solver_keeps_the_more_cautious_prediction_per_candidate():
+    a = NextNight(np.array([0.1, 0.3]), np.array([0.0, 0.0]), np.array([5.0, 5.0]))
+    b = NextNight(np.array([0.2, 0.2]), np.array([0.0, 0.5]), np.array([5.0, 5.0]))
+    mean = more_cautious(a, b, None)
+    np.testing.assert_allclose(mean.center, [0.2, 0.3])
+    # at the 95% quantile b's spread makes it the more cautious on the second candidate too
+    q = more_cautious(a, b, 0.95)
+    np.testing.assert_allclose(q.center, [0.2, 0.2]) and np.testing.assert_allclose(q.scale, [0.0, 0.5])
+    assert more_cautious(None, b, 0.95) is b and more_cautious(a, None, None) is a and more_cautious(None, None, 0.5) is None
