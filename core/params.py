@@ -286,6 +286,9 @@ class QosParams(Section):
         "least this (the service's POND_QOS_THRESHOLD default, /v1/qos)"))
     max_mitigated_share: float = Field(0.01, ge=0, le=1, description=(
         "mitigations per day, share of the day's VMs (Pond: up to 1%); a flagged VM past it stays as placed"))
+    alpha_neighbors: int = Field(5, ge=1, description=(
+        "SLA-alpha, reported beside all-local mitigation: a flagged VM's spill curve is the mean of this many lab "
+        "workloads nearest in its own counters (evaluation.sla_alpha)"))
 
 
 class GateParams(Section):

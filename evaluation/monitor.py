@@ -12,12 +12,18 @@ from telemetry.io import counters_source
 from telemetry.storage import Location
 
 
-def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location) -> np.ndarray:
-    """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
-    NaN for a VM without counters."""
+def own_rows(vms: pd.DataFrame, raw_dir: Location) -> pd.DataFrame:
+    """Each VM's own first-hour counters as LI features, one row per row of ``vms`` (NaN: no counters)."""
     own = own_features(vms["vm_id"], counters_source(raw_dir))
+    return own.reindex(vms["vm_id"].astype(str).to_numpy()).reset_index(drop=True)
+
+
+def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location, own: pd.DataFrame | None = None
+                   ) -> np.ndarray:
+    """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
+    NaN for a VM without counters. ``own``: ``own_rows`` of ``vms``, where the caller has them."""
+    own = own_rows(vms, raw_dir) if own is None else own
     p = np.full(len(vms), np.nan)
     if len(own):
-        row = pd.Index(own.index).get_indexer(vms["vm_id"].astype(str).to_numpy())
-        p[row >= 0] = 1.0 - models.p_insensitive(own)[row[row >= 0]]
+        p = 1.0 - models.p_insensitive(own)
     return p

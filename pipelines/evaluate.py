@@ -15,18 +15,21 @@ import pandas as pd
 from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams, QosParams
-from evaluation.combined import outcomes, summarize
-from evaluation.monitor import monitor_scores
-from evaluation.qos import watch
-from evaluation.qos import summarize as monitor_summary
-from evaluation.truth import measured_truth, truth_table
+from evaluation.combined import outcomes, spill_table, summarize
+from evaluation.monitor import monitor_scores, own_rows
 from evaluation.plots import pyplot, save_figure
+from evaluation.qos import summarize as monitor_summary
+from evaluation.qos import watch
+from evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
+from evaluation.sla_alpha import summarize as alpha_summary
+from evaluation.truth import measured_truth, truth_table
+from features.build import lab_features
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Models, Scores, score, score_in_parts
 from models.policy import read_policy
 from telemetry.atomic import AtomicDir, write_json
-from telemetry.io import read_days
+from telemetry.io import read_days, read_tables
 from telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)
@@ -58,7 +61,10 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy["li"]["error_rate"]
-    p_exceed = monitor_scores(models, vms, raw_dir)
+    own = own_rows(vms, raw_dir)
+    p_exceed = monitor_scores(models, vms, raw_dir, own)
+    keep = alpha_keep(own, p_exceed >= qos.threshold, raw_dir, policy, qos.alpha_neighbors)
+    workload = vms["workload_id"] if "workload_id" in vms.columns else pd.Series(np.nan, index=vms.index, dtype=object)
     created = vms["created_at"].to_numpy()
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
@@ -71,7 +77,8 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
             d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
             out = watch(outcomes(vms, d, table, policy["pdm"], measured), p_exceed, created, qos.threshold,
                         qos.max_mitigated_share)
-            metrics[name] = summarize(out, rate) | monitor_summary(out, rate)
+            out = sla_alpha(out, keep, table, workload, policy["pdm"])
+            metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
             if name == "served":
                 out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"],
                            p_exceed=p_exceed) \
@@ -107,6 +114,20 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
               f"(severe {100 * r.mispredictions_severe:5.2f}%), unmitigated {100 * r.mispredictions_unmitigated:5.2f}% "
               f"after {100 * r.mitigations:4.2f}% mitigated ({100 * r.false_alarms:4.2f}% false alarms)")
     return metrics
+
+
+def alpha_keep(own: pd.DataFrame, flagged: np.ndarray, raw_dir: Location, policy: dict, k: int) -> np.ndarray:
+    """Per VM, the share of its memory SLA-alpha keeps on the pool if it is mitigated (``evaluation.sla_alpha``),
+    predicted from its own counters; worked out for the VMs the monitor flags only (NaN elsewhere)."""
+    tables = read_tables(raw_dir, ["workloads", "slowdowns"])
+    lab = lab_features(tables["workloads"]).set_index("workload_id")
+    curves = spill_table(tables["slowdowns"], policy["latency_ratio"])
+    keep = np.full(len(own), np.nan)
+    rows = np.flatnonzero(flagged)
+    features = [c for c in policy["li"]["features"] if c in lab.columns]
+    keep[rows] = keep_on_pool_pct(nearest_curves(own.iloc[rows].reindex(columns=features), lab, curves, k),
+                                  policy["pdm"])
+    return keep
 
 
 def _score(files: ModelFiles, models: Models, vms: pd.DataFrame, history: pd.DataFrame, client: Any) -> Scores:

@@ -27,8 +27,9 @@ import pandas as pd
 
 from core.errors import ConfigError, ModelError
 from core.params import Params
+from evaluation.monitor import own_rows
 from evaluation.plots import pyplot, save_figure
-from features.history import KEY, own_features
+from features.history import KEY
 from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive
@@ -36,7 +37,7 @@ from optimize.evidence import key_counts, key_labels, report_labels, report_summ
 from optimize.monitor import flagged_tonight, lab_recall, recall
 from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from telemetry.atomic import write_json
-from telemetry.io import COUNTERS, counters_source, find_table, read_days, read_optional
+from telemetry.io import COUNTERS, find_table, read_days, read_optional
 from telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
@@ -185,14 +186,10 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     end = pd.Timestamp(params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
     ended = (recent.vms.created_at + pd.Timedelta(seconds=params.features.counter_delay_s) <= end).to_numpy()
     watch = recent.known & ended
-    own = own_features(recent.vms.vm_id[watch], counters_source(raw_dir))
-    X = own.reindex(columns=model["features"]).to_numpy(np.float32)
+    X = own_rows(recent.vms[watch], raw_dir).reindex(columns=model["features"]).to_numpy(np.float32)
     p_exceed = np.full(len(recent.p), np.nan)
     if len(X):
-        scored = 1.0 - onnx_p_insensitive(sess, X, model["classes"])
-        row = pd.Index(own.index).get_indexer(recent.vms.vm_id.astype(str).to_numpy())
-        hit = watch & (row >= 0)
-        p_exceed[hit] = np.where(np.isnan(X).all(axis=1), np.nan, scored)[row[hit]]
+        p_exceed[watch] = np.where(np.isnan(X).all(axis=1), np.nan, 1.0 - onnx_p_insensitive(sess, X, model["classes"]))
     seen = ~np.isnan(p_exceed)
     flagged = p_exceed[seen] >= params.qos.threshold
     caught, sensitive, alarms, insensitive = lab_recall(lab, params.qos.threshold)
