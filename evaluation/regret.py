@@ -6,7 +6,8 @@ Every (LI threshold, UM target) pair is replayed on the night's VMs with the dec
 service runs (``models.decision``): a VM the LI model calls insensitive goes to the pool whole,
 every other gets the UM target's zNUMA. Realized per pair: the pool share of GB, and the share of
 VMs mispredicted, counted as `evaluate` counts them (known FP, the lab error rate for pool-only
-VMs without truth, OP known or confirmed so far).
+VMs without truth, OP known or confirmed so far), and what the QoS monitor leaves of them
+(``unmitigated_grid``), the figure the budget bounds.
 """
 
 from __future__ import annotations
@@ -26,16 +27,7 @@ def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarr
     n = max(len(mem), 1)
     p = night["p_insensitive"].to_numpy(float)
     sens = night["sensitive"].to_numpy(float)
-    touched = night["touched_known_gb"].to_numpy(float)
-    pool_z, op = np.zeros((len(offsets), len(mem))), np.zeros((len(offsets), len(mem)))
-    no_history = np.zeros(len(mem), bool)
-    for j, off in enumerate(offsets):   # a dozen UM targets, each one compiled pass over the VMs
-        if np.isnan(off):
-            continue
-        d = decide(mem, no_history, np.full(len(mem), np.nan), night["um_raw"].to_numpy(float), PolicyKnobs(None, off))
-        pool_z[j] = d["pool_gb"]
-        with np.errstate(invalid="ignore"):
-            op[j] = (d["pool_gb"] > 0) & (touched > d["local_gb"] + 1e-9)
+    pool_z, op = _znuma(night, offsets)
     # Per threshold, sums over the VMs it calls: suffix sums in score order, not a thresholds x VMs
     # matrix (102 x 135,000 floats a night at 10M VMs). Columns: FP known, truth unknown, GB, then
     # each UM target's OP and zNUMA GB (what the called VMs no longer get).
@@ -51,6 +43,57 @@ def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarr
     mis = (fp + np.asarray(error_rate) * unknown)[:, None] + op.sum(axis=1)[None, :] - op_called
     pool = called_gb[:, None] + pool_z.sum(axis=1)[None, :] - z_called
     return pool / mem.sum(), mis / n
+
+
+def _znuma(night: pd.DataFrame, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(zNUMA GB, overpredicted) per UM target (rows; NaN: off, zeros) and VM, had every VM been given a zNUMA."""
+    mem = night["memory_gb"].to_numpy(float)
+    touched = night["touched_known_gb"].to_numpy(float)
+    pool_z, op = np.zeros((len(offsets), len(mem))), np.zeros((len(offsets), len(mem)))
+    no_history = np.zeros(len(mem), bool)
+    for j, off in enumerate(offsets):   # a dozen UM targets, each one compiled pass over the VMs
+        if np.isnan(off):
+            continue
+        d = decide(mem, no_history, np.full(len(mem), np.nan), night["um_raw"].to_numpy(float), PolicyKnobs(None, off))
+        pool_z[j] = d["pool_gb"]
+        with np.errstate(invalid="ignore"):
+            op[j] = (d["pool_gb"] > 0) & (touched > d["local_gb"] + 1e-9)
+    return pool_z, op
+
+
+def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray, error_rate: np.ndarray,
+                     qos_threshold: float, max_share: float, chunk: int = 16) -> np.ndarray:
+    """Per pair, the share of the night's VMs mispredicted and left slowed by the QoS monitor, as
+    ``evaluation.qos.watch`` leaves them on one day: an insensitive call flagged by its own counters
+    (``p_exceed`` >= ``qos_threshold``) or a zNUMA that touches its node is mitigated, in order of creation
+    (``created_at``; row order without it), up to ``floor(max_share x VMs)``; a pool-only VM without truth
+    that is not mitigated counts the lab's ``error_rate``. ``chunk``: thresholds at a time (a chunk x VMs mask)."""
+    order = np.argsort(night["created_at"].to_numpy(), kind="stable") if "created_at" in night.columns \
+        else np.arange(len(night))
+    night = night.iloc[order]
+    n = max(len(night), 1)
+    p = night["p_insensitive"].to_numpy(float)
+    sens = night["sensitive"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        slowed = night["p_exceed"].to_numpy(float) >= qos_threshold
+    eligible = night["has_history"].to_numpy(bool) & ~np.isnan(p)
+    _, op = _znuma(night, offsets)
+    op = op.astype(bool)
+    cap = np.floor(max_share * len(night) + 1e-9)
+    t = np.asarray(thresholds, float)
+    rate = np.asarray(error_rate, float)
+    out = np.empty((len(t), len(offsets)))
+    for lo in range(0, len(t), chunk):   # about 100 thresholds x a dozen targets, each a (chunk, VMs) mask
+        with np.errstate(invalid="ignore"):
+            called = eligible[None, :] & (p[None, :] >= t[lo:lo + chunk, None])
+        fp, unknown = called & (sens == 1.0), called & np.isnan(sens)
+        for j in range(len(offsets)):
+            znuma_op = ~called & op[j][None, :]
+            flagged = (called & slowed[None, :]) | znuma_op
+            mitigated = flagged & (np.cumsum(flagged, axis=1) <= cap)
+            left = ((fp | znuma_op) & ~mitigated).sum(axis=1) + rate[lo:lo + chunk] * (unknown & ~mitigated).sum(axis=1)
+            out[lo:lo + chunk, j] = left / n
+    return out
 
 
 def best_fixed(pools: list[np.ndarray], mispredicted: list[np.ndarray], budget: float) -> tuple[int, int] | None:

@@ -2,7 +2,8 @@
 
 Each night: the snapshot as of that day, `train_um`, `optimize` and `evaluate` on the next day,
 and the night's *regret* (``evaluation.regret``): the best threshold pair in hindsight on the next
-day's VMs within the budget, minus the chosen pair's realized pool share,
+day's VMs within the budget (on what the QoS monitor leaves slowed, as `evaluate` holds it; ``regret_raw``
+on the raw figure), minus the chosen pair's realized pool share,
 with the same code the pipeline runs (the LI forest is trained on lab runs, not on the night, so
 the pipeline's `data/models/li` serves every night). Beside the outcomes, the drift of the UM
 model's inputs: the next day's VMs against the night's training window (KS and PSI per feature).
@@ -30,12 +31,12 @@ from scipy import stats
 
 from core.engine import run_all, session
 from core.errors import ConfigError
-from core.params import Params
+from core.params import Params, QosParams
 from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
 from evaluation.monitor import monitor_scores
-from evaluation.regret import best_fixed, realized_grid
+from evaluation.regret import best_fixed, realized_grid, unmitigated_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
 from features.shuffle import scratch_folder
@@ -70,10 +71,11 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
     return out
 
 
-def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path
+def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams
                  ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
-    realized grids (pool share, mispredictions) with the candidates: (thresholds, UM targets, None first: off)."""
+    realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
+    candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
     li = optimize.li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
                                 policy["pdm"])
     thresholds = li.threshold.to_numpy(float)
@@ -81,12 +83,16 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path
     offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
     targets = sorted(float(t) for t in offsets_by_target)
     offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]
-    pool, mis = realized_grid(pd.read_parquet(decisions), thresholds, offsets, q)
+    night = pd.read_parquet(decisions)
+    pool, mis = realized_grid(night, thresholds, offsets, q)
+    left = unmitigated_grid(night, thresholds, offsets, q, qos.threshold, qos.max_mitigated_share)
     i = int(np.flatnonzero(np.isclose(thresholds, policy["li"]["threshold"]))[0]) if policy["li"]["enabled"] else 0
     j = 1 + targets.index(policy["um"]["target_op"]) if policy["um"]["enabled"] else 0
-    out = regret(pool, mis, policy["misprediction_budget"], (i, j))
+    out = regret(pool, left, policy["misprediction_budget"], (i, j))
+    out["regret_raw"] = regret(pool, mis, policy["misprediction_budget"], (i, j))["regret"]
     out["chosen_mispredictions"] = float(mis[i, j])
-    return out, pool, mis, [thresholds, [None, *targets]]
+    out["chosen_unmitigated"] = float(left[i, j])
+    return out, pool, left, [thresholds, [None, *targets]]
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
@@ -187,7 +193,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             night_scores(p, night, li_dir, day, history, policy, raw_dir)
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r, pool, mis, candidates = night_regret(policy, li_dir, night / "um",
-                                                     night / "evaluation" / "decisions.parquet")
+                                                     night / "evaluation" / "decisions.parquet", p.qos)
             grids.append((pool, mis))
             rows.append({
                 "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
@@ -235,6 +241,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             "realized_mispredictions_max": float(nights.realized_mispredictions.max()),
             "realized_pool_mean": float(nights.realized_pool.mean()),
             "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max()),
+            "regret_raw_mean": float(nights.regret_raw.mean()),
             "regret_fixed_mean": float(nights.regret_fixed.mean()), "regret_fixed_max": float(nights.regret_fixed.max()),
             "best_fixed_pair": None if fixed is None else _pair(candidates, fixed)})
     print(f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within} of {len(nights)} "

@@ -81,7 +81,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
             metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
             if name == "served":
                 out.assign(p_insensitive=p, has_history=has_history, um_raw=raw, untouched_pred=d["untouched_fraction"],
-                           p_exceed=p_exceed) \
+                           p_exceed=p_exceed, created_at=created) \
                    .to_parquet(tmp / "decisions.parquet", index=False)
     for name in ("combined", "served"):     # the budget bounds what the monitor leaves slowed (Pond §6.4.3)
         metrics[name]["within_budget"] = metrics[name]["mispredictions_unmitigated"] <= metrics["budget"]

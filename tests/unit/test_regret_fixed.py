@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pytest
 
 from evaluation.regret import best_fixed
 
@@ -21,3 +23,38 @@ def test_the_fixed_pair_keeps_the_budget_every_night_and_pools_the_most_on_avera
 def test_no_pair_holds_every_night():
     assert best_fixed(POOL, [m + 0.05 for m in MIS], 0.02) is None
     assert best_fixed([], [], 0.02) is None
+
+
+def test_the_unmitigated_grid_is_what_the_monitor_leaves_for_every_pair():
+    """Each pair replayed with `decide` and judged by `evaluation.qos.watch` / `summarize` (capacity spent in order
+    of creation, false alarms included) gives the grid's figure, on a night whose rows are not in creation order."""
+    from evaluation.qos import summarize, watch
+    from evaluation.regret import unmitigated_grid
+    from models.decision import POOL_ONLY, ZNUMA, PolicyKnobs, decide
+
+    rng = np.random.default_rng(12)
+    n = 400
+    night = pd.DataFrame({
+        "memory_gb": rng.choice([2.0, 8.0, 32.0], n), "has_history": rng.random(n) < 0.8,
+        "p_insensitive": np.where(rng.random(n) < 0.05, np.nan, np.round(rng.random(n), 2)),
+        "um_raw": rng.random(n), "sensitive": rng.choice([0.0, 1.0, np.nan], n, p=[0.6, 0.2, 0.2]),
+        "touched_known_gb": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 30),
+        "p_exceed": np.where(rng.random(n) < 0.1, np.nan, rng.random(n)),
+        "created_at": pd.Timestamp("2026-01-09", tz="UTC") + pd.to_timedelta(rng.permutation(n), unit="s")})
+    thresholds, offsets = np.array([np.inf, 0.5, 0.8]), np.array([np.nan, 0.0, 0.2])
+    q = np.array([0.0, 0.03, 0.01])
+    grid = unmitigated_grid(night, thresholds, offsets, q, 0.5, 0.02, chunk=2)
+    mem, p, sens = night.memory_gb.to_numpy(), night.p_insensitive.to_numpy(), night.sensitive.to_numpy()
+    for i, t in enumerate(thresholds):
+        for j, off in enumerate(offsets):
+            d = decide(mem, night.has_history.to_numpy(), p, night.um_raw.to_numpy(),
+                       PolicyKnobs(None if np.isinf(t) else t, None if np.isnan(off) else off))
+            called = d["decision"] == POOL_ONLY
+            with np.errstate(invalid="ignore"):
+                op = (d["decision"] == ZNUMA) & (night.touched_known_gb.to_numpy() > d["local_gb"] + 1e-9)
+            out = pd.DataFrame({"memory_gb": mem, "pool_gb": d["pool_gb"], "li_called": called,
+                                "false_positive": called & (sens == 1.0), "overpredicted": op, "sensitive": sens,
+                                "lab_truth": ~np.isnan(sens)})
+            watched = watch(out, night.p_exceed.to_numpy(), night.created_at.to_numpy(), 0.5, 0.02)
+            assert grid[i, j] == pytest.approx(summarize(watched, q[i])["mispredictions_unmitigated"]), (t, off)
+    assert (grid[1:] > 0).all()
