@@ -5,6 +5,8 @@
     python benchmarks/backtest_variants.py --seed 43 --workdir /tmp/pond-bv-43   # another draw of both fleets
     python benchmarks/backtest_variants.py --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
     python benchmarks/backtest_variants.py --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
+    python benchmarks/backtest_variants.py --seeds 42 43 44 45 46 47 48 49 --shape azure --workdir /tmp/bv48
+                                             # issue 48's acceptance: 8 draws x 2 variants, one table
 
 For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
 `pond backtest N` with the repository's params except ``generate.variant`` (PDM, TP and the
@@ -35,10 +37,13 @@ def pond(wd: Path, *args: str) -> None:
                    cwd=wd, check=True)
 
 
-def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None) -> dict:
+def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None,
+            shape: str | None = None) -> dict:
     wd.mkdir(parents=True, exist_ok=True)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["generate"]["variant"] = name
+    if shape is not None:  # generate.fleet.shape: footprint | azure (issue 47)
+        params["generate"]["fleet"]["shape"] = shape
     if seed is not None:   # another draw of the same fleet: everything that is random follows base.seed
         params["base"]["seed"] = seed
     if internal_share is not None:   # customers whose VMs report slowdowns (vm_slowdowns): the same fleet otherwise
@@ -75,7 +80,14 @@ def summarize(wd: Path, name: str) -> dict:
             "regret_fixed_mean_points": round(100 * float(n.regret_fixed.mean()), 2),
             "served_within_budget_unmitigated": int(sum(m <= b for m, b in zip(left, n.budget))),
             "served_mispredictions_mean": round(float(sum(served_mis) / len(served_mis)), 4),
+            "served_within_budget_raw": int(sum(m <= b for m, b in zip(served_mis, n.budget))),
         }
+        if "sla_alpha_gb_share" in n.columns:   # SLA-alpha beside all-local, the monitor's flags as evidence
+            monitor.update(
+                mitigated_gb_share_mean=round(float(n.mitigated_gb_share.mean()), 5),
+                sla_alpha_gb_share_mean=round(float(n.sla_alpha_gb_share.mean()), 5),
+                within_budget_sla_alpha=int((n.realized_unmitigated_sla_alpha <= n.budget).sum()),
+                monitor_flag_rate_mean=round(float(n.monitor_flag_rate.mean()), 5))
     return {
         "variant": name, "seed": params["base"]["seed"], "nights": len(n),
         "within_budget": int((n.realized_mispredictions <= n.budget).sum()),
@@ -93,6 +105,27 @@ def summarize(wd: Path, name: str) -> dict:
     }
 
 
+def acceptance(rows: list[dict]) -> str:
+    """Issue 48's table, one row per run: nights within the budget after the monitor (combined pair, served
+    policy), the most mitigated in a night, mean regret against the best fixed pair, the served policy's raw
+    mispredictions on average, and whether the run meets every target (>= nights - 1 nights each, mitigations
+    <= 1%, regret <= 2 points, the served policy realizing >= 1% where it keeps the budget)."""
+    out = ["| seed | variant | combined within 2% | served within 2% | mitigations max | regret vs fixed pair "
+           "| served raw mean | met |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "within_budget_unmitigated" not in r:
+            continue
+        need = r["nights"] - 1
+        served_ok = r["served_within_budget_unmitigated"] >= need
+        met = (r["within_budget_unmitigated"] >= need and served_ok and r["mitigations_max"] <= 0.01 + 1e-12
+               and r["regret_fixed_mean_points"] <= 2.0 and (not served_ok or r["served_mispredictions_mean"] >= 0.01))
+        out.append(f"| {r['seed']} | {r['variant']} | {r['within_budget_unmitigated']}/{r['nights']} "
+                   f"| {r['served_within_budget_unmitigated']}/{r['nights']} | {100 * r['mitigations_max']:.2f}% "
+                   f"| {r['regret_fixed_mean_points']:.2f} | {100 * r['served_mispredictions_mean']:.2f}% "
+                   f"| {'yes' if met else 'no'} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", nargs="+", default=["pond", "walks"])
@@ -101,10 +134,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="base.seed (default: params.yaml's)")
     ap.add_argument("--internal-share", type=float, default=None,
                     help="generate.fleet.internal_share: customers whose VMs report slowdowns (default: params.yaml's)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="several draws, each in <workdir>/seed<N>/<variant>, and issue 48's table over all of them")
+    ap.add_argument("--shape", choices=["footprint", "azure"], default=None,
+                    help="generate.fleet.shape (default: params.yaml's)")
     ap.add_argument("--summarize", action="store_true", help="only print the figures of finished work dirs")
     a = ap.parse_args()
-    rows = [summarize(a.workdir / v, v) if a.summarize
-            else variant(v, a.nights, a.workdir / v, a.seed, a.internal_share) for v in a.variants]
+    runs = ([(a.workdir / f"seed{s}" / v, v, s) for s in a.seeds for v in a.variants] if a.seeds
+            else [(a.workdir / v, v, a.seed) for v in a.variants])
+    rows = [summarize(wd, v) if a.summarize else variant(v, a.nights, wd, seed, a.internal_share, a.shape)
+            for wd, v, seed in runs]
     for r in rows:
         print(f"{r['variant']:6s} within budget {r['within_budget']}/{r['nights']} nights "
               f"(worst case {r['within_budget_worst_case']}), max {100 * r['realized_mispredictions_max']:.2f}%; "
@@ -120,6 +159,12 @@ def main() -> None:
                   f"{r['regret_fixed_mean_points']:.2f} points; served within budget "
                   f"{r['served_within_budget_unmitigated']}/{r['nights']}, its raw mispredictions "
                   f"{100 * r['served_mispredictions_mean']:.2f}% on average")
+        if "sla_alpha_gb_share_mean" in r:
+            print(f"{'':6s} mitigation's DRAM (share of the day's memory, mean): all local "
+                  f"{100 * r['mitigated_gb_share_mean']:.3f}%, SLA-alpha {100 * r['sla_alpha_gb_share_mean']:.3f}% "
+                  f"(within budget {r['within_budget_sla_alpha']}/{r['nights']}); the monitor's flag rate at the "
+                  f"chosen threshold {100 * r['monitor_flag_rate_mean']:.2f}% on average")
+    print(acceptance(rows))
     if not a.summarize:
         (a.workdir / "summary.json").write_text(json.dumps(rows, indent=1))
 
