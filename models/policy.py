@@ -93,6 +93,7 @@ class FleetMonitor(_Strict):
     lab_recall: Share | None = None
     lab_false_alarm_rate: Share | None = None
     flag_rate: Share | None = None     # tonight's error rate the flags predict at the chosen LI threshold
+    mitigation_spare: Share | None = None   # the monitor's capacity left for zNUMA overpredictions (solver)
 
 
 class Policy(_Strict):

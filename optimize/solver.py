@@ -20,6 +20,16 @@ cautious (``next_night``): OP drifts over a trace, and the night to bound is ton
 The guarantee: the chosen pair's ``confidence`` quantile of tonight's mispredictions, over the
 posterior of ``q`` and the prediction of OP (drawn jointly, seeded), is within the budget. Adding
 two separate upper bounds would charge the unlikely case that both are at their worst together.
+
+With the QoS monitor (``spare``, Pond §6.4.3), the budget bounds what it leaves slowed. Every zNUMA that
+overpredicts touches its node and is flagged; the monitor mitigates flags up to its capacity, which the
+LI calls' own flags (measured on the recent days, ``optimize.monitor``) spend first. So, per LI candidate,
+with ``spare(t)`` the capacity those flags leave:
+
+    left(t, j) = LI_vm(t) * q(t) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
+
+An LI error the monitor catches is still charged in full: it misses most of them where the fleet errs
+most (docs/results.md), and no truth says how many.
 """
 
 from __future__ import annotations
@@ -136,19 +146,29 @@ def more_cautious(a: NextNight | None, b: NextNight | None, level: float | None)
     return NextNight(*(np.where(pick, x, y) for x, y in ((a.center, b.center), (a.scale, b.scale), (a.df, b.df))))
 
 
+def _left(li_vm: np.ndarray, q: np.ndarray, op: np.ndarray, spare: np.ndarray | None) -> np.ndarray:
+    """Mispredicted share per (LI candidate, ...) from the LI error rate ``q`` and OP (broadcast as given):
+    the zNUMA overpredictions beyond the monitor's ``spare`` capacity, and every LI error."""
+    um = (1.0 - li_vm) * op
+    return li_vm * q + (um if spare is None else np.maximum(um - spare, 0.0))
+
+
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
          um_nights: np.ndarray, op_nights: np.ndarray, level: float | None, samples: int, seed: int,
-         days: np.ndarray | None = None, li_next: NextNight | None = None) -> Grid:
+         days: np.ndarray | None = None, li_next: NextNight | None = None, spare: np.ndarray | None = None) -> Grid:
     """Every candidate pair. ``um_nights``/``op_nights``: (UM candidates, nights); ``days``: each
     night's day relative to tonight (``next_night``). ``li_next``: per LI candidate, tonight's error rate
     predicted from the fleet's measured days (``optimize.evidence``); where given, each draw of the rate
-    is the more cautious of it and the counts' posterior, as ``next_night`` keeps the more cautious OP."""
+    is the more cautious of it and the counts' posterior, as ``next_night`` keeps the more cautious OP.
+    ``spare``: per LI candidate, the share of tonight's VMs the QoS monitor can still mitigate (module
+    doc); None: no monitor, every misprediction counts."""
     li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
     um_nights = np.asarray(um_nights, float)
     op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
     q_mean = charged_rate(called, errors, li_next)
-    mean = li_vm[:, None] * q_mean[:, None] + (1.0 - li_vm[:, None]) * op.mean[None, :]
+    spare_t = None if spare is None else np.asarray(spare, float)[:, None]
+    mean = _left(li_vm[:, None], q_mean[:, None], op.mean[None, :], spare_t)
     if level is None:
         return Grid(pool, mean, mean)
     rng = np.random.default_rng(seed)
@@ -159,7 +179,7 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
     op_draws = op.draws(rng.random(samples))                                 # (J, S): tonight's OP per draw
     bound = np.empty_like(mean)
     for j in range(op_draws.shape[0]):   # a dozen UM candidates; each a (T, S) array
-        draws = li_vm[:, None] * q + (1.0 - li_vm[:, None]) * op_draws[j][None, :]
+        draws = _left(li_vm[:, None], q, op_draws[j][None, :], spare_t)
         bound[:, j] = np.quantile(draws, level, axis=1)
     return Grid(pool, mean, bound)
 

@@ -171,7 +171,20 @@ def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, 
 class MonitorEvidence:
     """What the QoS monitor flagged among the recent VMs, per LI threshold (``monitor_evidence``)."""
     tonight: NextNight | None     # tonight's error rate among called VMs, from the flags; None: nothing watched
+    flags: NextNight | None       # tonight's share of called VMs flagged (the capacity they spend); None: as above
     stats: dict[str, Any]         # what was watched, what was flagged, the monitor's lab error rates
+
+    def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
+        """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
+        (their ``confidence`` quantile) have spent its capacity: ``floor(qos.max_mitigated_share x VMs a day)``.
+        None where the monitor is not counted (``optimize.use_monitor``). Without counters it sees no LI call."""
+        if not params.optimize.use_monitor:
+            return None
+        cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
+        level = params.optimize.confidence
+        flags = (np.zeros(len(li_vm)) if self.flags is None
+                 else self.flags.mean if level is None else np.clip(self.flags.quantile(level), 0.0, 1.0))
+        return np.maximum(cap - li_vm * flags, 0.0)
 
 
 def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,
@@ -182,7 +195,7 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     not watched."""
     o = params.optimize
     if raw_dir is None or not o.use_monitor or find_table(raw_dir, COUNTERS) is None:
-        return MonitorEvidence(None, {"vms_watched": 0})
+        return MonitorEvidence(None, None, {"vms_watched": 0})
     end = pd.Timestamp(params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
     ended = (recent.vms.created_at + pd.Timedelta(seconds=params.features.counter_delay_s) <= end).to_numpy()
     watch = recent.known & ended
@@ -200,8 +213,10 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
              "vms_without_counters": int((watch & ~seen).sum()), "days": len(np.unique(days)),
              "lab_recall": r, "lab_false_alarm_rate": (alarms + 0.5) / (insensitive + 1.0)}
     if not seen.any():
-        return MonitorEvidence(None, stats)
-    return MonitorEvidence(flagged_tonight(days, recent.p[seen], flagged, lab.threshold.to_numpy(), r), stats)
+        return MonitorEvidence(None, None, stats)
+    thresholds = lab.threshold.to_numpy()
+    return MonitorEvidence(flagged_tonight(days, recent.p[seen], flagged, thresholds, r),
+                           tonight(days, recent.p[seen], flagged.astype(float), thresholds), stats)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -212,14 +227,16 @@ def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
 
 
 def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame,
-           li_next: NextNight | None = None) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
+           li_next: NextNight | None = None, spare: np.ndarray | None = None
+           ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
     candidates (targets, UM and OP per night) it was chosen from. ``li``: the LI candidates' counts (the
-    lab's, and the fleet's keys where measured); ``li_next``: the fleet's measured days (`FleetEvidence`)."""
+    lab's, and the fleet's keys where measured); ``li_next``: the fleet's measured days (`FleetEvidence`,
+    `MonitorEvidence`); ``spare``: the QoS monitor's capacity per LI candidate (`MonitorEvidence.spare`)."""
     o = params.optimize
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed, night_days(um_nights, params.base.as_of), li_next)
+             params.base.seed, night_days(um_nights, params.base.as_of), li_next, spare)
     return g, best(g.pool, g.bound, o.budget), targets, um_n, op_n
 
 
@@ -240,9 +257,10 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
         print(f"optimize: {report_summary(fleet.stats)}")
     monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab)
     li_next = more_cautious(fleet.tonight, monitor.tonight, level)
+    spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
     li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
-                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next)
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare)
     budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
@@ -265,7 +283,8 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
                "fleet_called": int(fleet.called[i]), "fleet_errors": float(fleet.errors[i])},
         "fleet_reports": fleet.stats,
         "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
-                                                          else None)},
+                                                          else None),
+                          "mitigation_spare": None if spare is None else float(spare[i])},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),
@@ -318,7 +337,7 @@ def _plot(frontier: pd.DataFrame, tp: float, path: Path) -> None:
     for method, g in frontier.groupby("method"):
         ax.plot(g.budget_pct, g.pool_pct, label=method)
     ax.axvline(100 - tp, ls=":", color="k", label=f"budget at TP {tp:g}")
-    ax.set(xlabel="scheduling mispredictions (% of VMs)", ylabel="memory on the pool (% of GB)",
+    ax.set(xlabel="mispredictions the QoS monitor leaves (% of VMs)", ylabel="memory on the pool (% of GB)",
            title="Pool share vs misprediction budget (Pond Fig. 20)")
     ax.legend()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,12 +71,15 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     assert b["li"]["expected_li"] < a["li"]["expected_li"]
     assert b["expected"]["pool_share"] < a["expected"]["pool_share"]
 
-    # the operator's switch: the same counters, not counted, give the lab-only policy
+    # the operator's switch: the counters are not read, so the rewritten ones give the same policy as the original
     off = small_params()
     off["optimize"]["use_monitor"] = False
     c = _optimize(small_bundle, tmp_path / "raw_b", tmp_path / "c", off)
-    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None}
-    assert c["li"] == {**a["li"]} and c["expected"] == a["expected"]
+    _optimize(small_bundle, small_raw, tmp_path / "e", off)
+    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None, "mitigation_spare": None}
+    assert (tmp_path / "c" / "policy.json").read_bytes() == (tmp_path / "e" / "policy.json").read_bytes()
+    # counted, the monitor's capacity is what the LI calls' flags leave of 1% of a day's VMs
+    assert 0 <= a["fleet_monitor"]["mitigation_spare"] <= p.qos.max_mitigated_share
 
     # a VM whose first window had not ended by as_of is not watched: its counters cannot move tonight's policy
     _with_counters(small_raw, tmp_path / "raw_d", late.vm_id, slowed)

@@ -52,3 +52,29 @@ def test_the_solver_keeps_the_more_cautious_prediction_per_candidate():
     q = more_cautious(a, b, 0.95)
     np.testing.assert_allclose(q.center, [0.2, 0.2]) and np.testing.assert_allclose(q.scale, [0.0, 0.5])
     assert more_cautious(None, b, 0.95) is b and more_cautious(a, None, None) is a and more_cautious(None, None, 0.5) is None
+
+
+def test_the_monitors_capacity_leaves_zNUMA_overpredictions_it_mitigates_out_of_the_bound():
+    from optimize.solver import error_rate, grid
+
+    args = ([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0] * 3, [0.2] * 3], [[0.0] * 3, [0.03] * 3], None, 100, 0)
+    plain, mitigated = grid(*args), grid(*args, spare=np.array([0.01, 0.002]))
+    q = error_rate(np.array([60.0]), np.array([0.0]))[0]
+    np.testing.assert_allclose(plain.mean, [[0.0, 0.03], [0.4 * q, 0.4 * q + 0.6 * 0.03]])
+    # UM only: 3% overpredicted, 1% mitigated; LI at 40%: its calls' flags left 0.2%, so 1.8% - 0.2% stays
+    np.testing.assert_allclose(mitigated.mean, [[0.0, 0.02], [0.4 * q, 0.4 * q + 0.6 * 0.03 - 0.002]])
+    # a capacity larger than the overpredictions leaves none of them, and never a negative share
+    np.testing.assert_allclose(grid(*args, spare=np.array([0.05, 0.05])).mean[:, 1], [0.0, 0.4 * q])
+
+
+def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags():
+    from core.params import Params
+    from pipelines.optimize import MonitorEvidence
+
+    p = Params(optimize={"confidence": None})
+    flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))
+    spare = MonitorEvidence(None, flags, {}).spare(p, np.array([0.0, 0.4, 0.4]), 350.0)
+    # floor(1% x 350) = 3 VMs of 350 a day; the LI calls' flags spend 0.4 x 1% and 0.4 x 50% of the day's VMs
+    np.testing.assert_allclose(spare, [3 / 350, 3 / 350 - 0.004, 0.0])
+    np.testing.assert_allclose(MonitorEvidence(None, None, {}).spare(p, np.array([0.4]), 350.0), [3 / 350])
+    assert MonitorEvidence(None, flags, {}).spare(Params(optimize={"use_monitor": False}), np.zeros(3), 350.0) is None
