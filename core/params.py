@@ -217,9 +217,12 @@ class OptimizeParams(Section):
     report_days: int = Field(28, ge=1,
         description="days of VM creations up to as_of whose measured slowdowns count as evidence of the LI error rate")
     use_monitor: bool = Field(True, description=(
-        "count the QoS monitor: what it flagged among the recent_days' VMs (their own counters, qos.threshold) as "
-        "evidence of the LI error rate (it can only raise the rate charged: optimize.monitor), and the zNUMA "
-        "overpredictions it mitigates within qos.max_mitigated_share as not left slowed (optimize.solver)"))
+        "count what the QoS monitor flagged among the recent_days' VMs (their own counters, qos.threshold) as "
+        "evidence of the LI error rate: it can only raise the rate the solver charges (optimize.monitor)"))
+    credit_mitigation: bool = Field(False, description=(
+        "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
+        "qos.max_mitigated_share are not charged (optimize.solver). Off by default: on the built-in fleet it pools "
+        "more and saves less DRAM (docs/results.md, issue 48)"))
     serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
         description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
                     "(each solved within the same budget); simulate's sizing answer says which saves DRAM")

@@ -65,6 +65,10 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}, "
         f"{100 * b.get('regret_mean', float('nan')):.2f} points"
         + ("" if fixed is None else f" ({100 * fixed:.2f} against the best pair fixed over the nights)"))
+    if b.get("sla_alpha_gb_share_mean") is not None:
+        row("backtest: mitigations' local DRAM, all local vs SLA-alpha (nights within budget)", "backtest",
+            f"{_pct(b['mitigated_gb_share_mean'], 3)} vs {_pct(b['sla_alpha_gb_share_mean'], 3)} of the day's memory "
+            f"({b.get('nights_within_budget')} vs {b.get('nights_within_budget_sla_alpha')} of {b.get('nights')})")
     s = _get(m, "simulate", "savings_at_headline") or {}
     sockets = _get(m, "simulate", "headline_pool_sockets")
     row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else

@@ -177,8 +177,9 @@ class MonitorEvidence:
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
         (their ``confidence`` quantile) have spent its capacity: ``floor(qos.max_mitigated_share x VMs a day)``.
-        None where the monitor is not counted (``optimize.use_monitor``). Without counters it sees no LI call."""
-        if not params.optimize.use_monitor:
+        None where the monitor is not credited (``optimize.credit_mitigation``). Without counters it sees no LI
+        call."""
+        if not params.optimize.credit_mitigation:
             return None
         cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
         level = params.optimize.confidence
@@ -314,7 +315,8 @@ def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path
     frontier = _frontier(g)
     frontier_path.parent.mkdir(parents=True, exist_ok=True)
     frontier.round(5).to_csv(frontier_path, index=False)
-    _plot(frontier, tp, plot_path)
+    _plot(frontier, tp, plot_path, "mispredictions the QoS monitor leaves" if spare is not None
+          else "scheduling mispredictions")
     print(f"optimize: li threshold {policy['li']['threshold']} ({policy['li']['method']}), um target "
           f"{policy['um']['target_op']}, pool share {g.pool[i, j]:.3f}, mispredictions {g.mean[i, j]:.4f} "
           f"(bound {g.bound[i, j]:.4f}) within {budget:.3f}; the service applies {served_name(policy)}")
@@ -331,13 +333,13 @@ def _frontier(g: Grid) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _plot(frontier: pd.DataFrame, tp: float, path: Path) -> None:
+def _plot(frontier: pd.DataFrame, tp: float, path: Path, what: str) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, g in frontier.groupby("method"):
         ax.plot(g.budget_pct, g.pool_pct, label=method)
     ax.axvline(100 - tp, ls=":", color="k", label=f"budget at TP {tp:g}")
-    ax.set(xlabel="mispredictions the QoS monitor leaves (% of VMs)", ylabel="memory on the pool (% of GB)",
+    ax.set(xlabel=f"{what} (% of VMs)", ylabel="memory on the pool (% of GB)",
            title="Pool share vs misprediction budget (Pond Fig. 20)")
     ax.legend()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,10 +71,10 @@ def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags()
     from core.params import Params
     from pipelines.optimize import MonitorEvidence
 
-    p = Params(optimize={"confidence": None})
+    p = Params(optimize={"confidence": None, "credit_mitigation": True})
     flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))
     spare = MonitorEvidence(None, flags, {}).spare(p, np.array([0.0, 0.4, 0.4]), 350.0)
     # floor(1% x 350) = 3 VMs of 350 a day; the LI calls' flags spend 0.4 x 1% and 0.4 x 50% of the day's VMs
     np.testing.assert_allclose(spare, [3 / 350, 3 / 350 - 0.004, 0.0])
     np.testing.assert_allclose(MonitorEvidence(None, None, {}).spare(p, np.array([0.4]), 350.0), [3 / 350])
-    assert MonitorEvidence(None, flags, {}).spare(Params(optimize={"use_monitor": False}), np.zeros(3), 350.0) is None
+    assert MonitorEvidence(None, flags, {}).spare(Params(), np.zeros(3), 350.0) is None     # not credited by default
