@@ -22,8 +22,4 @@ def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location, own: pd
                    ) -> np.ndarray:
     """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
     NaN for a VM without counters. ``own``: ``own_rows`` of ``vms``, where the caller has them."""
-    own = own_rows(vms, raw_dir) if own is None else own
-    p = np.full(len(vms), np.nan)
-    if len(own):
-        p = 1.0 - models.p_insensitive(own)
-    return p
+    return 1.0 - models.p_insensitive(own_rows(vms, raw_dir) if own is None else own)

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pandas as pd
 
 from core.errors import ModelError
-from models.runtime import onnx_p_insensitive, session, sha256
+from models.runtime import p_insensitive_rows, session, sha256
 from models.um import HEAD, UmEncoder
 from telemetry.request import HISTORY_KEY as KEY
 
@@ -72,10 +72,7 @@ class Models:
     def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:
         """P(insensitive) from workload-history features (rows with NaN everywhere -> NaN)."""
         X = history_features.reindex(columns=self.li_features).to_numpy(np.float32)
-        if len(X) == 0:
-            return np.zeros(0)
-        out = onnx_p_insensitive(self.li, X, self.li_classes)
-        return np.where(np.isnan(X).all(axis=1), np.nan, out)
+        return p_insensitive_rows(self.li, X, self.li_classes)
 
     def um_raw(self, vms: pd.DataFrame) -> np.ndarray:
         """Raw UM predictions for VMs with their request fields and customer columns (vm_features)."""

@@ -32,5 +32,12 @@ def onnx_p_insensitive(sess: ort.InferenceSession, X: np.ndarray, classes: list[
     return insensitive_proba(proba, classes)
 
 
+def p_insensitive_rows(sess: ort.InferenceSession, X: np.ndarray, classes: list[int]) -> np.ndarray:
+    """``onnx_p_insensitive`` per row, NaN for a row with no feature at all (nothing known of it)."""
+    if len(X) == 0:
+        return np.zeros(0)
+    return np.where(np.isnan(X).all(axis=1), np.nan, onnx_p_insensitive(sess, X, classes))
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

@@ -23,8 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimize.evidence import tonight
-from optimize.solver import NextNight
+from optimize.solver import NextNight, error_rate
 
 
 def lab_recall(lab: pd.DataFrame, qos_threshold: float) -> tuple[int, int, int, int]:
@@ -45,15 +44,14 @@ def lab_recall(lab: pd.DataFrame, qos_threshold: float) -> tuple[int, int, int, 
 
 
 def recall(caught: int, sensitive: int) -> float:
-    """The Jeffreys posterior mean of the monitor's recall; 1/2 (the prior) where the lab has no sensitive
-    workload, which doubles the flag rate: no evidence of recall is not evidence of a perfect monitor."""
-    return (caught + 0.5) / (sensitive + 1.0)
+    """The Jeffreys posterior mean of the monitor's recall (``solver.error_rate``'s): 1/2, the prior, where the lab
+    has no sensitive workload, which doubles the flag rate: no evidence of recall is not evidence of a perfect
+    monitor."""
+    return float(error_rate(np.array([sensitive]), np.array([caught]))[0])
 
 
-def flagged_tonight(day: np.ndarray, p: np.ndarray, flagged: np.ndarray, thresholds: np.ndarray,
-                    monitor_recall: float) -> NextNight:
-    """Per LI threshold, tonight's error rate among the VMs the model calls, predicted from each past day's
-    share of them the monitor flagged, divided by its recall (``day``, ``p``, ``flagged``: per watched VM)."""
-    flags = tonight(day, p, np.asarray(flagged, float), thresholds)
+def over_recall(flags: NextNight, monitor_recall: float) -> NextNight:
+    """Tonight's error rate among the VMs the model calls, per LI threshold: tonight's share of them the monitor
+    flags (``evidence.tonight`` of the flags), divided by its recall."""
     scale = 1.0 / max(monitor_recall, 1e-9)
     return NextNight(flags.center * scale, flags.scale * scale, flags.df)

@@ -63,13 +63,16 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     rate = policy["li"]["error_rate"]
     own = own_rows(vms, raw_dir)
     p_exceed = monitor_scores(models, vms, raw_dir, own)
-    keep = alpha_keep(own, p_exceed >= qos.threshold, raw_dir, policy, qos.alpha_neighbors)
     workload = vms["workload_id"] if "workload_id" in vms.columns else pd.Series(np.nan, index=vms.index, dtype=object)
     created = vms["created_at"].to_numpy()
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
         **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
     }
+    lowest = min((k.li_threshold for k, _ in variants.values() if k.li_threshold is not None), default=np.inf)
+    with np.errstate(invalid="ignore"):     # SLA-alpha restores only insensitive calls: a flagged VM some policy calls
+        callable_flagged = (p_exceed >= qos.threshold) & has_history & (p >= lowest)
+    keep = alpha_keep(own, callable_flagged, raw_dir, policy, qos.alpha_neighbors)
     metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],
                                "history_share": float(has_history.mean()), "truth_source": source}
     with AtomicDir(out_dir) as tmp:
@@ -118,7 +121,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
 
 def alpha_keep(own: pd.DataFrame, flagged: np.ndarray, raw_dir: Location, policy: dict, k: int) -> np.ndarray:
     """Per VM, the share of its memory SLA-alpha keeps on the pool if it is mitigated (``evaluation.sla_alpha``),
-    predicted from its own counters; worked out for the VMs the monitor flags only (NaN elsewhere)."""
+    predicted from its own counters; worked out for the ``flagged`` rows only (NaN elsewhere)."""
     tables = read_tables(raw_dir, ["workloads", "slowdowns"])
     lab = lab_features(tables["workloads"]).set_index("workload_id")
     curves = spill_table(tables["slowdowns"], policy["latency_ratio"])

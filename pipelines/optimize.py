@@ -32,9 +32,9 @@ from evaluation.plots import pyplot, save_figure
 from features.history import KEY
 from models.decision import served_name
 from models.inference import join_history, load_verified
-from models.runtime import onnx_p_insensitive
+from models.runtime import onnx_p_insensitive, p_insensitive_rows
 from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from optimize.monitor import flagged_tonight, lab_recall, recall
+from optimize.monitor import lab_recall, over_recall, recall
 from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from telemetry.atomic import write_json
 from telemetry.io import COUNTERS, find_table, read_days, read_optional
@@ -202,8 +202,7 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     watch = recent.known & ended
     X = own_rows(recent.vms[watch], raw_dir).reindex(columns=model["features"]).to_numpy(np.float32)
     p_exceed = np.full(len(recent.p), np.nan)
-    if len(X):
-        p_exceed[watch] = np.where(np.isnan(X).all(axis=1), np.nan, 1.0 - onnx_p_insensitive(sess, X, model["classes"]))
+    p_exceed[watch] = 1.0 - p_insensitive_rows(sess, X, model["classes"])
     seen = ~np.isnan(p_exceed)
     flagged = p_exceed[seen] >= params.qos.threshold
     caught, sensitive, alarms, insensitive = lab_recall(lab, params.qos.threshold)
@@ -212,12 +211,11 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     stats = {"vms_watched": int(seen.sum()), "vms_flagged": int(flagged.sum()),
              "vms_window_not_ended": int((recent.known & ~ended).sum()),
              "vms_without_counters": int((watch & ~seen).sum()), "days": len(np.unique(days)),
-             "lab_recall": r, "lab_false_alarm_rate": (alarms + 0.5) / (insensitive + 1.0)}
+             "lab_recall": r, "lab_false_alarm_rate": recall(alarms, insensitive)}
     if not seen.any():
         return MonitorEvidence(None, None, stats)
-    thresholds = lab.threshold.to_numpy()
-    return MonitorEvidence(flagged_tonight(days, recent.p[seen], flagged, thresholds, r),
-                           tonight(days, recent.p[seen], flagged.astype(float), thresholds), stats)
+    flags = tonight(days, recent.p[seen], flagged.astype(float), lab.threshold.to_numpy())
+    return MonitorEvidence(over_recall(flags, r), flags, stats)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:

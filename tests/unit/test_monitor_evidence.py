@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimize.monitor import flagged_tonight, lab_recall, recall
+from optimize.evidence import tonight
+from optimize.monitor import lab_recall, over_recall, recall
 from optimize.solver import NextNight, more_cautious
 
 
@@ -33,7 +34,7 @@ def test_tonight_from_the_flags_is_each_days_flag_rate_among_called_vms_over_the
     day = np.array([0, 0, 0, 0, 1, 1, 1, 1])
     p = np.array([0.9, 0.8, 0.6, 0.2, 0.95, 0.7, 0.65, 0.1])
     flagged = np.array([0, 1, 0, 1, 0, 0, 1, 1], bool)
-    out = flagged_tonight(day, p, flagged, np.array([0.5, 0.75, 0.99]), 0.8)
+    out = over_recall(tonight(day, p, flagged.astype(float), np.array([0.5, 0.75, 0.99])), 0.8)
     # threshold 0.5: day 0 flags 1 of 3 called, day 1 flags 1 of 3; 0.75: 1 of 2, then 0 of 1; 0.99: none called
     rates = np.array([[1 / 3, 1 / 3], [1 / 2, 0.0]])
     np.testing.assert_allclose(out.center[:2], rates.mean(axis=1) / 0.8)
@@ -50,7 +51,8 @@ def test_the_solver_keeps_the_more_cautious_prediction_per_candidate():
     np.testing.assert_allclose(mean.center, [0.2, 0.3])
     # at the 95% quantile b's spread makes it the more cautious on the second candidate too
     q = more_cautious(a, b, 0.95)
-    np.testing.assert_allclose(q.center, [0.2, 0.2]) and np.testing.assert_allclose(q.scale, [0.0, 0.5])
+    np.testing.assert_allclose(q.center, [0.2, 0.2])
+    np.testing.assert_allclose(q.scale, [0.0, 0.5])
     assert more_cautious(None, b, 0.95) is b and more_cautious(a, None, None) is a and more_cautious(None, None, 0.5) is None
 
 
