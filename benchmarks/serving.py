@@ -1,6 +1,6 @@
 """Serving figures on this machine (issue 6), after `dvc repro`:
 
-    python benchmarks/serving.py [--duration 12] [--connections 16] [--in-process-only]
+    python benchmarks/serving.py [--duration 12] [--connections 16] [--rounds 3] [--in-process-only]
 
 1. In process: the next day's requests one VM per call through ``Engine.allocate_one``, in arrival
    order (enrichment, both models' scores, the decision; P(insensitive) per history key and the
@@ -12,9 +12,14 @@
 3. HTTP, every target under the same load from wrk (a standard load generator; the benchmark
    installs Debian's `wrk` when it is missing and it may): ``--connections`` keep-alive connections,
    2 wrk threads, ``--duration`` seconds each, one target after another on this machine:
-   - the ceiling: a bare Starlette route echoing its body (benchmarks/echo_app.py), same uvicorn;
-   - `pond serve` with 1 and with 2 workers: /v1/allocations, one VM per request, and
-     /v1/allocations/batch with 1,000 VMs per request (2 connections);
+   - the ceiling: a bare Starlette route echoing its body (benchmarks/echo_app.py), same uvicorn
+     (httptools); beside it the same echo on `pond serve`'s protocol (serving/protocol.py: one write
+     per response), to show what the protocol alone gives;
+   - `pond serve` with 1 worker on /v1/allocations, one VM per request: the two echoes and it are
+     loaded in ``--rounds`` alternating rounds, and each reports its median round;
+   - `pond serve` with 2 workers on /v1/allocations, and with 1 and 2 workers
+     /v1/allocations/batch with 1,000 VMs per request (2 connections), as JSON and as an Arrow
+     IPC stream;
    - the peer: `mlflow models serve` of the same RandomForest (the r1.82/PDM 5 forest logged by
      train_li) on /invocations, one row per request.
    Reported: requests/s, p50/p99 as wrk measures them, non-2xx and socket errors, and the ratios.
@@ -42,12 +47,16 @@ sys.path.insert(0, str(ROOT))
 
 from models.bundle import BundlePaths  # noqa: E402
 from serving.engine import Engine  # noqa: E402
+from serving.columnar import ARROW_STREAM  # noqa: E402
 from serving.offline import request_columns, time_one_by_one  # noqa: E402
+from serving.protocol import PROTOCOL  # noqa: E402
 from telemetry.request import FIELDS as REQUEST_FIELDS  # noqa: E402
 from telemetry.request import HISTORY_KEY as KEY  # noqa: E402
 
 PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",
                     ROOT / "data/features/snapshot")
+
+ARROW = ARROW_STREAM.decode()
 
 
 def _free_port() -> int:
@@ -162,21 +171,47 @@ def _wrk_binary() -> str:
     return found
 
 
-def _load(url: str, bodies: list[str], connections: int, duration: float) -> dict:
-    """wrk against ``url``, the bodies round-robin (benchmarks/wrk/bodies.lua)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
-        fh.write("\n".join(bodies))
-    try:
-        res = subprocess.run([_wrk_binary(), "-t", str(min(2, connections)), "-c", str(connections),
-                              "-d", f"{duration:g}s", "--timeout", "10s", "-s", str(ROOT / "benchmarks/wrk/bodies.lua"),
-                              url, "--", fh.name], capture_output=True, text=True, check=True)
-    finally:
-        os.unlink(fh.name)
+def _wrk(url: str, connections: int, duration: float, content_type: str, files: list[str]) -> dict:
+    """wrk against ``url`` with benchmarks/wrk/bodies.lua (bodies round-robin)."""
+    res = subprocess.run([_wrk_binary(), "-t", str(min(2, connections)), "-c", str(connections),
+                          "-d", f"{duration:g}s", "--timeout", "10s", "-s", str(ROOT / "benchmarks/wrk/bodies.lua"),
+                          url, "--", content_type, *files], capture_output=True, text=True, check=True)
     r = json.loads(res.stdout.strip().splitlines()[-1])
     return {"throughput_rps": round(r["requests"] / (r["duration_us"] / 1e6), 1),
             "p50_ms": round(r["p50_us"] / 1e3, 3), "p99_ms": round(r["p99_us"] / 1e3, 3),
             "requests": r["requests"], "non_2xx": r["non_2xx"], "socket_errors": r["socket_errors"],
             "connections": connections, "seconds": duration}
+
+
+def _load(url: str, bodies: list[str], connections: int, duration: float) -> dict:
+    """wrk against ``url``, JSON bodies one per line of a file."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
+        fh.write("\n".join(bodies))
+    try:
+        return _wrk(url, connections, duration, "application/json", [fh.name])
+    finally:
+        os.unlink(fh.name)
+
+
+def _load_files(url: str, content_type: str, bodies: list[bytes], connections: int, duration: float) -> dict:
+    """wrk against ``url``, binary bodies one per file."""
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for k, body in enumerate(bodies):
+            paths.append(str(Path(d) / f"{k}.bin"))
+            Path(paths[-1]).write_bytes(body)
+        return _wrk(url, connections, duration, content_type, paths)
+
+
+def _arrow_body(vms: pd.DataFrame) -> bytes:
+    """Request columns as the Arrow IPC stream ``/v1/allocations/batch`` takes (serving/columnar.py)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(vms.assign(vcpus=vms.vcpus.astype("int64")), preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def _latest_forest_uri(tracking_uri: str, name: str) -> str:
@@ -195,6 +230,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=12)
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the echoes and the single route")
     ap.add_argument("--in-process-only", action="store_true", help="skip the HTTP and MLflow measurements")
     args = ap.parse_args()
     engine = Engine.load(PATHS)
@@ -209,28 +245,54 @@ def main() -> None:
     bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in reqs]
     batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
                for i in range(0, len(bodies) - 999, 1000)]
-    port = _free_port()
-    echo = _start([sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--port", str(port), "--http",
-                   "httptools", "--no-access-log", "--log-level", "warning"], env, f"http://127.0.0.1:{port}/ping")
-    try:
-        out["echo_ceiling"] = _load(f"http://127.0.0.1:{port}/echo", bodies, args.connections, args.duration)
-        print(json.dumps({"echo_ceiling": out["echo_ceiling"]}), flush=True)
-    finally:
-        echo.terminate()
-        echo.wait(timeout=30)
-    for workers in (1, 2):
+    arrow = [_arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
+    servers: dict[str, subprocess.Popen] = {}
+
+    def start(name: str, cmd: list[str], ready: str) -> str:
         port = _free_port()
-        server = _start([sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--workers", str(workers)],
-                        env, f"http://127.0.0.1:{port}/readyz")
-        try:
-            single = _load(f"http://127.0.0.1:{port}/v1/allocations", bodies, args.connections, args.duration)
-            b = _load(f"http://127.0.0.1:{port}/v1/allocations/batch", batches, 2, args.duration)
-            b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
-            out[f"pond_http_{workers}w"], out[f"pond_http_batch_1000_{workers}w"] = single, b
-            print(json.dumps({f"pond_http_{workers}w": single, f"pond_http_batch_1000_{workers}w": b}), flush=True)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+        servers[name] = _start([*cmd, "--port", str(port)], env, f"http://127.0.0.1:{port}{ready}")
+        return f"http://127.0.0.1:{port}"
+
+    def stop(name: str) -> None:
+        servers[name].terminate()
+        servers[name].wait(timeout=30)
+
+    uvicorn_echo = [sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--no-access-log", "--log-level",
+                    "warning", "--http"]
+    pond = [sys.executable, "-m", "pipelines", "serve", "--workers"]
+    try:
+        urls = {"echo_ceiling": start("echo_ceiling", [*uvicorn_echo, "httptools"], "/ping") + "/echo",
+                "echo_pond_protocol": start("echo_pond_protocol", [*uvicorn_echo, PROTOCOL], "/ping") + "/echo"}
+        base = {1: start("pond_1w", [*pond, "1"], "/readyz")}
+        urls["pond_http_1w"] = base[1] + "/v1/allocations"
+        rounds: dict[str, list[dict]] = {name: [] for name in urls}
+        for _ in range(args.rounds):     # alternating, so that a slow minute of the machine hits every target
+            for name, url in urls.items():
+                rounds[name].append(_load(url, bodies, args.connections, args.duration))
+        for name, runs in rounds.items():
+            median = sorted(runs, key=lambda r: r["throughput_rps"])[len(runs) // 2]   # the median round
+            out[name] = {**median, "rounds_rps": [r["throughput_rps"] for r in runs]}
+            print(json.dumps({name: out[name]}), flush=True)
+        stop("echo_ceiling")
+        stop("echo_pond_protocol")
+        for workers in (1, 2):
+            if workers == 2:
+                stop("pond_1w")
+                base[2] = start("pond_2w", [*pond, "2"], "/readyz")
+                out["pond_http_2w"] = _load(base[2] + "/v1/allocations", bodies, args.connections, args.duration)
+            url = base[workers] + "/v1/allocations/batch"
+            for fmt, load in (("json", lambda: _load(url, batches, 2, args.duration)),
+                              ("arrow", lambda: _load_files(url, ARROW, arrow, 2, args.duration))):
+                b = load()
+                b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
+                out[f"pond_http_batch_1000_{fmt}_{workers}w"] = b
+                print(json.dumps({f"pond_http_batch_1000_{fmt}_{workers}w": b}), flush=True)
+        stop("pond_2w")
+    finally:
+        for proc in servers.values():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
 
     tracking = os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / 'data/mlflow/mlflow.db'}")
     policy = json.loads(PATHS.policy.read_text())
@@ -255,6 +317,7 @@ def main() -> None:
     p, m, e = out["pond_http_1w"], out["mlflow_models_serve"], out["echo_ceiling"]
     out["ratios"] = {
         "pond_1w_over_echo": round(p["throughput_rps"] / e["throughput_rps"], 3),
+        "pond_1w_over_echo_pond_protocol": round(p["throughput_rps"] / out["echo_pond_protocol"]["throughput_rps"], 3),
         "pond_2w_over_1w": round(out["pond_http_2w"]["throughput_rps"] / p["throughput_rps"], 3),
         "pond_1w_over_mlflow": round(p["throughput_rps"] / max(m["throughput_rps"], 1e-9), 1)}
     out["targets"] = {"pond_1w_over_echo": 0.85, "pond_http_p99_ms": 5, "batch_vm_decisions_per_s": 100_000}

@@ -32,8 +32,8 @@ from starlette.routing import Route
 from core.errors import ContractError, InputFormatError, PondError
 from serving.columnar import ARROW_STREAM, is_arrow, read_requests, write_allocations
 from serving.engine import Engine
-from serving.hot import HotRoute, is_json
-from serving.observability import Metrics
+from serving.hot import NULLABLE, Answers, HotRoute, is_json, request_fields
+from serving.observability import Metrics, Tally
 from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
 from serving.schemas import (
     MAX_COUNTERS,
@@ -47,6 +47,7 @@ from serving.schemas import (
 )
 from serving.settings import Settings
 from telemetry.request import FIELDS as REQUEST_FIELDS
+from telemetry.request import plain_request
 
 log = logging.getLogger("pond.serving")
 ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
@@ -99,15 +100,17 @@ def _over(objects: int, values: int, max_batch: int) -> bool:
     return objects > 2 * max_batch + 1 or values > VALUES_PER_REQUEST * objects + 16
 
 
-def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
-    """A batch body's requests, with bounded work whatever the body holds.
+def parse_batch(body: bytes, max_batch: int) -> list[tuple]:
+    """A batch body's requests (each its ``telemetry.request.FIELDS`` values), with bounded work whatever the
+    body holds.
 
     Parsing JSON and validating are single C calls that hold the GIL, so their size is bounded
     before they start: a body of ``max_batch`` requests holds at most two objects per request (it
     and its counters) and ``VALUES_PER_REQUEST`` values per object. A raw byte count checks that
     in milliseconds; when braces or commas inside strings (braced GUIDs, ids with commas) push it
-    over, the exact count outside strings decides. Then the requests are validated in chunks, and
-    the first chunk with an error ends the work.
+    over, the exact count outside strings decides. Then the requests are read by the rules' fast
+    path; if one needs the validator, all are validated in chunks, and the first chunk with an error
+    ends the work.
     """
     if _over(body.count(b"{"), body.count(b",") + 1, max_batch) and _over(*structure(body), max_batch):
         objects, _ = structure(body)
@@ -129,6 +132,9 @@ def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
                                        "type": "extra_forbidden"} for k in extra[:MAX_ERRORS]])
     if len(items) > max_batch:
         raise _too_large(f"{len(items)} requests; at most {max_batch} per batch")
+    plain = [plain_request(item, NULLABLE) for item in items]
+    if None not in plain:               # every request on the rules' fast path (telemetry.request.plain_request)
+        return plain
     out: list[AllocationRequest] = []
     for start in range(0, len(items), VALIDATE_CHUNK):
         try:
@@ -136,7 +142,7 @@ def parse_batch(body: bytes, max_batch: int) -> list[AllocationRequest]:
         except ValidationError as exc:
             raise RequestValidationError([{**e, "loc": ("body", "requests", start + e["loc"][0], *e["loc"][1:])}
                                           for e in exc.errors()[:MAX_ERRORS]]) from None
-    return out
+    return [tuple(getattr(r, f) for f in REQUEST_FIELDS) for r in out]
 
 
 def parse_body(model: type[BaseModel], body: bytes) -> Any:
@@ -147,9 +153,9 @@ def parse_body(model: type[BaseModel], body: bytes) -> Any:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
-def columns(requests: list[AllocationRequest]) -> dict[str, list]:
-    """Validated requests as the engine's request columns (``telemetry.request.FIELDS``)."""
-    return {c: [getattr(r, c) for r in requests] for c in REQUEST_FIELDS}
+def columns(requests: list[tuple]) -> dict[str, list]:
+    """Validated requests (``telemetry.request.FIELDS`` values each) as the engine's request columns."""
+    return {c: list(values) for c, values in zip(REQUEST_FIELDS, zip(*requests))}
 
 
 class Edge:
@@ -244,12 +250,15 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         await asyncio.to_thread(holder.refresh)
         if holder.engine is None:
             log.error("not ready: %s", holder.last_error)
-        task = asyncio.create_task(holder.poll(settings.reload_interval_s)) if settings.reload_interval_s > 0 else None
+        tasks = [asyncio.create_task(_every(settings.metrics_flush_s, tally.flush))]
+        if settings.reload_interval_s > 0:
+            tasks.append(asyncio.create_task(holder.poll(settings.reload_interval_s)))
         yield
-        if task is not None:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        tally.flush()
         metrics.worker_exit()
 
     otel = settings.opentelemetry   # FastAPI's native OpenTelemetry: per-request cost, off unless asked for
@@ -300,24 +309,24 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     single_body = {"requestBody": {"required": True, "content": {
         "application/json": {"schema": AllocationRequest.model_json_schema()}}}}
 
-    cache = {True: metrics.um_cache.labels("miss"), False: metrics.um_cache.labels("hit")}
+    tally = Tally(metrics, "/v1/allocations")
 
-    def answer(eng: Engine, req: AllocationRequest) -> dict[str, Any]:
-        timings: dict[str, float] = {}
-        out = eng.allocate_one(req.customer_id, req.vm_type, req.vcpus, req.memory_gb, req.os, req.region,
-                               req.cluster_id, timings)
+    def observe_stages(timings: dict[str, float]) -> None:
         for stage, seconds in timings.items():
             stages[stage].observe(seconds)
-        cache["infer" in timings].inc()
-        decisions[out["decision"]].inc()
-        return allocation_row(req.vm_id, out, eng)
+
+    answers = Answers(allocation_row, tally, observe_stages)
 
     @app.post("/v1/allocations", response_model=Allocation, openapi_extra=single_body)
     async def allocate(request: Request) -> Response:
         """One VM request, on the event loop: tens of microseconds of work cost less than a thread hop.
         A valid one is answered by ``serving.hot`` before it reaches this; this answers the rest alike."""
         eng = current()
-        return _json(answer(eng, parse_body(AllocationRequest, await request.body())))
+        body = await request.body()
+        fields = request_fields(body)
+        if fields is None:
+            parse_body(AllocationRequest, body)     # raises the refusal, worded by pydantic
+        return Response(answers.json(eng, fields), media_type="application/json")
 
     def batch(eng: Engine, body: bytes) -> Response:
         requests = parse_batch(body, settings.max_batch)
@@ -374,8 +383,9 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         return _json({"ready": True, "model_version": eng.version})
 
     @app.get("/metrics")
-    def prometheus() -> Response:
-        body, media_type = metrics.exposition()
+    async def prometheus() -> Response:
+        tally.flush()       # on the event loop, the only place the hot path's tally changes
+        body, media_type = await asyncio.to_thread(metrics.exposition)
         return Response(body, media_type=media_type)
 
     # The hot path as a plain Starlette route ahead of FastAPI's (which stays for the OpenAPI schema):
@@ -390,9 +400,14 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     # the scheduler's call ahead of every layer above (serving.hot): built around the stack the app builds
     stack = app.build_middleware_stack
     app.build_middleware_stack = lambda: HotRoute(  # type: ignore[method-assign]
-        stack(), lambda: holder.engine, answer, small, token,
-        metrics.requests.labels("/v1/allocations", "200").inc, metrics.latency.labels("/v1/allocations"))
+        stack(), lambda: holder.engine, answers, small, token)
     return app
+
+
+async def _every(seconds: float, work: Any) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        work()
 
 
 def app_from_environment() -> FastAPI:

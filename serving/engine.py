@@ -14,7 +14,8 @@ P(insensitive) depends only on the workload history of (customer, VM type, regio
 fixed for a snapshot: the forest scores every history key once, when the engine is built, and a
 request looks its key up. The UM prediction depends only on the request's fields and the
 snapshot: ``allocate_one`` keeps it per distinct request (``um_cache``), prefilled at load with
-the snapshot's recent request shapes; ``allocate`` runs the model on the whole batch.
+the snapshot's recent request shapes, and ``allocate`` looks a batch's shapes up there too (up to
+``UM_CACHE_ENTRIES`` requests; a larger file job runs the model on every row).
 A value the models never saw (customer, VM type, region, OS, cluster) is a missing input, never
 an error: an unknown customer gets the no-history inputs, exactly as in training.
 """
@@ -70,6 +71,13 @@ def verify_snapshot(snapshot_dir: Path) -> tuple[dict[str, Any], bytes]:
             raise ModelError(f"{path}: missing, or its sha256 differs from {manifest_path}'s field files.{name}: "
                              "the snapshot was altered or half-written; rerun `dvc repro`")
     return manifest, data
+
+
+def _rows_of(cols: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The request columns of some rows (``cols`` as ``allocate`` takes them)."""
+    take = rows.tolist()
+    return {c: None if v is None else np.asarray(v)[rows] if isinstance(v, np.ndarray) else [v[i] for i in take]
+            for c, v in cols.items()}
 
 
 def version_of(policy_bytes: bytes, manifest_bytes: bytes) -> str:
@@ -199,16 +207,44 @@ class Engine:
         has_history = np.fromiter(map(self.history_p.__contains__, keys), dtype=bool, count=n)
         p = np.fromiter(map(self.history_p.get, keys, repeat(NAN)), dtype=np.float64, count=n)
         known = np.fromiter(map(self.customer_index.__contains__, cols["customer_id"]), dtype=bool, count=n)
-        X = self.um_inputs(cols)
-        t1 = perf_counter()
-        raw = self.models.um.run(None, {"X": X})[0].ravel().astype(np.float64) if n else np.zeros(0)
-        t2 = perf_counter()
         mem = np.asarray(cols["memory_gb"], dtype=np.float64)
+        raw, t1 = self._um_raw(cols, known, mem)
+        t2 = perf_counter()
         out = decide(mem, has_history, p, raw, self.knobs)
         out.update(memory_gb=mem, p_insensitive=p, has_history=has_history, customer_history=known)
         if timings is not None:
             timings.update(enrich=t1 - t0, infer=t2 - t1, decide=perf_counter() - t2)
         return out
+
+    def _um_raw(self, cols: dict[str, Any], known: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, float]:
+        """``allocate``'s UM predictions, and when encoding ended. A request batch (up to ``UM_CACHE_ENTRIES``)
+        looks its shapes up in ``um_cache`` and runs the model once per shape not there; a file job runs all."""
+        n = len(known)
+        raw, miss, shapes = np.full(n, NAN), np.arange(n), None
+        if n <= UM_CACHE_ENTRIES:
+            who = np.where(known, np.asarray(cols["customer_id"], dtype=object), None).tolist()
+            clusters = repeat(None) if cols["cluster_id"] is None else cols["cluster_id"]
+            shapes = list(zip(who, cols["vm_type"], np.asarray(cols["vcpus"], dtype=np.float64).tolist(), mem.tolist(),
+                              cols["os"], cols["region"], clusters))    # allocate_one's keys
+            raw = np.fromiter(map(self.um_cache.get, shapes, repeat(NAN)), dtype=np.float64, count=n)
+            miss = np.flatnonzero(np.isnan(raw))
+        if shapes is not None and len(miss):   # each shape not seen runs once, however often the batch repeats it
+            unseen = dict(zip(map(shapes.__getitem__, miss.tolist()), miss.tolist()))
+            rows = np.fromiter(unseen.values(), dtype=np.int64, count=len(unseen))
+        else:
+            rows = miss
+        X = self.um_inputs(cols if len(rows) == n else _rows_of(cols, rows)) if len(rows) else None
+        t1 = perf_counter()
+        if X is not None:
+            raw[rows] = self.models.um.run(None, {"X": X})[0].ravel()
+        if shapes is not None and len(rows):
+            if len(self.um_cache) + len(rows) > UM_CACHE_ENTRIES:
+                self.um_cache.clear()
+            fresh = dict(zip(unseen, raw[rows].tolist()))
+            self.um_cache.update(fresh)         # (another thread may empty the cache: read from fresh)
+            raw[miss] = np.fromiter(map(fresh.__getitem__, map(shapes.__getitem__, miss.tolist())), dtype=np.float64,
+                                    count=len(miss))
+        return raw, t1
 
     def allocate_one(self, customer_id: str, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
                      cluster_id: str | None = None, timings: dict[str, float] | None = None) -> dict[str, Any]:

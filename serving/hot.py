@@ -7,6 +7,9 @@ the router). This layer does what the valid request needs of them (the bearer to
 content type, the request count and latency) and nothing else. Anything it does not answer 200 (a refusal, an
 invalid body, an engine not ready, a client that hangs up) goes to the app with its body replayed, so every
 refusal is the app's, byte for byte. An error in the answer itself (a bug) reaches uvicorn, which answers 500.
+
+A valid body is read by ``telemetry.request.plain_request`` (the rules' fast path) and answered from
+``Answers``: the JSON of each request shape is built once per engine.
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from serving.observability import Tally
 from serving.schemas import AllocationRequest
+from telemetry.request import FIELDS, plain_request
 
 PATH = "/v1/allocations"
 HEADERS_JSON = (b"content-type", b"application/json")
+NULLABLE = frozenset({"counters"})      # AllocationRequest's own field: not used to size, allowed when null
+ANSWER_ENTRIES = 65_536                 # request shapes kept per engine (emptied when full), as the UM cache
+_EMPTY_ID = len(b'{"vm_id":""')
 
 
 def media_type(content_type: bytes) -> bytes:
@@ -34,14 +42,66 @@ def is_json(content_type: bytes) -> bool:
     return media_type(content_type) == b"application/json"
 
 
+def request_fields(body: bytes) -> tuple | None:
+    """The request's ``FIELDS`` values, or None where ``AllocationRequest`` refuses the body (the app then
+    words the refusal)."""
+    try:
+        fields = plain_request(orjson.loads(body), NULLABLE)
+    except orjson.JSONDecodeError:     # pydantic's parser decides alone (it words errors its own way)
+        fields = None
+    if fields is not None:
+        return fields
+    try:
+        req = AllocationRequest.model_validate_json(body)
+    except ValidationError:
+        return None
+    return tuple(getattr(req, f) for f in FIELDS)
+
+
+class Answers:
+    """The JSON answer of one VM request, built once per request shape and engine.
+
+    An answer is a pure function of the request's shape (every field but ``vm_id``) and the engine:
+    the UM prediction, P(insensitive), the decision and the policy summary. VMs come in groups and
+    customers repeat their sizes, so most requests find their shape here and cost a dict look-up and
+    one concatenation; a new engine (a reload) starts afresh. ``row`` builds the response object
+    (``vm_id`` first) from ``Engine.allocate_one``'s output; ``stages`` receives its timings.
+    """
+
+    def __init__(self, row: Callable[[str, dict, Any], dict], tally: Tally,
+                 stages: Callable[[dict[str, float]], None]) -> None:
+        self.row, self.tally, self.stages = row, tally, stages
+        self.engine: Any = None
+        self.cache: dict[tuple, tuple[str, bytes]] = {}
+
+    def json(self, engine: Any, fields: tuple) -> bytes:
+        if engine is not self.engine:
+            self.engine, self.cache = engine, {}
+        shape = fields[1:]
+        hit = self.cache.get(shape)
+        tally = self.tally
+        if hit is None:
+            timings: dict[str, float] = {}
+            out = engine.allocate_one(*shape, timings)
+            self.stages(timings)
+            tally.um_cache["miss" if "infer" in timings else "hit"] += 1
+            hit = out["decision"], orjson.dumps(self.row("", out, engine))[_EMPTY_ID:]
+            if len(self.cache) >= ANSWER_ENTRIES:
+                self.cache.clear()
+            self.cache[shape] = hit
+        else:
+            tally.um_cache["hit"] += 1
+        tally.decisions[hit[0]] = tally.decisions.get(hit[0], 0) + 1
+        return b'{"vm_id":' + orjson.dumps(fields[0]) + hit[1]
+
+
 class HotRoute:
     """``app`` with ``POST /v1/allocations`` answered here when it is valid (see the module)."""
 
-    def __init__(self, app: Any, engine: Callable[[], Any], answer: Callable[[Any, Any], dict], limit: int,
-                 token: bytes | None, count: Callable[[], Any], latency: Any) -> None:
-        self.app, self.engine, self.answer, self.limit = app, engine, answer, limit
+    def __init__(self, app: Any, engine: Callable[[], Any], answers: Answers, limit: int,
+                 token: bytes | None) -> None:
+        self.app, self.engine, self.answers, self.limit = app, engine, answers, limit
         self.expected = b"Bearer " + token if token is not None else None
-        self.count, self.latency = count, latency
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
@@ -68,20 +128,16 @@ class HotRoute:
             size += len(chunks[-1])
             if size > self.limit or not msg.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         engine = self.engine()
-        if size > self.limit or engine is None:
+        fields = request_fields(body) if size <= self.limit and engine is not None else None
+        if fields is None:                      # the app refuses it, as it refuses any invalid body
             return await self.app(scope, _replay(body, receive), send)
-        try:
-            req = AllocationRequest.model_validate_json(body)
-        except ValidationError:                 # the app refuses it, as it refuses any invalid body
-            return await self.app(scope, _replay(body, receive), send)
-        data = orjson.dumps(self.answer(engine, req))
+        data = self.answers.json(engine, fields)
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-length", str(len(data)).encode()), HEADERS_JSON]})
+                    "headers": [(b"content-length", b"%d" % len(data)), HEADERS_JSON]})
         await send({"type": "http.response.body", "body": data})
-        self.count()
-        self.latency.observe(perf_counter() - start)
+        self.answers.tally.latency.append(perf_counter() - start)
 
 
 def _replay(body: bytes, receive: Any, disconnect: dict | None = None) -> Callable:

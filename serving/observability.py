@@ -8,7 +8,10 @@ worker write its values to files there, and ``/metrics``, whichever worker answe
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
@@ -24,7 +27,8 @@ class Metrics:
                                 registry=self.registry)
         self.latency = Histogram("pond_request_seconds", "request latency by endpoint", ["endpoint"],
                                  buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.stage = Histogram("pond_stage_seconds", "time per stage of an allocation (enrich, infer, decide)",
+        self.stage = Histogram("pond_stage_seconds", "time per stage of an allocation the engine computed (enrich, infer, "
+                               "decide); a request shape already answered is not computed again",
                                ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.decisions = Counter("pond_decisions", "allocations by decision", ["decision"], registry=self.registry)
         self.um_cache = Counter("pond_um_cache", "single allocations whose UM prediction was cached (hit) or run (miss)",
@@ -47,3 +51,49 @@ class Metrics:
         """Drop this worker's live gauges from the sum (multiprocess mode only)."""
         if os.environ.get(MULTIPROC_ENV):
             mark_process_dead(os.getpid())
+
+
+def add_observations(child: Any, values: Sequence[float]) -> None:
+    """``Histogram.observe`` for each of ``values``, done per bucket instead of per value.
+
+    prometheus_client has no bulk observe; this adds to the child's bucket and sum values, which
+    ``observe`` itself updates (tests/serving/test_metrics.py compares the two expositions).
+    """
+    if not len(values):
+        return
+    bounds = child._upper_bounds
+    counts = np.bincount(np.searchsorted(bounds, values, side="left"), minlength=len(bounds))
+    child._sum.inc(float(np.sum(values)))
+    for i in np.flatnonzero(counts).tolist():
+        child._buckets[i].inc(int(counts[i]))
+
+
+class Tally:
+    """The scheduler's call counted in plain Python, added to ``Metrics`` in bulk by ``flush``.
+
+    A Prometheus update takes a lock (and, with workers, writes a shared file): four of them per
+    request cost about 5% of a worker's time at full load (docs/results.md, issue 50). Here a
+    request appends its latency and bumps two ints. Only the event loop touches a tally; it is
+    flushed before ``/metrics`` answers, every ``flush_interval_s`` and when the worker stops, so
+    another worker's ``/metrics`` sees this one's answers at most that late.
+    """
+
+    def __init__(self, metrics: Metrics, endpoint: str) -> None:
+        self.metrics, self.endpoint = metrics, endpoint
+        self.latency: list[float] = []          # one per 200 answer: also the request count
+        self.decisions: dict[str, int] = {}
+        self.um_cache = {"hit": 0, "miss": 0}
+
+    def flush(self) -> None:
+        latency, self.latency = self.latency, []
+        decisions, self.decisions = self.decisions, {}
+        um, self.um_cache = self.um_cache, {"hit": 0, "miss": 0}
+        m = self.metrics
+        if latency:
+            m.requests.labels(self.endpoint, "200").inc(len(latency))
+            add_observations(m.latency.labels(self.endpoint), latency)
+        for decision, n in decisions.items():
+            m.decisions.labels(decision).inc(n)
+        for outcome, n in um.items():
+            if n:
+                m.um_cache.labels(outcome).inc(n)

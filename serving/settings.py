@@ -38,6 +38,8 @@ class Settings(BaseSettings):
                                      validation_alias=AliasChoices("POND_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI"),
                                      description="where the registry lives")
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
+    metrics_flush_s: float = Field(default=1.0, gt=0, le=60, description="add the scheduler's call's counts to "
+                                   "/metrics this often (a scrape of the worker that answers is always current)")
     host: str = Field(default="127.0.0.1", description="address to bind; other than loopback requires a token")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port")
     workers: int = Field(default=1, ge=1, description="processes serving the port; each loads the bundle and "

@@ -13,6 +13,7 @@ value the models have not seen, never an error.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Iterable
 
 import numpy as np
@@ -95,6 +96,65 @@ class VmRequest(BaseModel):
     region: str = _text(NAME_MAX_LEN, "any region")
     cluster_id: Annotated[str | None, Matched] = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
 
+
+
+# (field, limit, stripped first): VmRequest's text fields that must hold a character that is not space
+_PLAIN_TEXT = (("vm_id", ID_MAX_LEN, False), ("customer_id", ID_MAX_LEN, True), ("vm_type", VM_TYPE_MAX_LEN, False),
+               ("os", NAME_MAX_LEN, False), ("region", NAME_MAX_LEN, False))
+
+
+def plain_request(obj: Any, nullable: frozenset[str] = frozenset()) -> tuple | None:
+    """``FIELDS``' values of a decoded JSON object that ``VmRequest`` surely accepts, as it would give
+    them; None where only ``VmRequest`` can tell (it then decides, and words any refusal).
+
+    The scheduler's call answers most requests from here, in a few microseconds instead of a
+    validator's model build. Every rule is ``VmRequest``'s own, on the narrowest types: a text field
+    is ASCII with a character that is not space (so the pattern ``\\S`` holds whatever an engine
+    counts as Unicode space), ``vcpus`` an exact int, ``memory_gb`` an int or float. Anything else
+    (non-ASCII text, ``4.0`` vCPUs, a string of digits, a field ``VmRequest`` does not know) goes
+    the long way. Names in ``nullable`` (a route's own optional fields) are allowed when null.
+    ``tests/data/test_request_rules.py`` checks the two agree on thousands of drawn bodies.
+    """
+    if type(obj) is not dict or not obj.keys() <= _allowed(nullable):
+        return None
+    if any(obj[k] is not None for k in nullable if k in obj):
+        return None
+    out = []
+    for name, limit, strip in _PLAIN_TEXT:
+        v = obj.get(name)
+        if type(v) is not str or not v.isascii():
+            return None
+        if strip:
+            v = v.strip()
+        if not 0 < len(v) <= limit or v.isspace():
+            return None
+        out.append(v)
+    vcpus, memory = obj.get("vcpus"), obj.get("memory_gb")
+    if type(vcpus) is not int or not 1 <= vcpus <= VCPUS_MAX:
+        return None
+    if type(memory) is int:
+        memory = float(memory)
+    elif type(memory) is not float:
+        return None
+    if not 0 < memory <= MEMORY_GB_MAX:     # NaN fails too
+        return None
+    cluster = obj.get("cluster_id")
+    if cluster is not None:
+        if type(cluster) is not str:
+            return None
+        cluster = cluster.strip()
+        if not 0 < len(cluster) <= ID_MAX_LEN:
+            return None
+    vm_id, customer, vm_type, os_, region = out
+    return vm_id, customer, vm_type, vcpus, memory, os_, region, cluster
+
+
+_PLAIN_KEYS = frozenset(FIELDS)
+
+
+@functools.lru_cache(maxsize=8)
+def _allowed(nullable: frozenset[str]) -> frozenset[str]:
+    return _PLAIN_KEYS | nullable
 
 def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
     return ids[np.asarray(mask, dtype=bool)].astype(str).head(6).tolist()

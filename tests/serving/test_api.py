@@ -172,8 +172,8 @@ def test_health_ready_model_metrics(client, requests_, engine):
     assert 'pond_requests_total{endpoint="/v1/allocations",status="200"} 2.0' in text
     assert 'pond_requests_total{endpoint="/v1/allocations",status="422"} 1.0' in text
     assert 'pond_um_cache_total{outcome="miss"} 1.0' in text and 'pond_um_cache_total{outcome="hit"} 1.0' in text
-    for stage, n in (("enrich", 2), ("infer", 1), ("decide", 2)):   # the repeat did not run the UM model
-        assert f'pond_stage_seconds_count{{stage="{stage}"}} {n}.0' in text
+    for stage in ("enrich", "infer", "decide"):   # the repeat had its shape's answer: the engine ran once
+        assert f'pond_stage_seconds_count{{stage="{stage}"}} 1.0' in text
     assert "pond_request_seconds_bucket" in text and "pond_ready 1.0" in text
     assert client.get("/openapi.json").json()["paths"]["/v1/allocations"]["post"]
 

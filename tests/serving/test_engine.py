@@ -88,6 +88,34 @@ def test_batch_of_one_equals_batch(engine, next_day_vms):
             assert one[k][0] == whole[k][i], k
 
 
+
+class _Counted:
+    """An ONNX session that counts the rows it is asked to score."""
+
+    def __init__(self, session) -> None:
+        self.session, self.rows = session, 0
+
+    def run(self, names, feeds):
+        self.rows += len(feeds["X"])
+        return self.session.run(names, feeds)
+
+
+def test_a_batch_runs_the_um_model_only_for_shapes_not_seen(engine, next_day_vms, monkeypatch):
+    cols = _cols(next_day_vms)
+    counted = _Counted(engine.models.um)
+    cold = replace(engine, um_cache={}, models=replace(engine.models, um=counted))
+    distinct = len({(c if c in engine.customer_index else None, *rest)
+                    for c, *rest in zip(*(cols[k] for k in REQUEST_SHAPE))})
+    first = cold.allocate(cols)
+    assert counted.rows == len(cold.um_cache) == distinct < len(next_day_vms)
+    half = {k: (v[: len(next_day_vms) // 2] if v is not None else None) for k, v in cols.items()}
+    again = cold.allocate(half)
+    assert counted.rows == distinct                     # every shape was seen: no model run
+    for k, v in again.items():
+        np.testing.assert_array_equal(v, first[k][: len(next_day_vms) // 2], err_msg=k)
+    monkeypatch.setattr("serving.engine.UM_CACHE_ENTRIES", 5)   # a file job larger than the cache: all rows run
+    assert cold.allocate(half) is not None and counted.rows == distinct + len(half["vm_type"])
+
 def _one(eng, cols: dict[str, list], i: int, timings: dict | None = None) -> dict:
     return eng.allocate_one(*(cols[c][i] for c in REQUEST_SHAPE), timings=timings)
 
