@@ -29,6 +29,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from models.names import li_model_name
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -66,7 +68,7 @@ def summarize(wd: Path, name: str) -> dict:
     n = pd.read_csv(wd / "backtest" / "nights.csv")
     li = json.loads((wd / "train_li.json").read_text())
     ratio = params["optimize"]["latency_ratio"]
-    sel = li[f"r{ratio:g}_pdm{params['optimize']['pdm']}"]
+    sel = li[li_model_name(ratio, params['optimize']['pdm'])]
     rule = sel["selection.best_rule"]
     served = [json.loads((wd / "backtest" / night / "evaluate.json").read_text()) for night in n.as_of]
     served_mis = [e["served"]["mispredictions_conservative"] for e in served]

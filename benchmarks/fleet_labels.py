@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from core.days import end_of  # noqa: E402
 from evaluation.combined import slowdown_at  # noqa: E402
 from evaluation.truth import truth_table  # noqa: E402
 from features.history import KEY  # noqa: E402
@@ -47,7 +48,7 @@ def scored_keys(wd: Path, r: Replay, window: int) -> list[pd.DataFrame]:
     sess = load_verified(wd / "li" / r.model["file"], r.model["sha256"])
     out = []
     for night in r.nights:
-        end = pd.Timestamp(night.params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+        end = end_of(night.params.base.as_of)
         part = vmf[(vmf.created_at >= end - pd.Timedelta(days=window)) & (vmf.created_at < end)]
         p, known = li_scores(part, night.history, sess, r.model)
         part = part[known].assign(p=p[known])

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from core.days import end_of  # noqa: E402
 from evaluation.combined import slowdown_at  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
 from evaluation.truth import truth_table  # noqa: E402
@@ -85,7 +86,7 @@ def analyse(wd: Path) -> None:
     rows, served, ruled = [], {lv: [] for lv in LEVELS}, {lv: [] for lv in LEVELS}
     hindsight = []
     for night in r.nights:
-        day = pd.Timestamp(night.params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+        day = end_of(night.params.base.as_of)
         kmin = key_minimum(vms, day, f.history_days)
         d = night.decisions.merge(vms[["vm_id", *KEY, "mixed"]], on="vm_id", how="left")
         d["p_rule"] = with_rule(d, d.p_insensitive.to_numpy(float), kmin)

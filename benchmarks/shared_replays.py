@@ -28,6 +28,7 @@ from core.params import Params  # noqa: E402
 from evaluation import pool_fit  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import _sizing, in_window  # noqa: E402
+from models.names import at_ratio  # noqa: E402
 from pipelines.simulate import _measured, nightly_decisions, read_trace  # noqa: E402
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     cluster, host = placement.cluster[keep], placement.host[keep]
     codes, counts = np.unique(cluster, return_counts=True)
     i = np.flatnonzero(cluster == codes[np.argmax(counts)])
-    name = f"{args.policy}_r{args.ratio:g}"
+    name = at_ratio(args.policy, args.ratio)
     pool = {name: decisions[(args.policy, args.ratio)]["pool_gb"][keep][i]}
     common = (start[i], end[i], cluster[i], host[i], placement.sockets_per_host, vms["vcpus"].to_numpy(float)[i],
               vms["memory_gb"].to_numpy(float)[i])

@@ -50,6 +50,7 @@ def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> No
 
     import pandas as pd
 
+    from models.names import at_ratio
     from models.inference import Models, score
     from models.policy import read_policy
 
@@ -68,10 +69,11 @@ def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> No
         vms = vmf[vmf.day == night + pd.Timedelta(days=1)].reset_index(drop=True)
         cols = {"vm_id": vms.vm_id.to_numpy()}
         for r in ratios:
-            shutil.copy(last / f"policy_r{r:g}.json", d / f"policy_r{r:g}.json")
-            s = score(Models.from_policy(read_policy(d / f"policy_r{r:g}.json"), Path("data/models/li"), last / "um"),
+            policy = f"{at_ratio('policy', r)}.json"
+            shutil.copy(last / policy, d / policy)
+            s = score(Models.from_policy(read_policy(d / policy), Path("data/models/li"), last / "um"),
                       vms, history)
-            cols.update({"has_history": s.has_history, "um_raw": s.um_raw, f"p_insensitive_r{r:g}": s.p_insensitive})
+            cols.update({"has_history": s.has_history, "um_raw": s.um_raw, at_ratio("p_insensitive", r): s.p_insensitive})
         pd.DataFrame(cols).to_parquet(d / "scores.parquet", index=False)
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.days import end_of
 from core.errors import ConfigError
 
 
@@ -143,7 +144,7 @@ class FeatureParams(Section):
     @property
     def snapshot_time(self) -> pd.Timestamp:
         """Midnight after the as-of day: what the service holds while serving the next day."""
-        return pd.Timestamp(self.as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+        return end_of(self.as_of)
 
 
 class LiParams(Section):

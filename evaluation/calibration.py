@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from features.tma import tma_metrics
+from models.li import at_full_pool
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Check:
 
 def full_pool_slowdown(slowdowns: pd.DataFrame) -> pd.DataFrame:
     """Mean slowdown entirely on pool (spilled 100%) per workload (rows) and latency ratio (columns)."""
-    full = slowdowns[slowdowns["spilled_pct"] == 100]
+    full = slowdowns[at_full_pool(slowdowns["spilled_pct"])]
     return full.pivot_table(index="workload_id", columns="latency_ratio", values="slowdown_pct", aggfunc="mean")
 
 

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from models.decision import POOL_ONLY, ZNUMA
+from models.li import exceeds_pdm
 
 
 def spill_table(slowdowns: pd.DataFrame, ratio: float) -> pd.DataFrame:
@@ -78,16 +79,16 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
         spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)
     # a capped zNUMA of an insensitive call is judged as pool-only; one the cap left under 1 GB is all local
     called = np.asarray(decision.get("li_called", d == POOL_ONLY), bool) & (np.asarray(decision["pool_gb"]) > 0)
-    fp = called & (full > pdm)
+    fp = called & exceeds_pdm(full, pdm)
     znuma = (d == ZNUMA) & ~called
     op = znuma & (touched_so_far > local + 1e-9)          # final, or confirmed while running
     unresolved = znuma & censored & ~op                   # might still be overpredicted
-    severe = fp | (op & ~censored & (slowdown_at(table, workload, spill_pct) > pdm))
+    severe = fp | (op & ~censored & exceeds_pdm(slowdown_at(table, workload, spill_pct), pdm))
     return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "li_called": called, "memory_gb": mem,
                          "pool_gb": decision["pool_gb"], "znuma_gb": decision["znuma_gb"],
                          "false_positive": fp, "overpredicted": op, "op_unresolved": unresolved,
                          "severe": severe, "censored": censored, "lab_truth": ~np.isnan(full),
-                         "sensitive": np.where(np.isnan(full), np.nan, full > pdm),
+                         "sensitive": np.where(np.isnan(full), np.nan, exceeds_pdm(full, pdm)),
                          "touched_known_gb": touched_so_far})
 
 

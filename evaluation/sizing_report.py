@@ -13,6 +13,7 @@ import pandas as pd
 from core.params import SimParams
 from evaluation.plots import pyplot, save_figure
 from evaluation.pool_sim import Placement
+from models.names import split_ratio
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
 
@@ -59,7 +60,7 @@ def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
             left = p.get("realized_unmitigated", {}).get(ratio, mis)
-            if name.startswith("static_") or not name.endswith(f"_r{ratio}") or left > budget + 1e-12:
+            if name.startswith("static_") or split_ratio(name)[1] != ratio or left > budget + 1e-12:
                 continue
             best = out.get(ratio)
             if best is None or p["recommended"]["savings"] > best["savings"]:
@@ -166,17 +167,17 @@ def plot_savings(curves: pd.DataFrame, path: Path, window: str, realized: dict) 
     """One panel per latency ratio (its nightly policies, and the static pools in grey), legend beside."""
     plt = pyplot()
     names = list(dict.fromkeys(curves.policy))
-    ratios = sorted({n.rsplit("_r", 1)[1] for n in names if "_r" in n and not n.startswith("static")}) or [None]
+    ratios = sorted({split_ratio(n)[1] for n in names if not n.startswith("static")} - {None}) or [None]
     fig, axes = plt.subplots(1, len(ratios), figsize=(6.5 * len(ratios), 5.0), sharey=True, squeeze=False)
     ticks = sorted(curves.pool_sockets.unique())
     for ax, ratio in zip(axes[0], ratios):
-        shown = [n for n in names if n.startswith("static") or ratio is None or n.endswith(f"_r{ratio}")]
+        shown = [n for n in names if n.startswith("static") or ratio is None or split_ratio(n)[1] == ratio]
         statics = [n for n in shown if n.startswith("static")]
         for i, name in enumerate(shown):
             c = curves[curves.policy == name]
             mis = realized.get(name, {})
             m = mis.get(ratio) if ratio is not None else next(iter(mis.values()), None)
-            label = (name if ratio is None else name.replace(f"_r{ratio}", "")) + \
+            label = (name if ratio is None else split_ratio(name)[0]) + \
                 ("" if m is None else f" ({100 * m:.1f}% left slowed)")
             if name in statics:   # greys, darker for larger static shares
                 style = {"color": str(0.75 - 0.45 * statics.index(name) / max(len(statics) - 1, 1)), "ls": "--"}

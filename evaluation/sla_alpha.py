@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.combined import slowdown_at
+from models.li import exceeds_pdm, within_pdm
 
 GRID = np.linspace(0.0, 100.0, 201)     # spilled share of touched memory, %, every half point
 
@@ -55,7 +56,7 @@ def nearest_curves(own: pd.DataFrame, lab: pd.DataFrame, curves: pd.DataFrame, k
 def keep_on_pool_pct(curves: np.ndarray, pdm: float) -> np.ndarray:
     """Per VM, the largest spilled share (%, on ``GRID``) up to which every predicted slowdown is within ``pdm``;
     0 where even the first point is past it, NaN where there is no curve."""
-    ok = np.logical_and.accumulate(np.nan_to_num(curves, nan=np.inf) <= pdm, axis=1)
+    ok = np.logical_and.accumulate(within_pdm(np.nan_to_num(curves, nan=np.inf), pdm), axis=1)
     n = ok.sum(axis=1)
     return np.where(np.isnan(curves).all(axis=1), np.nan, np.where(n > 0, GRID[np.maximum(n - 1, 0)], 0.0))
 
@@ -76,7 +77,7 @@ def sla_alpha(watched: pd.DataFrame, keep_pct: np.ndarray, table: pd.DataFrame, 
     local = mem - after
     with np.errstate(divide="ignore", invalid="ignore"):
         spill = np.where(touched > 0, 100.0 * np.maximum(touched - local, 0.0) / touched, 0.0)
-    slowed = partial & (after > 0) & (slowdown_at(table, workload, spill) > pdm)
+    slowed = partial & (after > 0) & exceeds_pdm(slowdown_at(table, workload, spill), pdm)
     return watched.assign(alpha_gb=restored, alpha_slowed=slowed)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from core.days import day_of
 from features.db import connect
 from features.tma import pmu_features
 from telemetry.io import parquet_glob
@@ -75,7 +76,7 @@ def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Location,
         con.register("vms", vms[["vm_id", *KEY, "created_at"]])
         _register(con, "counters", counters)
         sums = ", ".join(f'sum(k."{e}") AS "{e}"' for e in events)
-        day = pd.Timestamp(as_of).tz_convert("UTC").date()
+        day = day_of(as_of)
         summed = con.execute(f"""
             SELECT v.customer_id, v.vm_type, v.region, count(*) AS n_vms, {sums}
             FROM vms v JOIN counters k ON v.vm_id = k.vm_id

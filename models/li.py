@@ -8,6 +8,8 @@ miss latency) explicit, and is exported to ONNX with the forest so serving needs
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
@@ -20,6 +22,21 @@ from features.tma import TMA_COLUMNS
 FULL_POOL_PCT = 100.0
 
 
+# Pond's sensitivity rule, in one place: a run (or a VM) is slowed when its slowdown exceeds the PDM; a
+# workload is latency-insensitive when its slowdown entirely on the pool is within it (§4.3). NaN is neither.
+def exceeds_pdm(slowdown_pct: Any, pdm: float) -> Any:
+    return slowdown_pct > pdm
+
+
+def within_pdm(slowdown_pct: Any, pdm: float) -> Any:
+    return slowdown_pct <= pdm
+
+
+def at_full_pool(spilled_pct: Any) -> Any:
+    """The runs (or spills) with all of the memory on the pool: the LI label's."""
+    return spilled_pct == FULL_POOL_PCT
+
+
 def li_feature_names(features: pd.DataFrame) -> list[str]:
     """Normalized event rates then TMA metrics, in the order the model and ONNX input use."""
     rates = [c for c in features.columns if c.startswith("rate:")]
@@ -28,9 +45,9 @@ def li_feature_names(features: pd.DataFrame) -> list[str]:
 
 def full_pool_slowdown(slowdowns: pd.DataFrame, ratio: float) -> pd.Series:
     """Mean slowdown (%) entirely on pool at ``ratio``, per workload."""
-    sel = slowdowns[np.isclose(slowdowns["latency_ratio"], ratio) & (slowdowns["spilled_pct"] == FULL_POOL_PCT)]
+    sel = slowdowns[np.isclose(slowdowns["latency_ratio"], ratio) & at_full_pool(slowdowns["spilled_pct"])]
     if sel.empty:
-        full = slowdowns["spilled_pct"] == FULL_POOL_PCT
+        full = at_full_pool(slowdowns["spilled_pct"])
         have = sorted(slowdowns.loc[full, "latency_ratio"].unique().tolist())
         if not have:
             spills = sorted(slowdowns["spilled_pct"].unique().tolist())
@@ -45,7 +62,7 @@ def full_pool_slowdown(slowdowns: pd.DataFrame, ratio: float) -> pd.Series:
 
 def li_labels(slowdowns: pd.DataFrame, ratio: float, pdm: float) -> pd.Series:
     """1 = insensitive (full-pool slowdown <= PDM), 0 = sensitive; indexed by workload_id."""
-    return (full_pool_slowdown(slowdowns, ratio) <= pdm).astype(np.int8).rename("insensitive")
+    return within_pdm(full_pool_slowdown(slowdowns, ratio), pdm).astype(np.int8).rename("insensitive")
 
 
 def training_set(features: pd.DataFrame, slowdowns: pd.DataFrame, ratio: float,

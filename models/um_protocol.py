@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.days import day_of, end_of
 from core.errors import ConfigError
 from core.params import UmParams
 from models.um import CUSTOMER_PREFIX, ConformalOffset, UntouchedModel
@@ -41,7 +42,7 @@ def night(vm_features: pd.DataFrame | Any, as_of: str | pd.Timestamp, p: UmParam
           known_by: pd.Timestamp | None = None) -> Night:
     """``vm_features``: a frame, or the rows Dask workers hold (``models.um_dask.WorkerRows``: its
     ``night`` splits them by the same ``roles``, and the training rows stay on the workers)."""
-    end = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+    end = end_of(as_of)
     if not isinstance(vm_features, pd.DataFrame):
         return vm_features.night(end, p, known_by)
     train, calib, scored, censored = roles(vm_features, end, p, known_by)
@@ -77,7 +78,7 @@ def night_columns(names: list[str]) -> list[str]:
 def creation_days(as_of: str | pd.Timestamp, p: UmParams) -> tuple[date, date]:
     """The first and last creation day that ``as_of``'s nights read (its backtest nights, the nightly
     model and the next day it is scored on), with a day's margin: `train_um` reads only these."""
-    a = pd.Timestamp(as_of).date()
+    a = day_of(as_of)
     return a - timedelta(days=p.calib_lag_days + p.backtest_nights + p.train_days + 1), a + timedelta(days=1)
 
 
@@ -89,7 +90,7 @@ def usable(n: Night) -> bool:
 def backtest_nights(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> Iterator[Night]:
     """``as_of``'s UM backtest nights, oldest first: strictly before it (the last next day scored is
     ``calib_lag_days`` before it), with only the outcomes observed by the end of ``as_of``."""
-    known_by = pd.Timestamp(as_of, tz="UTC").normalize() + pd.Timedelta(days=1)
+    known_by = end_of(as_of)
     last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
     for k in range(p.backtest_nights - 1, -1, -1):
         yield night(vm_features, last - pd.Timedelta(days=k), p, known_by)

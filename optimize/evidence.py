@@ -14,13 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.li import FULL_POOL_PCT   # the LI decision puts an insensitive VM entirely on the pool
+from core.days import end_of
+from models.li import at_full_pool, exceeds_pdm   # the LI decision puts an insensitive VM entirely on the pool
 from optimize.solver import NextNight, spread
 
 
 def _full_pool(reports: pd.DataFrame, ratio: float) -> np.ndarray:
     """Per row, whether it is a run entirely on the pool at ``ratio``: the only runs that say what an LI call does."""
-    return np.isclose(reports.latency_ratio.to_numpy(float), ratio) & (reports.spilled_pct == FULL_POOL_PCT).to_numpy()
+    return np.isclose(reports.latency_ratio.to_numpy(float), ratio) & at_full_pool(reports.spilled_pct).to_numpy()
 
 
 def _mean_slowdown(rows: pd.DataFrame) -> pd.Series:
@@ -46,11 +47,10 @@ def report_labels(reports: pd.DataFrame, as_of: str, ratio: float, pdm: float,
     end of ``as_of``: a VM is sensitive when its mean slowdown entirely on pool at ``ratio`` exceeds ``pdm``,
     as the lab's workloads are labelled (``models.li.li_labels``). ``created_at`` (by ``vm_id``): rows
     measured before their VM existed are left out (``measured_before_created``)."""
-    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
-    known = (reports.measured_at < end).to_numpy()
+    known = (reports.measured_at < end_of(as_of)).to_numpy()
     early = np.zeros(len(reports), bool) if created_at is None else measured_before_created(reports, created_at)
     fits = _full_pool(reports, ratio)
-    sensitive = (_mean_slowdown(reports[known & ~early & fits]) > pdm).rename("sensitive")
+    sensitive = exceeds_pdm(_mean_slowdown(reports[known & ~early & fits]), pdm).rename("sensitive")
     return sensitive, {"rows": len(reports), "rows_measured_after_as_of": int((~known).sum()),
                        "rows_measured_before_created": int((known & early).sum()),
                        "rows_other_ratio_or_spill": int((known & ~early & ~fits).sum()), "vms_measured": len(sensitive)}

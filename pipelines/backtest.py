@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from core.days import end_of, in_days_up_to, next_day
 from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import Params, QosParams
@@ -40,6 +41,7 @@ from evaluation.regret import best_fixed, realized_grid, unmitigated_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
 from features.shuffle import scratch_folder
+from models.names import at_ratio
 from models.inference import Models, score
 from models.policy import read_policy
 from optimize.solver import error_rate, regret
@@ -56,8 +58,8 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
     """KS and PSI of each numeric UM input (sizes and the customer columns): the next day's VMs
     vs the VMs created in the training window."""
     features = ["vcpus", "memory_gb", *customer_columns]
-    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
-    train = vmf[(vmf.created_at >= end - pd.Timedelta(days=train_days)) & (vmf.created_at < end)]
+    end = end_of(as_of)
+    train = vmf[in_days_up_to(vmf.created_at, as_of, train_days)]
     nxt = vmf[(vmf.created_at >= end) & (vmf.created_at < end + pd.Timedelta(days=1))]
     out: dict[str, Any] = {}
     for c in features:
@@ -104,19 +106,19 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
                            columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed"])
     cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
-        path = night / f"policy_r{ratio:g}.json"
+        path = night / f"{at_ratio('policy', ratio)}.json"
         if np.isclose(ratio, policy["latency_ratio"]):
             path.write_text((night / "policy.json").read_text())
-            cols[f"p_insensitive_r{ratio:g}"] = done.p_insensitive
-            cols[f"p_exceed_r{ratio:g}"] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
+            cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
+            cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
             continue
         optimize.run(p.with_as_of(p.base.as_of, ratio), li_dir, night / "um", night / "features", path,
-                     night / f"optimize_r{ratio:g}.json", night / "plots" / f"frontier_r{ratio:g}.csv",
-                     night / "plots" / f"frontier_r{ratio:g}.png", raw_dir)
+                     night / f"{at_ratio('optimize', ratio)}.json", night / "plots" / f"{at_ratio('frontier', ratio)}.csv",
+                     night / "plots" / f"{at_ratio('frontier', ratio)}.png", raw_dir)
         models = Models.from_policy(read_policy(path), li_dir, night / "um")
         s = score(models, vms, history)
-        cols[f"p_insensitive_r{ratio:g}"] = s.p_insensitive
-        cols[f"p_exceed_r{ratio:g}"] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
+        cols[at_ratio("p_insensitive", ratio)] = s.p_insensitive
+        cols[at_ratio("p_exceed", ratio)] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
                                         else np.full(len(vms), np.nan))
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
@@ -168,8 +170,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
             as_of = p.base.as_of
-            next_day = (pd.Timestamp(as_of) + pd.Timedelta(days=1)).date()
-            day = read_days(path, next_day, next_day)          # the VMs the night decides, whole rows
+            served = next_day(as_of)
+            day = read_days(path, served, served)          # the VMs the night decides, whole rows
             if day.empty:                          # a gap in an imported trace: nothing to decide or judge
                 print(f"backtest: night {as_of} skipped: no VM was created on the next day")
                 skipped.append(as_of)

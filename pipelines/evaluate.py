@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.days import next_day
 from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams, QosParams
@@ -24,6 +25,7 @@ from evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
 from evaluation.sla_alpha import summarize as alpha_summary
 from evaluation.truth import measured_truth, truth_table
 from features.build import lab_features
+from models.names import static_policy_name
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Models, Scores, score, score_in_parts
@@ -44,7 +46,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     qos = qos or QosParams()
     policy = read_policy(policy_path)
     files = ModelFiles.from_policy(policy, li_dir, um_dir)
-    day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()
+    day = next_day(policy["as_of"])
     vms = read_days(features_dir / "vm_features.parquet", day, day)
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")
@@ -67,7 +69,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     created = vms["created_at"].to_numpy()
     variants = {
         **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
-        **{f"static_{int(f * 100)}pct": (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
+        **{static_policy_name(f): (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
     }
     lowest = min((k.li_threshold for k, _ in variants.values() if k.li_threshold is not None), default=np.inf)
     with np.errstate(invalid="ignore"):     # SLA-alpha restores only insensitive calls: a flagged VM some policy calls

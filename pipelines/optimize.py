@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.days import days_up_to, end_of, in_days_up_to
 from core.errors import ConfigError, ModelError
 from core.params import Params
 from evaluation.monitor import own_rows
 from evaluation.plots import pyplot, save_figure
 from features.history import KEY
+from models.names import li_model_name
 from models.decision import served_name
 from models.inference import join_history, load_verified
 from models.runtime import onnx_p_insensitive, p_insensitive_rows
@@ -100,11 +101,9 @@ class Recent:
 def recent_scores(params: Params, vm_features: Path, history: pd.DataFrame, sess: Any, model: dict) -> Recent:
     """``Recent`` read from ``vm_features``."""
     o, as_of = params.optimize, params.base.as_of
-    last = pd.Timestamp(as_of).date()
-    vmf = read_days(vm_features, last - timedelta(days=o.recent_days - 1), last,
+    vmf = read_days(vm_features, *days_up_to(as_of, o.recent_days),
                     columns=["vm_id", *KEY, "created_at", "memory_gb", "has_history"])
-    end = pd.Timestamp(as_of, tz="UTC") + pd.Timedelta(days=1)
-    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=o.recent_days)) & (vmf.created_at < end)]
+    recent = vmf[in_days_up_to(vmf.created_at, as_of, o.recent_days)]
     if recent.empty:
         raise ConfigError(f"no VMs were created in the {o.recent_days} days up to {as_of}: move base.as_of")
     p, known = li_scores(recent, history, sess, model)
@@ -113,7 +112,7 @@ def recent_scores(params: Params, vm_features: Path, history: pd.DataFrame, sess
 
 def li_model(li_dir: Path, ratio: float, pdm: float) -> dict[str, Any]:
     """The LI model's manifest entry for this latency ratio and PDM."""
-    name = f"r{ratio:g}_pdm{pdm:g}"
+    name = li_model_name(ratio, pdm)
     models = json.loads((li_dir / "manifest.json").read_text())["models"]
     if name not in models:
         raise ModelError(f"no LI model {name} in {li_dir}; train_li.latency_ratios/pdms must include it")
@@ -152,8 +151,7 @@ def fleet_evidence(params: Params, raw_dir: Location | None, vm_features: Path, 
     reports = read_optional(raw_dir, "vm_slowdowns") if raw_dir is not None and o.use_reports else None
     if reports is None:
         return FleetEvidence(zeros, zeros, None, {"rows": 0})
-    last = pd.Timestamp(as_of).date()
-    vmf = read_days(vm_features, last - timedelta(days=o.report_days - 1), last,
+    vmf = read_days(vm_features, *days_up_to(as_of, o.report_days),
                     columns=["vm_id", *KEY, "created_at", "has_history"])
     sensitive, stats = report_labels(reports, as_of, o.latency_ratio, o.pdm, vmf.set_index("vm_id").created_at)
     vms = vmf.merge(sensitive.reset_index(), on="vm_id", how="inner")
@@ -197,7 +195,7 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     o = params.optimize
     if raw_dir is None or not o.use_monitor or find_table(raw_dir, COUNTERS) is None:
         return MonitorEvidence(None, None, {"vms_watched": 0})
-    end = pd.Timestamp(params.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    end = end_of(params.base.as_of)
     ended = (recent.vms.created_at + pd.Timedelta(seconds=params.features.counter_delay_s) <= end).to_numpy()
     watch = recent.known & ended
     X = own_rows(recent.vms[watch], raw_dir).reindex(columns=model["features"]).to_numpy(np.float32)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from core.days import next_day
 from core.errors import ConfigError, RegistryError
 from core.params import Params, QosParams
 from evaluation.combined import outcomes, summarize
@@ -72,7 +73,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
     gp = params.register
     policy = read_policy(paths.policy)
     evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
-    if evaluation.get("day") != str((pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=1)).date()):
+    if evaluation.get("day") != str(next_day(policy["as_of"])):
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "
                           f"(as-of {policy['as_of']}): run `dvc repro` so evaluate runs first")
     day = pd.Timestamp(evaluation["day"]).date()

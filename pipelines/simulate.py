@@ -61,6 +61,7 @@ from evaluation.sizing_report import plot_savings, print_report, sizing_metrics,
 from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from evaluation.truth import measured_truths, truth_table
 from features.shuffle import scratch_folder
+from models.names import at_ratio, static_policy_name
 from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from models.policy import read_policy
 from telemetry.atomic import AtomicDir, remove_leftovers, write_json, writer_tag
@@ -106,16 +107,16 @@ def _decisions(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], rat
         idx, s = idx[ok].astype(np.int64), s[ok]
         scored[idx] = True
         for ratio in ratios:
-            policy = read_policy(night / f"policy_r{ratio:g}.json")
+            policy = read_policy(night / f"{at_ratio('policy', ratio)}.json")
             rates[ratio].append(policy["li"]["error_rate"])
             for name, knobs in _knobs(policy, caps).items():
                 d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
-                got = decide(mem[idx], s.has_history.to_numpy(), s[f"p_insensitive_r{ratio:g}"].to_numpy(),
+                got = decide(mem[idx], s.has_history.to_numpy(), s[at_ratio("p_insensitive", ratio)].to_numpy(),
                              s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
-                if f"p_exceed_r{ratio:g}" in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
-                    d["p_exceed"][idx] = s[f"p_exceed_r{ratio:g}"].to_numpy()
+                if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
+                    d["p_exceed"][idx] = s[at_ratio("p_exceed", ratio)].to_numpy()
     return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
 
 
@@ -137,7 +138,7 @@ def _static(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, 
 
 
 def _name(policy: str, ratio: float | None) -> str:
-    return policy if ratio is None else f"{policy}_r{ratio:g}"
+    return policy if ratio is None else at_ratio(policy, ratio)
 
 
 def nightly_window(t0: pd.Timestamp, nights: list[Path]) -> tuple[tuple[int, int], pd.Timestamp, pd.Timestamp]:
@@ -257,11 +258,11 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
     decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     if nights is not None:
         decisions, rates, scored = _decisions(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
-        names = {f"{r:g}": _name(served_name(read_policy(nights[-1] / f"policy_r{r:g}.json")), r)
+        names = {f"{r:g}": _name(served_name(read_policy(nights[-1] / f"{at_ratio('policy', r)}.json")), r)
                  for r in sp.latency_ratios}
     split = created_in if nights is not None else np.ones(len(vms), bool)   # static only: every VM, as Fig. 3
     for f in sp.static_fractions:
-        decisions[(f"static_{round(100 * f)}pct", None)] = _static(mem, split, f)
+        decisions[(static_policy_name(f), None)] = _static(mem, split, f)
     decided, (window, label) = created_in, _measured(window, label, sp, nights is not None, s.t0)
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
     created_in = (start >= judged[0]) & (start < judged[1])

@@ -27,6 +27,7 @@ from core.params import Params
 from evaluation.li_curves import mean_band, split_study, threshold_table
 from evaluation.li_select import FOREST, candidates, nested, oof_scores, select
 from evaluation.plots import pyplot, save_figure
+from models.names import li_model_name
 from models.li import BASELINES, make_li_model, training_set
 from models.li_rule import export_rule
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
@@ -42,10 +43,6 @@ FP_GRID_PCT = np.round(np.arange(0.0, 50.01, 0.5), 2)
 SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype", "models.li_rule.CounterRule"]
 
 
-def model_name(ratio: float, pdm: float) -> str:
-    return f"r{ratio:g}_pdm{pdm:g}"
-
-
 def run(params: Params, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
     p, seed = params.train_li, params.base.seed
@@ -58,11 +55,11 @@ def run(params: Params, features_dir: Path, raw_dir: Location, out_dir: Path,
         import mlflow
         for ratio in ratios:
             for pdm in pdms:
-                name = model_name(ratio, pdm)
+                name = li_model_name(ratio, pdm)
                 X, y, names, ids = training_set(features, slowdowns, ratio, pdm)
                 base = {m: X[:, names.index(col)] for m, col in BASELINES.items()}
                 study = split_study(X, y, base, make_li_model, n_splits, seed, FP_GRID_PCT / 100, THRESHOLDS,
-                                    desc=f"train_li {model_name(ratio, pdm)}")
+                                    desc=f"train_li {li_model_name(ratio, pdm)}")
                 m = metrics.setdefault(name, {"workloads": len(y), "insensitive_share": float(y.mean())})
                 for method, values in study.li_at_fp.items():
                     mean, lo, hi = mean_band(values, level)

@@ -1,0 +1,32 @@
+"""The names of models, policies and per-ratio artifacts: each written once.
+
+``evaluate`` and ``simulate`` named the same static policy two ways (``int(f * 100)`` and
+``round(100 * f)``), which disagree for 0.29; every stage, benchmark and test now asks here.
+"""
+
+from __future__ import annotations
+
+
+def li_model_name(ratio: float, pdm: float) -> str:
+    """An LI model's name, as its file (``<name>.onnx``) and the LI manifest call it: ``r1.82_pdm5``."""
+    return f"r{ratio:g}_pdm{pdm:g}"
+
+
+def static_policy_name(fraction: float) -> str:
+    """A static pool policy: ``fraction`` of every VM's memory on the pool, ``static_15pct``."""
+    return f"static_{round(100 * fraction)}pct"
+
+
+def at_ratio(name: str, ratio: float) -> str:
+    """``name`` for one latency ratio (a policy, a night's file stem or a score column): ``combined_r1.82``."""
+    return f"{name}_r{ratio:g}"
+
+
+def split_ratio(name: str) -> tuple[str, str | None]:
+    """(name, ratio as written) of an ``at_ratio`` name: ``("combined", "1.82")``; ``(name, None)`` without one."""
+    base, sep, ratio = name.rpartition("_r")
+    try:
+        float(ratio)
+    except ValueError:
+        return name, None
+    return (base, ratio) if sep and base else (name, None)
