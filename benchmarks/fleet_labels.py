@@ -32,7 +32,7 @@ from evaluation.combined import slowdown_at  # noqa: E402
 from evaluation.truth import truth_table  # noqa: E402
 from features.history import KEY  # noqa: E402
 from models.inference import load_verified  # noqa: E402
-from pipelines.optimize import li_scores  # noqa: E402
+from optimize.tonight import li_scores  # noqa: E402
 from regret_anatomy import Replay, replay, summary  # noqa: E402
 
 

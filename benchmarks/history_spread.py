@@ -39,7 +39,7 @@ from features.tma import pmu_features  # noqa: E402
 from models.inference import load_verified  # noqa: E402
 from models.runtime import onnx_p_insensitive  # noqa: E402
 from optimize.solver import best, called_shares  # noqa: E402
-from pipelines.optimize import choose, li_scores  # noqa: E402
+from optimize.tonight import choose, li_scores  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
 from regret_anatomy import Replay, replay, summary, variants_cli, with_confidence  # noqa: E402
 

@@ -47,7 +47,7 @@ from models.li import training_set  # noqa: E402
 from telemetry.io import read_tables  # noqa: E402
 from evaluation.regret import realized_grid  # noqa: E402
 from optimize.solver import NextNight, best, error_rate  # noqa: E402
-from pipelines.optimize import (choose, fleet_evidence, li_candidates, li_model, recent_li_shares,  # noqa: E402
+from optimize.tonight import (choose, fleet_evidence, li_candidates, li_model, recent_li_shares,  # noqa: E402
                                 um_candidates)
 
 
@@ -68,7 +68,7 @@ class Night:
     history: pd.DataFrame
     offsets: np.ndarray       # the UM candidates' conformal offsets (NaN: UM off)
     li: pd.DataFrame          # what `optimize` charged that night: the lab's counts plus the fleet's reports, if any
-    li_next: NextNight | None = None   # the fleet's measured days (`pipelines.optimize.FleetEvidence.tonight`), if any
+    li_next: NextNight | None = None   # the fleet's measured days (`optimize.tonight.FleetEvidence.tonight`), if any
 
 
 @dataclass(frozen=True)

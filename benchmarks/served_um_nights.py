@@ -27,7 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optimize.solver import best, next_night  # noqa: E402
-from pipelines.optimize import um_candidates  # noqa: E402
+from optimize.tonight import um_candidates  # noqa: E402
 from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
 
 

@@ -5,7 +5,7 @@ What the monitor sees, and when:
 
 - **An insensitive call** (pool-only, or a capped zNUMA of one): after the VM's first QoS window, its own
   first-hour counters (``vm_counters``), scored by the LI model the policy served, as ``/v1/qos`` scores them
-  (``evaluation.monitor``):
+  (``optimize.monitor``):
   flagged when P(exceed the PDM) = 1 - P(insensitive) is at least ``qos.threshold``. A VM without counters is not
   seen. The flag can be wrong both ways: a missed false positive stays slowed; a false alarm costs DRAM.
 - **A zNUMA** is caught as Pond catches it: by the VM touching its zNUMA node, which the hypervisor's access bits

@@ -83,7 +83,7 @@ class Serve(_Strict):
 
 
 class FleetMonitor(_Strict):
-    """What the QoS monitor flagged among the recent VMs (``pipelines.optimize.monitor_evidence``)."""
+    """What the QoS monitor flagged among the recent VMs (``optimize.tonight.monitor_evidence``)."""
 
     vms_watched: Annotated[int, Field(ge=0)]
     vms_flagged: Annotated[int, Field(ge=0)] = 0

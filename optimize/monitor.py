@@ -16,6 +16,9 @@ What the flags miss, and what this does about it:
   understates, and the flags only ever make the solver more cautious (``optimize.solver.more_cautious``): they
   raise the charged rate where the fleet errs more than the lab, never lower it.
 - **False alarms** are counted as errors: cautious again, and the lab's false-alarm rate is reported beside.
+
+The monitor's score itself is here too (``own_rows``, ``monitor_scores``: ``/v1/qos``'s, on a VM's own
+first-hour counters), which the replay (``evaluation.qos``) decides with.
 """
 
 from __future__ import annotations
@@ -23,7 +26,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from features.history import own_features
+from models.inference import Models
 from optimize.solver import NextNight, error_rate
+from telemetry.io import counters_source
+from telemetry.storage import Location
+
+
+def own_rows(vms: pd.DataFrame, raw_dir: Location) -> pd.DataFrame:
+    """Each VM's own first-hour counters as LI features, one row per row of ``vms`` (NaN: no counters)."""
+    own = own_features(vms["vm_id"], counters_source(raw_dir))
+    return own.reindex(vms["vm_id"].astype(str).to_numpy()).reset_index(drop=True)
+
+
+def monitor_scores(models: Models, vms: pd.DataFrame, raw_dir: Location, own: pd.DataFrame | None = None
+                   ) -> np.ndarray:
+    """P(exceed the PDM) per VM from its own first-hour counters, by the served LI model (``/v1/qos``'s score);
+    NaN for a VM without counters. ``own``: ``own_rows`` of ``vms``, where the caller has them."""
+    return 1.0 - models.p_insensitive(own_rows(vms, raw_dir) if own is None else own)
 
 
 def lab_recall(lab: pd.DataFrame, qos_threshold: float) -> tuple[int, int, int, int]:

@@ -36,7 +36,6 @@ from core.params import Params, QosParams
 from core.progress import progress, silenced
 from evaluation.compare import psi
 from evaluation.plots import pyplot, save_figure
-from evaluation.monitor import monitor_scores
 from evaluation.regret import best_fixed, realized_grid, unmitigated_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
@@ -44,7 +43,9 @@ from features.shuffle import scratch_folder
 from models.names import at_ratio
 from models.inference import Models, score
 from models.policy import read_policy
+from optimize.monitor import monitor_scores
 from optimize.solver import error_rate, regret
+from optimize.tonight import li_candidates
 from pipelines import evaluate, optimize, train_um
 from pipelines.tracking import default_experiment
 from telemetry.atomic import AtomicDir, write_json
@@ -78,7 +79,7 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
     realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
     candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
-    li = optimize.li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
                                 policy["pdm"])
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())

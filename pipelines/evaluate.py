@@ -17,7 +17,6 @@ from core.engine import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams, QosParams
 from evaluation.combined import outcomes, spill_table, summarize
-from evaluation.monitor import monitor_scores, own_rows
 from evaluation.plots import pyplot, save_figure
 from evaluation.qos import summarize as monitor_summary
 from evaluation.qos import watch
@@ -30,6 +29,7 @@ from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.dask_fit import workers_of
 from models.inference import ModelFiles, Models, Scores, score, score_in_parts
 from models.policy import read_policy
+from optimize.monitor import monitor_scores, own_rows
 from telemetry.atomic import AtomicDir, write_json
 from telemetry.io import read_days, read_tables
 from telemetry.storage import Location

@@ -19,7 +19,6 @@ from core.days import next_day
 from core.errors import ConfigError, RegistryError
 from core.params import Params, QosParams
 from evaluation.combined import outcomes, summarize
-from evaluation.monitor import monitor_scores
 from evaluation.qos import watch
 from evaluation.qos import summarize as monitor_summary
 from evaluation.truth import measured_truth, truth_table
@@ -29,6 +28,7 @@ from models.bundle import BundlePaths
 from models.decision import decide, policy_knobs, served_name
 from models.inference import Models, score
 from models.policy import read_policy
+from optimize.monitor import monitor_scores
 from pipelines.tracking import not_found, start_run
 from telemetry.atomic import AtomicDir, write_json
 from telemetry.io import read_days

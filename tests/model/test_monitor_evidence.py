@@ -17,7 +17,7 @@ from core.params import Params
 from features.history import own_features
 from models.inference import load_verified
 from models.runtime import onnx_p_insensitive
-from pipelines.optimize import li_model
+from optimize.tonight import li_model
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow

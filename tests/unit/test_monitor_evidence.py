@@ -71,7 +71,7 @@ def test_the_monitors_capacity_leaves_zNUMA_overpredictions_it_mitigates_out_of_
 
 def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags():
     from core.params import Params
-    from pipelines.optimize import MonitorEvidence
+    from optimize.tonight import MonitorEvidence
 
     p = Params(optimize={"confidence": None, "credit_mitigation": True})
     flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))
