@@ -29,7 +29,7 @@ from evaluation import pool_fit  # noqa: E402
 from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import _sizing, in_window  # noqa: E402
 from models.names import at_ratio  # noqa: E402
-from pipelines.simulate import _measured, nightly_decisions, read_trace  # noqa: E402
+from evaluation.replay import measured_window, nightly_decisions, read_trace  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
     vms = read_trace(args.workdir / "raw")
     (start, end), window, _, decisions = nightly_decisions(vms, args.workdir / "nightly", sp.latency_ratios,
                                                            sp.pool_caps)
-    measured, _ = _measured(window, "", sp, True, vms["created_at"].min())   # after the policies' warm-up
+    measured, _ = measured_window(window, "", sp, True, vms["created_at"].min())   # after the policies' warm-up
     placement = place(vms, start, end, sp)                # the whole trace, then the window's VMs, as simulate
     keep = in_window(start, end, window)
     vms, start, end = vms[keep].reset_index(drop=True), start[keep], end[keep]

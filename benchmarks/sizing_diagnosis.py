@@ -30,7 +30,7 @@ from evaluation.pool_sim import place  # noqa: E402
 from evaluation.sizing import fleet_sizing  # noqa: E402
 from evaluation.sizing_report import summarize_sizing  # noqa: E402
 from models.names import static_policy_name  # noqa: E402
-from pipelines.simulate import _name, _static, nightly_decisions, read_trace  # noqa: E402
+from evaluation.replay import nightly_decisions, read_trace, row_name, static_decisions  # noqa: E402
 
 
 def main() -> None:
@@ -42,9 +42,9 @@ def main() -> None:
     vms = read_trace(ROOT / "data/raw")
     (start, end), window, created_in, decisions = nightly_decisions(vms, ROOT / "data/backtest", (1.82,))
     mem = vms.memory_gb.to_numpy(float)
-    pools = {_name(p, r): d["pool_gb"] for (p, r), d in decisions.items() if p == "combined"}
+    pools = {row_name(p, r): d["pool_gb"] for (p, r), d in decisions.items() if p == "combined"}
     for f in (0.15, 0.5):
-        pools[static_policy_name(f)] = _static(mem, created_in, f)["pool_gb"]
+        pools[static_policy_name(f)] = static_decisions(mem, created_in, f)["pool_gb"]
     placement = place(vms, start, end, sp)
     rng = np.random.default_rng(params.base.seed)
     src = np.flatnonzero(created_in)

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from models.names import capped_policy_name
+
 POOL_ONLY, ZNUMA, LOCAL_ONLY = "pool_only", "znuma", "local_only"
 LABELS = (LOCAL_ONLY, ZNUMA, POOL_ONLY)          # indexed by the rule's code
 _LABELS = np.array(LABELS)
@@ -139,7 +141,7 @@ def served_name(policy: dict) -> str:
     """The served policy's name where policies are listed side by side: ``um_only``, ``combined_cap30pct``."""
     serve = _serve(policy)
     cap = serve["pool_cap"]
-    return serve["policy"] + ("" if cap is None or cap >= 1 else f"_cap{round(100 * cap)}pct")
+    return serve["policy"] if cap is None or cap >= 1 else capped_policy_name(serve["policy"], cap)
 
 
 def _serve(policy: dict) -> dict[str, Any]:

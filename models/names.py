@@ -17,6 +17,11 @@ def static_policy_name(fraction: float) -> str:
     return f"static_{round(100 * fraction)}pct"
 
 
+def capped_policy_name(policy: str, cap: float) -> str:
+    """``policy`` with no VM over ``cap`` of its memory on the pool: ``combined_cap30pct``."""
+    return f"{policy}_cap{round(100 * cap)}pct"
+
+
 def at_ratio(name: str, ratio: float) -> str:
     """``name`` for one latency ratio (a policy, a night's file stem or a score column): ``combined_r1.82``."""
     return f"{name}_r{ratio:g}"

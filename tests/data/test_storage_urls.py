@@ -117,7 +117,7 @@ def test_simulate_places_the_trace_on_workers_from_the_bucket_through_a_scratch_
                                                                                     tmp_path, monkeypatch):
     """The workers read the trace in the bucket and exchange its cluster partitions through the scratch
     URL (``evaluation.trace``); the tables and metrics are the local engine's on the folder."""
-    import pipelines.simulate as stage
+    import evaluation.replay as stage
 
     monkeypatch.setenv("POND_SCRATCH", "s3://scratch/sim")
     exchanged, real = [], stage.gather_window

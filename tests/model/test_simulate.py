@@ -12,6 +12,7 @@ import pytest
 from core.params import Params
 from models.decision import decide, policy_knobs
 from models.policy import read_policy
+from evaluation import replay
 from pipelines import simulate
 from telemetry.io import read_tables
 from tests.conftest import small_params
@@ -29,7 +30,7 @@ def sim(small_raw, small_backtest, tmp_path_factory):
 
 def test_every_vm_is_decided_by_the_night_before_its_creation(small_raw, small_backtest):
     vms = read_tables(small_raw, ["vms"])["vms"].set_index("vm_id")
-    nights = simulate._nights(small_backtest)
+    nights = replay.backtest_nights(small_backtest)
     assert [n.name for n in nights] == ["2026-01-07", "2026-01-08"]
     for night in nights:
         scores = pd.read_parquet(night / "scores.parquet")
@@ -43,10 +44,10 @@ def test_every_vm_is_decided_by_the_night_before_its_creation(small_raw, small_b
 
 def test_fallback_before_the_first_night_and_decisions_as_the_night_made_them(small_raw, small_backtest):
     vms = read_tables(small_raw, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
-    nights = simulate._nights(small_backtest)
+    nights = replay.backtest_nights(small_backtest)
     first = pd.Timestamp(nights[0].name, tz="UTC") + pd.Timedelta(days=1)
     in_window = (vms.created_at >= first).to_numpy() & (vms.created_at < first + pd.Timedelta(days=2)).to_numpy()
-    decisions, _, scored = simulate._decisions(vms, in_window, nights, (1.82, 2.22))
+    decisions, _, scored = replay.nightly_policies(vms, in_window, nights, (1.82, 2.22))
     assert scored.sum() == in_window.sum() > 0
     for d in decisions.values():
         assert (d["pool_gb"][~in_window] == 0).all() and (d["decision"][~in_window] == "local_only").all()
@@ -86,12 +87,12 @@ def test_sizing_adds_up(sim):
 def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
     night = sorted(d for d in small_backtest.iterdir() if (d / "scores.parquet").exists())[0]
     policy = read_policy(night / "policy_r1.82.json")
-    assert set(simulate._knobs(policy, (0.3,))) == {"combined", "li_only", "um_only", "combined_cap30pct"}
+    assert set(replay.night_knobs(policy, (0.3,))) == {"combined", "li_only", "um_only", "combined_cap30pct"}
     capped = {**policy, "serve": {"policy": "um_only", "pool_cap": 0.2}}
-    knobs = simulate._knobs(capped, (0.3,))
+    knobs = replay.night_knobs(capped, (0.3,))
     assert set(knobs) == {"combined", "li_only", "um_only", "combined_cap30pct", "um_only_cap20pct"}
     assert knobs["um_only_cap20pct"] == policy_knobs(capped)["served"]
-    assert set(simulate._knobs({**policy, "serve": {"policy": "combined", "pool_cap": 0.3}}, (0.3,))) == \
+    assert set(replay.night_knobs({**policy, "serve": {"policy": "combined", "pool_cap": 0.3}}, (0.3,))) == \
         {"combined", "li_only", "um_only", "combined_cap30pct"}
 
 

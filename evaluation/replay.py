@@ -1,0 +1,333 @@
+"""The `simulate` stage's replay: the DRAM a provider must buy with and without pools, in steady state (Pond
+§6.1, §6.5, Fig. 3 and 21), and how large the pools should be.
+
+The whole trace is placed (``evaluation.pool_sim.place``; on Dask by cluster partitions on the workers,
+``evaluation.trace``); DRAM is measured over a window only,
+after a warm-up that fills servers as production does, so only the VMs alive in the window are
+decided and replayed (``evaluation.sizing``).
+
+- Nightly (built-in fleet, or an import with model inputs): the window is the next days of the
+  `backtest` nights. A VM created on one of them is decided by the policy and models of the night
+  before its creation (``scores.parquet`` and ``policy_r<ratio>.json`` of that night), one policy
+  per ``simulate.latency_ratios``, beside static pools (15%: Fig. 21's strawman). No model is
+  trained here, and none saw the VM it decides.
+- Static only (``--static-only``, e.g. an Azure V2 vmtable without model inputs): the window
+  starts ``warmup_days`` after the first day of the trace's arrivals (``evaluation.trace.bulk_start``:
+  not its oldest VM, which an export of the VMs alive over a month may hold from years before); static
+  policies only, each splitting every VM of the trace, the warm-up's too (Pond's Fig. 3: no model decides
+  anything, so nothing falls back).
+
+Fallback: a VM created before the window (or that no night scored) is all local under every
+policy alike, so that warm-up VMs weigh the same on each side of every comparison. Long-lived
+warm-up VMs hold half of the memory in use in the window's first days, so DRAM is measured after
+``simulate.policy_warmup_days`` of the window (the nightly policies' own VMs filling servers; each
+of them still decided by the night before its creation).
+
+Placement: the trace's servers when it names them (VMs stay, the few that no longer fit move);
+otherwise each policy is placed by a pool-aware first fit (``evaluation.pool_fit``), as Pond's
+scheduler places a VM knowing its split, or, with ``simulate.placement: keep``, the all-local first
+fit's servers are kept under every policy as a trace's own (then a fixed split can only lower the
+sum of per-server and per-pool peaks, as in Pond's Fig. 3). ``simulate.pool_caps`` replays the night's combined
+policy with no VM over a share of its memory on the pool (``models.decision``): the same safe
+decisions, spread evenly, which per-server and per-pool peaks reward.
+
+Bought ahead (``simulate.buy_days``): the measured window's first days buy each cluster's DRAM, the rest
+judges it (``evaluation.sizing``): arrivals that no longer fit are counted, and a cluster over the move
+budget buys more. Savings, mispredictions and per-server peaks are then those of the judged days.
+
+The metrics' ``answer`` is, per ratio, the nightly policy within the budget that saves the most;
+``served`` is the one the service applies (``optimize.serve``, ``optimize.pool_cap``), which is
+replayed under its own name when no other row is it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.engine import run_all
+from core.errors import ConfigError
+from core.params import Params, SimParams
+from evaluation.combined import outcomes, summarize
+from evaluation.qos import summarize as monitor_summary
+from evaluation.qos import watch
+from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
+from evaluation.sizing_report import sizing_metrics, summarize_sizing
+from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
+from evaluation.truth import measured_truths, truth_table
+from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
+from models.names import at_ratio, capped_policy_name, static_policy_name
+from models.policy import read_policy
+from telemetry.io import release_unused_memory
+from telemetry.storage import Location, remove_tree
+
+
+def backtest_nights(backtest_dir: Path) -> list[Path]:
+    nights = sorted(d for d in Path(backtest_dir).iterdir() if (d / "scores.parquet").exists())
+    if not nights:
+        raise ConfigError(f"simulate: no backtest night in {backtest_dir} (a folder per night with scores.parquet): "
+                          "run `pond backtest` first (dvc repro does)")
+    return nights
+
+
+def night_knobs(policy: dict, caps: tuple[float, ...]) -> dict[str, PolicyKnobs]:
+    """The night's policies, its combined policy under each pool cap (``combined_cap15pct``), and
+    the one it serves under its own name (``served_name``) where that is none of them."""
+    knobs = policy_knobs(policy)
+    served = knobs.pop("served")
+    c = knobs["combined"]
+    knobs |= {capped_policy_name("combined", cap): PolicyKnobs(c.li_threshold, c.um_offset, cap) for cap in caps}
+    return knobs if served_name(policy) in knobs else knobs | {served_name(policy): served}
+
+
+def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
+               caps: tuple[float, ...] = ()
+               ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray]:
+    """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab
+    error rate per ratio (for pool-only VMs without truth); which window VMs a night scored."""
+    mem = vms["memory_gb"].to_numpy(float)
+    row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
+    local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
+                 "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms)),
+                 "li_called": np.zeros(len(vms), bool), "p_exceed": np.full(len(vms), np.nan)}
+    out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
+    rates: dict[float, list[float]] = {r: [] for r in ratios}
+    scored = np.zeros(len(vms), bool)
+    for night in nights:
+        s = pd.read_parquet(night / "scores.parquet")
+        idx = row.reindex(s.vm_id.to_numpy()).to_numpy()
+        ok = ~np.isnan(idx) & in_window[np.nan_to_num(idx, nan=0).astype(np.int64)]
+        idx, s = idx[ok].astype(np.int64), s[ok]
+        scored[idx] = True
+        for ratio in ratios:
+            policy = read_policy(night / f"{at_ratio('policy', ratio)}.json")
+            rates[ratio].append(policy["li"]["error_rate"])
+            for name, knobs in night_knobs(policy, caps).items():
+                d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
+                got = decide(mem[idx], s.has_history.to_numpy(), s[at_ratio("p_insensitive", ratio)].to_numpy(),
+                             s.um_raw.to_numpy(), knobs)
+                for k, v in got.items():
+                    d[k][idx] = _shared_labels(v) if k == "decision" else v
+                if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
+                    d["p_exceed"][idx] = s[at_ratio("p_exceed", ratio)].to_numpy()
+    return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
+
+
+_LABELS = np.array(LABELS, dtype=object)
+
+
+def _shared_labels(decision: np.ndarray) -> np.ndarray:
+    """The decisions as references to the three label strings. Copied into an object array as they
+    come (fixed-width text), each VM gets a string of its own: 81 MB per policy instead of 9 at 1.1M
+    window VMs; at 10M VMs (14 nightly policy and ratio pairs, 4 static), the stage's process peaked
+    1.0 GiB higher."""
+    return _LABELS[np.select([decision == label for label in LABELS], np.arange(len(LABELS)), 0)]
+
+
+def static_decisions(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, np.ndarray]:
+    u = np.where(decided, fraction, 0.0)
+    d = decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
+    return d | {"decision": _shared_labels(d["decision"]), "p_exceed": np.full(len(mem), np.nan)}
+
+
+def row_name(policy: str, ratio: float | None) -> str:
+    """A policy row's name: a static pool's own, a nightly policy's at its latency ratio."""
+    return policy if ratio is None else at_ratio(policy, ratio)
+
+
+def nightly_window(t0: pd.Timestamp, nights: list[Path]) -> tuple[tuple[int, int], pd.Timestamp, pd.Timestamp]:
+    """The measured window: the backtest nights' next days, as seconds from ``t0``, with its first
+    day and the day after its last."""
+    days = [pd.Timestamp(n.name, tz=t0.tz) + pd.Timedelta(days=1) for n in nights]
+    lo, hi = min(days), max(days) + pd.Timedelta(days=1)
+    return (int((lo - t0).total_seconds()), int((hi - t0).total_seconds())), lo, hi
+
+
+def measured_window(window: tuple[int, int], label: str, sp: SimParams, nightly: bool, t0: pd.Timestamp
+              ) -> tuple[tuple[int, int], str]:
+    """The part of the nightly window DRAM is measured over: after ``policy_warmup_days`` of the
+    nightly policies' VMs filling servers (at least its last day is kept)."""
+    if not nightly or not sp.policy_warmup_days:
+        return window, label
+    lo = min(window[0] + 86400 * sp.policy_warmup_days, window[1] - 86400)
+    if lo <= window[0]:
+        return window, label
+    first = t0 + pd.Timedelta(seconds=lo)
+    return (lo, window[1]), f"{label}; DRAM measured from {first:%Y-%m-%d %H:%M}, after {(lo - window[0]) / 86400:g} " \
+                            "days of their VMs filling servers"
+
+
+def bought_ahead(window: tuple[int, int], label: str, buy_days: int, t0: pd.Timestamp
+                 ) -> tuple[tuple[int, int], tuple[int, int], str]:
+    """(the window the DRAM is bought on, the one it is judged on, the label): the measured window's first
+    ``buy_days`` buy, the rest judges (at least a day of it); both are the window when ``buy_days`` is 0."""
+    cut = min(window[0] + 86400 * buy_days, window[1] - 86400)
+    if cut <= window[0]:
+        if buy_days:
+            print(f"simulate: the window is too short to buy DRAM on its first {buy_days} days and judge it on "
+                  "the rest: bought on the window it is judged on")
+        return window, window, label
+    first = t0 + pd.Timedelta(seconds=cut)
+    return (window[0], cut), (cut, window[1]), f"{label}; DRAM bought on its first {(cut - window[0]) / 86400:g} " \
+                                               f"days, judged from {first:%Y-%m-%d %H:%M}"
+
+
+def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...], caps: tuple[float, ...] = ()
+                      ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], np.ndarray, dict]:
+    """((start, end) seconds, window, created-in-window mask, decisions per (policy, ratio)) as `simulate`
+    replays the nightly window; for the sizing benchmarks."""
+    s = span([facts(vms, "cluster_id")])
+    start, end = seconds(vms, s)
+    nights = backtest_nights(backtest_dir)
+    window, _, _ = nightly_window(s.t0, nights)
+    created_in = (start >= window[0]) & (start < window[1])
+    return (start, end), window, created_in, nightly_policies(vms, created_in, nights, ratios, caps)[0]
+
+
+def _window(s: Span, nights: list[Path] | None, sp: SimParams) -> tuple[tuple[int, int], str]:
+    """The window (seconds from the trace's start) and how the report names it."""
+    if nights is not None:
+        window, lo, hi = nightly_window(s.t0, nights)
+        return window, f"{lo.date()} to {(hi - pd.Timedelta(days=1)).date()}, {len(nights)} nightly policies"
+    first = s.bulk_start + pd.Timedelta(days=sp.warmup_days)
+    if s.last_created < first:
+        print(f"simulate: the trace is shorter than warmup_days={sp.warmup_days}: no warm-up, the whole trace "
+              "is the window")
+        first = s.t0
+    return (max(int((first - s.t0).total_seconds()), 0), s.last_end + 1), \
+        f"{first.date()} on, after {sp.warmup_days} days of warm-up"
+
+
+def _placed_window(params: Params, client: Any | None, raw_dir: Location, nights: list[Path] | None, pack_by: str,
+                   scratch: Location | None) -> tuple[Span, Window, tuple[int, int], str]:
+    """The trace placed and cut to the window: in this process, or by the workers (``evaluation.trace``)."""
+    sp = params.simulate
+    if client is None:
+        vms = read_trace(raw_dir)
+        s = span([facts(vms, pack_by)])
+        window, label = _window(s, nights, sp)
+        return s, window_of(vms, s, window, sp, pack_by), window, label
+    assert scratch is not None
+    runner = partial(run_all, client)
+    s, parts = split_trace(runner, raw_dir, pack_by, params.engine.partitions, scratch)
+    window, label = _window(s, nights, sp)
+    print(f"simulate: the trace placed on Dask, one task per creation day, then per cluster partition "
+          f"({len(parts)} partitions of {len(s.groups)} clusters)")
+    return s, gather_window(runner, scratch, parts, s, window, sp, pack_by), window, label
+
+
+@dataclass
+class Replayed:
+    """What ``replay`` measured: the sizing per cluster and per fleet, the metrics, the mispredictions each policy
+    row realized, and how the window is named."""
+
+    table: pd.DataFrame
+    fleet: pd.DataFrame
+    metrics: dict[str, Any]
+    realized: dict[str, dict[str, dict[str, float]]]
+    label: str
+
+
+def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[Path] | None, pack_by: str,
+           scratch: Location | None) -> Replayed:
+    """The trace placed, the window decided by every policy row, the DRAM each buys and what it realized (the
+    module says how); on Dask when ``client`` is given (``scratch``: the workers' folder)."""
+    sp = params.simulate
+    s, w, window, label = _placed_window(params, client, raw_dir, nights, pack_by, scratch)
+    if scratch is not None:
+        remove_tree(scratch)                            # the workers' copy of the trace is not needed again
+    release_unused_memory()                             # nor the rest of the trace (Arrow keeps freed pages)
+    vms, start, end, placement = w.vms, w.start, w.end, w.placement
+    if not ((start >= window[0]) & (start < window[1])).any():
+        raise ConfigError(f"simulate: no VM was created in the window ({label}); check base.as_of and the trace")
+    print(f"simulate: {len(vms)} of {s.rows} VMs alive in the window are decided and replayed")
+    cluster, host = placement.cluster, placement.host
+    mem = vms["memory_gb"].to_numpy(float)
+    created_in = (start >= window[0]) & (start < window[1])
+    rates: dict[float, float] = {}
+    scored = created_in
+    names: dict[str, str] = {}
+    decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
+    if nights is not None:
+        decisions, rates, scored = nightly_policies(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
+        names = {f"{r:g}": row_name(served_name(read_policy(nights[-1] / f"{at_ratio('policy', r)}.json")), r)
+                 for r in sp.latency_ratios}
+    split = created_in if nights is not None else np.ones(len(vms), bool)   # static only: every VM, as Fig. 3
+    for f in sp.static_fractions:
+        decisions[(static_policy_name(f), None)] = static_decisions(mem, split, f)
+    decided, (window, label) = created_in, measured_window(window, label, sp, nights is not None, s.t0)
+    bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
+    created_in = (start >= judged[0]) & (start < judged[1])
+    ratios = sp.latency_ratios if nights is not None else ()
+    watched = _watched(vms, decided, start, decisions, raw_dir, params, ratios)   # static only: nothing watched
+    back = _returns(watched, decided, start, params.features.counter_delay_s)
+    policies = {row_name(p, r): (d["pool_gb"], back[row_name(p, r)]) if row_name(p, r) in back else d["pool_gb"]
+                for (p, r), d in decisions.items()}
+
+    args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
+            mem, policies, sp.pool_sockets, bought,
+            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
+            placement.assignment != "trace" and sp.placement == "pool_aware", None if judged == bought else judged)
+    if client is None:
+        table = fleet_sizing(*args)
+    else:
+        print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
+        table = fleet_sizing_by_cluster(partial(run_all, client), *args)
+    table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
+    fleet = summarize_sizing(table, sp)
+    realized = _realized(watched, created_in[decided], rates)
+    metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
+                             int(created_in.sum()), int((created_in & ~scored).sum()),
+                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names)
+    return Replayed(table, fleet, metrics, realized, label)
+
+
+def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decisions: dict, raw_dir: Location,
+             params: Params, ratios: tuple[float, ...]) -> dict[tuple[str, float], pd.DataFrame]:
+    """Per (policy row, latency ratio): the outcomes of the VMs the window decided (``evaluation.combined``) and
+    what the QoS monitor did with them (``evaluation.qos``: each day's capacity, flags in order of creation).
+    A static pool is judged at every ratio; a nightly policy at its own."""
+    out: dict[tuple[str, float], pd.DataFrame] = {}
+    vms, created = vms[decided], start[decided]
+    own = measured_truths(raw_dir, ratios, vms)
+    q = params.qos
+    for ratio in ratios:
+        table, _ = truth_table(raw_dir, ratio)
+        for (policy, r), d in decisions.items():
+            if r is None or r == ratio:
+                o = outcomes(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio])
+                out[(row_name(policy, r), ratio)] = watch(o, d["p_exceed"][decided], created, q.threshold,
+                                                       q.max_mitigated_share, created // 86400)
+    return out
+
+
+def _returns(watched: dict[tuple[str, float], pd.DataFrame], decided: np.ndarray, start: np.ndarray,
+             window_s: int) -> dict[str, np.ndarray]:
+    """Per policy row, the second each VM's pool memory comes back as local (-1: never): a mitigated VM's, one QoS
+    window after its creation. A static pool's flags (touches of its zNUMA node) are the same at every ratio."""
+    out: dict[str, np.ndarray] = {}
+    for (name, _), w in watched.items():
+        if name not in out:
+            back = np.full(len(start), -1, np.int64)
+            at = np.flatnonzero(decided)[w["mitigated"].to_numpy()]
+            back[at] = start[at] + window_s
+            out[name] = back
+    return out
+
+
+def _realized(watched: dict[tuple[str, float], pd.DataFrame], counted: np.ndarray, rates: dict[float, float]
+              ) -> dict[str, dict[str, dict[str, float]]]:
+    """Per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
+    decided ones): before the QoS monitor (``conservative``) and what it left slowed (``unmitigated``)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (name, ratio), w in watched.items():
+        s = summarize(w[counted], rates.get(ratio, 0.0)) | monitor_summary(w[counted], rates.get(ratio, 0.0))
+        out.setdefault(name, {})[f"{ratio:g}"] = {"conservative": s["mispredictions_conservative"],
+                                                  "unmitigated": s["mispredictions_unmitigated"],
+                                                  "mitigations": s["mitigations"]}
+    return out
