@@ -1,0 +1,127 @@
+"""The night's policy judged on the next day (the `evaluate` stage's work): the policy applied exactly as the service
+applies it to every VM created on the day after the as-of day (ended or censored, ``evaluation.combined``); compared
+with LI-only, UM-only and static 10%/15% pools on the same VMs; ``served`` is the one the service applies
+(``optimize.serve``). Slowdown truth comes from ``evaluation.truth``; where there is none, false positives are the
+lab estimate, labelled so. The QoS monitor is replayed on every policy (``evaluation.qos``), and SLA-alpha beside
+it (``evaluation.sla_alpha``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.days import next_day
+from core.params import QosParams
+from evaluation.combined import outcomes, spill_table, summarize
+from evaluation.qos import summarize as monitor_summary
+from evaluation.qos import watch
+from evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
+from evaluation.sla_alpha import summarize as alpha_summary
+from evaluation.truth import measured_truth, truth_table
+from features.build import lab_features
+from models.decision import PolicyKnobs, decide, policy_knobs, served_name
+from models.inference import Models, Scores
+from models.names import static_policy_name
+from optimize.monitor import monitor_scores, own_rows
+from telemetry.io import read_tables
+from telemetry.storage import Location
+
+STATIC_FRACTIONS = (0.10, 0.15)
+
+
+@dataclass
+class Judged:
+    """The day's metrics per policy, the served policy's decisions and outcomes per VM, and lines to print."""
+
+    metrics: dict[str, Any]
+    served: pd.DataFrame
+    notes: list[str]
+
+
+def judge(policy: dict[str, Any], vms: pd.DataFrame, s: Scores, models: Models, raw_dir: Location,
+          qos: QosParams) -> Judged:
+    """Every policy of the night on the next day's ``vms`` (``s``: their scores)."""
+    day = next_day(policy["as_of"])
+    has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
+    table, source = truth_table(raw_dir, policy["latency_ratio"])
+    measured = measured_truth(raw_dir, policy["latency_ratio"], vms)
+    if measured is not None and len(measured):
+        source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
+    rate = policy["li"]["error_rate"]
+    own = own_rows(vms, raw_dir)
+    p_exceed = monitor_scores(models, vms, raw_dir, own)
+    workload = vms["workload_id"] if "workload_id" in vms.columns else pd.Series(np.nan, index=vms.index, dtype=object)
+    created = vms["created_at"].to_numpy()
+    variants = {
+        **{name: (knobs, raw) for name, knobs in policy_knobs(policy).items()},
+        **{static_policy_name(f): (PolicyKnobs(None, 0.0), np.full(len(vms), f)) for f in STATIC_FRACTIONS},
+    }
+    lowest = min((k.li_threshold for k, _ in variants.values() if k.li_threshold is not None), default=np.inf)
+    with np.errstate(invalid="ignore"):     # SLA-alpha restores only insensitive calls: a flagged VM some policy calls
+        callable_flagged = (p_exceed >= qos.threshold) & has_history & (p >= lowest)
+    keep = alpha_keep(own, callable_flagged, raw_dir, policy, qos.alpha_neighbors)
+    metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],
+                               "history_share": float(has_history.mean()), "truth_source": source}
+    served = pd.DataFrame()
+    for name, (knobs, um_raw) in variants.items():
+        d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
+        out = watch(outcomes(vms, d, table, policy["pdm"], measured), p_exceed, created, qos.threshold,
+                    qos.max_mitigated_share)
+        out = sla_alpha(out, keep, table, workload, policy["pdm"])
+        metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
+        if name == "served":
+            served = out.assign(p_insensitive=p, has_history=has_history, um_raw=raw,
+                                untouched_pred=d["untouched_fraction"], p_exceed=p_exceed, created_at=created)
+    for name in ("combined", "served"):     # the budget bounds what the monitor leaves slowed (Pond §6.4.3)
+        metrics[name]["within_budget"] = metrics[name]["mispredictions_unmitigated"] <= metrics["budget"]
+        metrics[name]["within_budget_raw"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
+    metrics["served_policy"] = served_name(policy)
+    c, notes = metrics["served"], []
+    if c["lab_truth_share"] < 1.0:
+        notes.append(f"evaluate: {1 - c['lab_truth_share']:.1%} of the {len(vms)} VMs have no lab workload with slowdown "
+                     "truth (no vms.workload_id, or a workload no truth table holds) and no vm_slowdowns report: their "
+                     "false positives are the lab estimate, not realized")
+    if c["pool_only_without_truth"]:
+        notes.append(f"evaluate: {c['pool_only_without_truth']} pool-only VMs have no slowdown truth (no vms.workload_id, or "
+                     f"a workload no truth table holds): each counts as the lab error rate {rate:.2%} (fp_source "
+                     f"{c['fp_source']})")
+    if c["censored"]:
+        notes.append(f"evaluate: {c['censored']} VMs were still running at the end of the trace; "
+                     f"{c['censored_unresolved']} of their zNUMAs are not yet confirmed either way: mispredictions "
+                     f"{c['mispredictions_conservative']:.2%} confirmed, {c['mispredictions_worst_case']:.2%} worst case")
+    return Judged(metrics, served, notes)
+
+
+def report_lines(metrics: dict[str, Any], qos: QosParams) -> list[str]:
+    """What the stage prints: the policy served, then one line per policy."""
+    lines = [f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row "
+             f"'served'; the QoS monitor mitigates up to {qos.max_mitigated_share:.0%} of the VMs (flag at P(exceed) >= "
+             f"{qos.threshold:g})"]
+    for r in metric_rows(metrics).itertuples():
+        lines.append(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted "
+                     f"{100 * r.mispredictions_conservative:5.2f}% (severe {100 * r.mispredictions_severe:5.2f}%), "
+                     f"unmitigated {100 * r.mispredictions_unmitigated:5.2f}% after {100 * r.mitigations:4.2f}% "
+                     f"mitigated ({100 * r.false_alarms:4.2f}% false alarms)")
+    return lines
+
+
+def metric_rows(metrics: dict[str, Any]) -> pd.DataFrame:
+    """One row per policy of the day's metrics."""
+    return pd.DataFrame([{"policy": k, **v} for k, v in metrics.items() if isinstance(v, dict)])
+
+
+def alpha_keep(own: pd.DataFrame, flagged: np.ndarray, raw_dir: Location, policy: dict, k: int) -> np.ndarray:
+    """Per VM, the share of its memory SLA-alpha keeps on the pool if it is mitigated (``evaluation.sla_alpha``),
+    predicted from its own counters; worked out for the ``flagged`` rows only (NaN elsewhere)."""
+    tables = read_tables(raw_dir, ["workloads", "slowdowns"])
+    lab = lab_features(tables["workloads"]).set_index("workload_id")
+    curves = spill_table(tables["slowdowns"], policy["latency_ratio"])
+    keep = np.full(len(own), np.nan)
+    rows = np.flatnonzero(flagged)
+    features = [c for c in policy["li"]["features"] if c in lab.columns]
+    keep[rows] = keep_on_pool_pct(nearest_curves(own.iloc[rows].reindex(columns=features), lab, curves, k),
+                                  policy["pdm"])
+    return keep
