@@ -8,6 +8,7 @@ it (``evaluation.sla_alpha``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,9 @@ from evaluation.sla_alpha import summarize as alpha_summary
 from evaluation.truth import measured_truth, truth_table
 from features.build import lab_features
 from models.decision import PolicyKnobs, decide, policy_knobs, served_name
-from models.inference import Models, Scores
+from models.bundle import BundlePaths
+from models.inference import Models, Scores, score
+from models.policy import read_policy
 from models.names import static_policy_name
 from optimize.monitor import monitor_scores, own_rows
 from telemetry.io import read_tables
@@ -68,9 +71,8 @@ def judge(policy: dict[str, Any], vms: pd.DataFrame, s: Scores, models: Models, 
     served = pd.DataFrame()
     for name, (knobs, um_raw) in variants.items():
         d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-        out = watch(outcomes(vms, d, table, policy["pdm"], measured), p_exceed, created, qos.threshold,
-                    qos.max_mitigated_share)
-        out = sla_alpha(out, keep, table, workload, policy["pdm"])
+        out = sla_alpha(realize(vms, d, table, policy["pdm"], measured, p_exceed, qos), keep, table, workload,
+                        policy["pdm"])
         metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
         if name == "served":
             served = out.assign(p_insensitive=p, has_history=has_history, um_raw=raw,
@@ -93,6 +95,31 @@ def judge(policy: dict[str, Any], vms: pd.DataFrame, s: Scores, models: Models, 
                      f"{c['censored_unresolved']} of their zNUMAs are not yet confirmed either way: mispredictions "
                      f"{c['mispredictions_conservative']:.2%} confirmed, {c['mispredictions_worst_case']:.2%} worst case")
     return Judged(metrics, served, notes)
+
+
+def realize(vms: pd.DataFrame, decisions: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
+            measured: pd.DataFrame | None, p_exceed: np.ndarray, qos: QosParams) -> pd.DataFrame:
+    """One policy's decisions judged per VM (``evaluation.combined``) and watched by the QoS monitor
+    (``evaluation.qos``), as `evaluate` and the promotion gate realize a policy."""
+    return watch(outcomes(vms, decisions, table, pdm, measured), p_exceed, vms["created_at"].to_numpy(),
+                 qos.threshold, qos.max_mitigated_share)
+
+
+def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams | None = None
+              ) -> dict[str, Any]:
+    """A registered bundle's served policy, realized on ``vms`` as ``judge`` realizes it, its QoS monitor too."""
+    qos = qos or QosParams()
+    paths = BundlePaths.of(bundle_dir)
+    policy = read_policy(paths.policy)
+    models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
+    s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
+    d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
+               policy_knobs(policy)["served"])
+    table, _ = truth_table(raw_dir, policy["latency_ratio"])
+    out = realize(vms, d, table, policy["pdm"], measured_truth(raw_dir, policy["latency_ratio"], vms),
+                  monitor_scores(models, vms, raw_dir), qos)
+    rate = policy["li"]["error_rate"]
+    return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 
 
 def report_lines(metrics: dict[str, Any], qos: QosParams) -> list[str]:

@@ -1,11 +1,7 @@
-"""Stage `register`: the night's bundle (``--out``, also a DVC output the service can load) becomes a
-new version of one MLflow registered model.
-
-The promotion gate (evaluation.gate) compares it with the current `champion` on the same VMs:
-the candidate's evaluation day, each bundle with its own models, policy and snapshot. Promoted:
-alias `champion`; otherwise alias `challenger`, and the reason is a tag of the version either way.
-The service follows `champion` (POND_REGISTRY_MODEL).
-"""
+"""Stage `register`: the night's bundle (``--out``, also a DVC output the service can load) becomes a new version of
+one MLflow registered model. The promotion gate (``evaluation.gate``) compares it with the current `champion` on the
+candidate's evaluation day, each bundle with its own models, policy and snapshot (``evaluation.next_day.bundle_on``).
+Promoted: alias `champion` (the one the service follows); otherwise `challenger`; the reason is a tag either way."""
 
 from __future__ import annotations
 
@@ -17,18 +13,12 @@ import pandas as pd
 
 from core.days import next_day
 from core.errors import ConfigError, RegistryError
-from core.params import Params, QosParams
-from evaluation.combined import outcomes, summarize
-from evaluation.qos import watch
-from evaluation.qos import summarize as monitor_summary
-from evaluation.truth import measured_truth, truth_table
+from core.params import Params
 from evaluation.gate import gate
+from evaluation.next_day import bundle_on
 from models import bundle
 from models.bundle import BundlePaths
-from models.decision import decide, policy_knobs, served_name
-from models.inference import Models, score
 from models.policy import read_policy
-from optimize.monitor import monitor_scores
 from pipelines.tracking import not_found, start_run
 from telemetry.atomic import AtomicDir, write_json
 from telemetry.io import read_days
@@ -36,24 +26,6 @@ from telemetry.storage import Location
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
-
-
-def evaluate_bundle(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams | None = None
-                    ) -> dict[str, Any]:
-    """A registered bundle's served policy, realized on ``vms`` as `evaluate` realizes it, its QoS monitor too."""
-    qos = qos or QosParams()
-    paths = BundlePaths.of(bundle_dir)
-    policy = read_policy(paths.policy)
-    models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
-    s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
-    d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
-               policy_knobs(policy)["served"])
-    table, _ = truth_table(raw_dir, policy["latency_ratio"])
-    out = watch(outcomes(vms, d, table, policy["pdm"], measured_truth(raw_dir, policy["latency_ratio"], vms)),
-                monitor_scores(models, vms, raw_dir), vms["created_at"].to_numpy(), qos.threshold,
-                qos.max_mitigated_share)
-    rate = policy["li"]["error_rate"]
-    return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:
@@ -96,7 +68,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
         if champ_version is not None:
             champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
             bundle.verify(champ_dir)
-            champ = evaluate_bundle(champ_dir, day_vms, raw_dir, params.qos)
+            champ = bundle_on(champ_dir, day_vms, raw_dir, params.qos)
         promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         mlflow.log_artifacts(str(dst), artifact_path="bundle")
