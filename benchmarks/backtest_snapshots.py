@@ -30,7 +30,7 @@ STEP = """
 import sys
 from pathlib import Path
 import pandas as pd
-from core.engine import session
+from core.cluster import session
 from core.params import load
 from pipelines.backtest import snapshots
 from telemetry.storage import location

@@ -307,7 +307,7 @@ class GateParams(Section):
 
 
 class EngineParams(Section):
-    """params.yaml ``engine``: where the fleet-sized stages run (``core.engine``)."""
+    """params.yaml ``engine``: where the fleet-sized stages run (``core.cluster``)."""
 
     section = "engine"
     backend: Literal["local", "dask"] = Field("local",

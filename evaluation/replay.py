@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine import run_all
+from core.cluster import run_all
 from core.errors import ConfigError
 from core.params import Params, SimParams
 from evaluation.combined import outcomes, summarize

@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from core.days import end_of, in_days_up_to, next_day
-from core.engine import run_all, session
+from core.cluster import run_all, session
 from core.errors import ConfigError
 from core.params import Params, QosParams
 from core.progress import progress, silenced

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     values = {QUIET_ENV: "1"} if args.quiet else {}
     if args.scheduler:
-        from core.engine import SCHEDULER_ENV
+        from core.cluster import SCHEDULER_ENV
         values[SCHEDULER_ENV] = args.scheduler
     with environ(values):
         return _run(args)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from core.days import next_day
-from core.engine import run_all, session
+from core.cluster import run_all, session
 from core.errors import ConfigError
 from core.params import EngineParams, QosParams
 from evaluation.next_day import judge, metric_rows, report_lines

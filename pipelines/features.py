@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.engine import run_all, session
+from core.cluster import run_all, session
 from core.params import FeatureParams, Params
 from core.progress import Steps
 from features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features

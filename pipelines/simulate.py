@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from core.engine import session
+from core.cluster import session
 from core.params import Params
 from evaluation.replay import backtest_nights, replay
 from evaluation.sizing_report import plot_savings, print_report

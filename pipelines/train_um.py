@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 import pandas as pd
 
-from core.engine import session
+from core.cluster import session
 from core.errors import ConfigError
 from core.params import Params
 from evaluation.plots import pyplot, save_figure

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from core.engine import session
+from core.cluster import session
 from core.errors import ConfigError
 from core.params import EngineParams, Params
 from evaluation.trace import cluster_partitions
