@@ -23,11 +23,11 @@ from evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
 from evaluation.sla_alpha import summarize as alpha_summary
 from evaluation.truth import measured_truth, truth_table
 from features.build import lab_features
-from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.bundle import BundlePaths
+from models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from models.inference import Models, Scores, score
-from models.policy import read_policy
 from models.names import static_policy_name
+from models.policy import read_policy
 from optimize.monitor import monitor_scores, own_rows
 from telemetry.io import read_tables
 from telemetry.storage import Location

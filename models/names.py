@@ -1,7 +1,7 @@
 """The names of models, policies and per-ratio artifacts: each written once.
 
 ``evaluate`` and ``simulate`` named the same static policy two ways (``int(f * 100)`` and
-``round(100 * f)``), which disagree for 0.29; every stage, benchmark and test now asks here.
+``round(100 * f)``), which disagree for 0.29; every stage and benchmark now asks here.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ from evaluation.regret import best_fixed, realized_grid, unmitigated_grid
 from features.build import snapshot
 from features.partitioned import partitioned_snapshots
 from features.shuffle import scratch_folder
-from models.names import at_ratio
 from models.inference import Models, score
+from models.names import at_ratio
 from models.policy import read_policy
 from optimize.monitor import monitor_scores
 from optimize.solver import error_rate, regret
@@ -79,8 +79,7 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
     realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
     candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
-    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"],
-                                policy["pdm"])
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"], policy["pdm"])
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
     offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]

@@ -27,9 +27,9 @@ from core.params import Params
 from evaluation.li_curves import mean_band, split_study, threshold_table
 from evaluation.li_select import FOREST, candidates, nested, oof_scores, select
 from evaluation.plots import pyplot, save_figure
-from models.names import li_model_name
 from models.li import BASELINES, make_li_model, training_set
 from models.li_rule import export_rule
+from models.names import li_model_name
 from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
 from models.runtime import sha256
 from pipelines.tracking import start_run

@@ -25,7 +25,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
@@ -109,7 +109,7 @@ def parse_batch(body: bytes, max_batch: int) -> list[tuple]:
     and its counters) and ``VALUES_PER_REQUEST`` values per object. A raw byte count checks that
     in milliseconds; when braces or commas inside strings (braced GUIDs, ids with commas) push it
     over, the exact count outside strings decides. Then the requests are read by the rules' fast
-    path; if one needs the validator, all are validated in chunks, and the first chunk with an error
+    path; those it declines are validated in chunks of the batch, and the first chunk with an error
     ends the work.
     """
     if _over(body.count(b"{"), body.count(b",") + 1, max_batch) and _over(*structure(body), max_batch):
@@ -132,25 +132,24 @@ def parse_batch(body: bytes, max_batch: int) -> list[tuple]:
                                        "type": "extra_forbidden"} for k in extra[:MAX_ERRORS]])
     if len(items) > max_batch:
         raise _too_large(f"{len(items)} requests; at most {max_batch} per batch")
-    plain = [plain_request(item, NULLABLE) for item in items]
-    if None not in plain:               # every request on the rules' fast path (telemetry.request.plain_request)
-        return plain
-    out: list[AllocationRequest] = []
+    out = [plain_request(item, NULLABLE) for item in items]    # the rules' fast path (telemetry.request)
     for start in range(0, len(items), VALIDATE_CHUNK):
+        declined = [i for i in range(start, min(start + VALIDATE_CHUNK, len(items))) if out[i] is None]
+        if not declined:
+            continue
         try:
-            out.extend(_REQUESTS.validate_python(items[start:start + VALIDATE_CHUNK]))
-        except ValidationError as exc:
-            raise RequestValidationError([{**e, "loc": ("body", "requests", start + e["loc"][0], *e["loc"][1:])}
+            valid = _REQUESTS.validate_python([items[i] for i in declined])
+        except ValidationError as exc:      # an accepted request has no error: the chunk's errors, in order
+            raise RequestValidationError([{**e, "loc": ("body", "requests", declined[e["loc"][0]], *e["loc"][1:])}
                                           for e in exc.errors()[:MAX_ERRORS]]) from None
-    return [tuple(getattr(r, f) for f in REQUEST_FIELDS) for r in out]
+        for i, r in zip(declined, valid):
+            out[i] = tuple(getattr(r, f) for f in REQUEST_FIELDS)
+    return out
 
 
-def parse_body(model: type[BaseModel], body: bytes) -> Any:
-    """Validate raw JSON bytes in one pass (pydantic-core), errors located under ``body`` as FastAPI does."""
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+def _invalid_body(exc: ValidationError) -> RequestValidationError:
+    """pydantic's errors on a raw JSON body, located under ``body`` as FastAPI locates them."""
+    return RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()])
 
 
 def columns(requests: list[tuple]) -> dict[str, list]:
@@ -322,10 +321,10 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         """One VM request, on the event loop: tens of microseconds of work cost less than a thread hop.
         A valid one is answered by ``serving.hot`` before it reaches this; this answers the rest alike."""
         eng = current()
-        body = await request.body()
-        fields = request_fields(body)
-        if fields is None:
-            parse_body(AllocationRequest, body)     # raises the refusal, worded by pydantic
+        try:
+            fields = request_fields(await request.body())
+        except ValidationError as exc:
+            raise _invalid_body(exc) from None
         return Response(answers.json(eng, fields), media_type="application/json")
 
     def batch(eng: Engine, body: bytes) -> Response:
@@ -405,9 +404,13 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
 
 async def _every(seconds: float, work: Any) -> None:
+    """``work()`` every ``seconds``; a failure is logged and the next turn tries again."""
     while True:
         await asyncio.sleep(seconds)
-        work()
+        try:
+            work()
+        except Exception:
+            log.exception("periodic %s failed; retrying in %g s", getattr(work, "__qualname__", work), seconds)
 
 
 def app_from_environment() -> FastAPI:

@@ -42,19 +42,15 @@ def is_json(content_type: bytes) -> bool:
     return media_type(content_type) == b"application/json"
 
 
-def request_fields(body: bytes) -> tuple | None:
-    """The request's ``FIELDS`` values, or None where ``AllocationRequest`` refuses the body (the app then
-    words the refusal)."""
+def request_fields(body: bytes) -> tuple:
+    """The request's ``FIELDS`` values; pydantic's ValidationError where ``AllocationRequest`` refuses the body."""
     try:
         fields = plain_request(orjson.loads(body), NULLABLE)
     except orjson.JSONDecodeError:     # pydantic's parser decides alone (it words errors its own way)
         fields = None
     if fields is not None:
         return fields
-    try:
-        req = AllocationRequest.model_validate_json(body)
-    except ValidationError:
-        return None
+    req = AllocationRequest.model_validate_json(body)
     return tuple(getattr(req, f) for f in FIELDS)
 
 
@@ -130,8 +126,11 @@ class HotRoute:
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         engine = self.engine()
-        fields = request_fields(body) if size <= self.limit and engine is not None else None
-        if fields is None:                      # the app refuses it, as it refuses any invalid body
+        if size > self.limit or engine is None:
+            return await self.app(scope, _replay(body, receive), send)
+        try:
+            fields = request_fields(body)
+        except ValidationError:                 # the app refuses it, as it refuses any invalid body
             return await self.app(scope, _replay(body, receive), send)
         data = self.answers.json(engine, fields)
         await send({"type": "http.response.start", "status": 200,

@@ -57,7 +57,7 @@ def add_observations(child: Any, values: Sequence[float]) -> None:
     """``Histogram.observe`` for each of ``values``, done per bucket instead of per value.
 
     prometheus_client has no bulk observe; this adds to the child's bucket and sum values, which
-    ``observe`` itself updates (tests/serving/test_metrics.py compares the two expositions).
+    ``observe`` itself updates (tests/serving/test_hot.py compares the two expositions).
     """
     if not len(values):
         return
@@ -74,7 +74,7 @@ class Tally:
     A Prometheus update takes a lock (and, with workers, writes a shared file): four of them per
     request cost about 5% of a worker's time at full load (docs/results.md, issue 50). Here a
     request appends its latency and bumps two ints. Only the event loop touches a tally; it is
-    flushed before ``/metrics`` answers, every ``flush_interval_s`` and when the worker stops, so
+    flushed before ``/metrics`` answers, every ``POND_METRICS_FLUSH_S`` and when the worker stops, so
     another worker's ``/metrics`` sees this one's answers at most that late.
     """
 

@@ -97,7 +97,6 @@ class VmRequest(BaseModel):
     cluster_id: Annotated[str | None, Matched] = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
 
 
-
 # (field, limit, stripped first): VmRequest's text fields that must hold a character that is not space
 _PLAIN_TEXT = (("vm_id", ID_MAX_LEN, False), ("customer_id", ID_MAX_LEN, True), ("vm_type", VM_TYPE_MAX_LEN, False),
                ("os", NAME_MAX_LEN, False), ("region", NAME_MAX_LEN, False))
@@ -155,6 +154,7 @@ _PLAIN_KEYS = frozenset(FIELDS)
 @functools.lru_cache(maxsize=8)
 def _allowed(nullable: frozenset[str]) -> frozenset[str]:
     return _PLAIN_KEYS | nullable
+
 
 def _rows(ids: pd.Series, mask: pd.Series | np.ndarray) -> list:
     return ids[np.asarray(mask, dtype=bool)].astype(str).head(6).tolist()

@@ -43,8 +43,9 @@ def test_a_new_engine_starts_afresh_and_a_full_cache_empties(engine, next_day_vm
     answers.json(engine, fields)
     assert len(stage_calls) == 2 and answers.engine is engine and len(answers.cache) == 1
     monkeypatch.setattr("serving.hot.ANSWER_ENTRIES", 1)
-    answers.json(engine, (*fields[:4], fields[4] + 1, *fields[5:]))
-    assert len(answers.cache) == 1 and ANSWER_ENTRIES == 65_536
+    other = (*fields[:4], fields[4] + 1, *fields[5:])
+    answers.json(engine, other)
+    assert list(answers.cache) == [other[1:]] and ANSWER_ENTRIES > len(answers.cache)
 
 
 def _exposition(metrics: Metrics) -> list[str]:
@@ -123,3 +124,43 @@ def test_nothing_is_written_to_a_closed_transport():
         return raw.writes
 
     assert asyncio.run(scenario()) == []
+
+
+def test_a_batch_validates_only_what_the_fast_path_declines_and_locates_errors_in_the_batch(next_day_vms):
+    import pytest
+    from fastapi.exceptions import RequestValidationError
+
+    from serving.app import parse_batch
+    from telemetry.request import FIELDS
+
+    day = [request_of(r) for r in next_day_vms.itertuples()]
+    vms = [{**day[i % len(day)], "vm_id": f"vm-{i}"} for i in range(400)]
+    vms[1] = {**vms[1], "vcpus": float(vms[1]["vcpus"])}           # valid, but only pydantic takes 4.0 vCPUs
+    vms[2] = {**vms[2], "vm_id": "v\u00e9"}                          # valid, non-ASCII
+    got = parse_batch(orjson.dumps({"requests": vms}), 10_000)
+    expected = [tuple(v.get(f) for f in FIELDS) for v in vms]
+    assert got == expected and type(got[1][3]) is int
+    vms[300] = {**vms[300], "memory_gb": 0}                         # past the first chunk of 256
+    with pytest.raises(RequestValidationError) as err:
+        parse_batch(orjson.dumps({"requests": vms}), 10_000)
+    assert [e["loc"] for e in err.value.errors()] == [("body", "requests", 300, "memory_gb")]
+
+
+def test_the_periodic_flush_survives_a_failure():
+    from serving.app import _every
+
+    calls = []
+
+    def work() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("the metrics folder went away")
+
+    async def scenario() -> None:
+        task = asyncio.create_task(_every(0.001, work))
+        while len(calls) < 3:
+            await asyncio.sleep(0.001)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert len(calls) >= 3
