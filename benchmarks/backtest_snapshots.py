@@ -1,6 +1,6 @@
 """Issue 18: `backtest`'s nightly snapshots with both engines on one fleet, side by side.
 
-    python benchmarks/backtest_snapshots.py --raw /tmp/pond-scale-10m/raw --params /tmp/pond-scale-10m/params.yaml
+    python -m benchmarks.backtest_snapshots --raw /tmp/pond-scale-10m/raw --params /tmp/pond-scale-10m/params.yaml
                                             [--nights 7] [--engines local dask] | grep '^{'
 
 Each night of `pond backtest` starts from the snapshot `features` would have written that night (customer
@@ -23,17 +23,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.scale_out import worker_peak_kb  # each worker's VmHWM, as scale_out reads it
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from scale_out import _worker_peak_kb  # noqa: E402  (each worker's VmHWM, as scale_out reads it)
+
 STEP = """
 import sys
 from pathlib import Path
 import pandas as pd
-from core.cluster import session
-from core.params import load
-from pipelines.backtest import snapshots
-from telemetry.storage import location
+from pond.core.cluster import session
+from pond.core.params import load
+from pond.pipelines.backtest import snapshots
+from pond.telemetry.storage import location
 params_file, engine, raw, nights, out, tmp = sys.argv[1:]
 params = load(params_file)
 params = params.model_copy(update={"engine": params.engine.model_copy(update={"backend": engine})})
@@ -68,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pond-snapshots-") as tmp:
         try:
             for engine in a.engines:
-                env = dict(os.environ, PYTHONPATH=str(ROOT))
+                env = dict(os.environ)
                 env.pop("DASK_SCHEDULER_ADDRESS", None)
                 if engine == "dask":
                     client.restart()
@@ -89,7 +90,7 @@ def main() -> None:
                 if engine == "dask":
                     row["workers"], row["worker_memory"] = a.workers, a.worker_memory
                     row["worker_peak_rss_gb"] = sorted(round(kb / 2 ** 20, 2) for kb in
-                                                       client.run(_worker_peak_kb).values())
+                                                       client.run(worker_peak_kb).values())
                 print(json.dumps(row), flush=True)
         finally:
             if client is not None:

@@ -1,11 +1,11 @@
 """Issue 13's acceptance run, and issue 48's figures: a 14-night backtest on each built-in fleet variant.
 
-    python benchmarks/backtest_variants.py                    # both variants, 14 nights, params.yaml
-    python benchmarks/backtest_variants.py --variants walks --nights 3 --workdir /tmp/bt
-    python benchmarks/backtest_variants.py --seed 43 --workdir /tmp/pond-bv-43   # another draw of both fleets
-    python benchmarks/backtest_variants.py --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
-    python benchmarks/backtest_variants.py --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
-    python benchmarks/backtest_variants.py --seeds 42 43 44 45 46 47 48 49 --shape azure --workdir /tmp/bv48
+    python -m benchmarks.backtest_variants                    # both variants, 14 nights, params.yaml
+    python -m benchmarks.backtest_variants --variants walks --nights 3 --workdir /tmp/bt
+    python -m benchmarks.backtest_variants --seed 43 --workdir /tmp/pond-bv-43   # another draw of both fleets
+    python -m benchmarks.backtest_variants --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
+    python -m benchmarks.backtest_variants --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
+    python -m benchmarks.backtest_variants --seeds 42 43 44 45 46 47 48 49 --shape azure --workdir /tmp/bv48
                                              # issue 48's acceptance: 8 draws x 2 variants, one table
 
 For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
@@ -29,13 +29,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from models.names import li_model_name
+from pond.models.names import li_model_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def pond(wd: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "--params", str(wd / "params.yaml"), *args],
+    subprocess.run([sys.executable, "-m", "pond.pipelines.cli", "--params", str(wd / "params.yaml"), *args],
                    cwd=wd, check=True)
 
 

@@ -1,6 +1,6 @@
 """Issue 13 what-if: would slowdown labels from the fleet close the regret? After `benchmarks/backtest_variants.py`:
 
-    python benchmarks/fleet_labels.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.fleet_labels [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 Pond takes LI labels from lab runs *and* from A/B tests of internal workloads that report their performance
 (§4.4). The contract's optional `vm_slowdowns` carries the latter, and `optimize` counts them
@@ -17,23 +17,18 @@ times: the answer depends on it, and a provider does not choose its internal cus
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from core.days import end_of  # noqa: E402
-from evaluation.combined import slowdown_at  # noqa: E402
-from evaluation.truth import truth_table  # noqa: E402
-from features.history import KEY  # noqa: E402
-from models.inference import load_verified  # noqa: E402
-from optimize.tonight import li_scores  # noqa: E402
-from regret_anatomy import Replay, replay, summary  # noqa: E402
+from benchmarks.regret_anatomy import Replay, replay, summary
+from pond.core.days import end_of
+from pond.evaluation.combined import slowdown_at
+from pond.evaluation.truth import truth_table
+from pond.features.history import KEY
+from pond.models.inference import load_verified
+from pond.optimize.tonight import li_scores
 
 
 def scored_keys(wd: Path, r: Replay, window: int) -> list[pd.DataFrame]:

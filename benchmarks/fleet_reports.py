@@ -1,6 +1,6 @@
 """Issue 13: the fleet's slowdown reports (`vm_slowdowns`) on the saved nights of finished acceptance runs.
 
-    python benchmarks/fleet_reports.py /tmp/pond-bv-43n ... [--variants pond walks] [--shares 0.1 0.2]
+    python -m benchmarks.fleet_reports /tmp/pond-bv-43n ... [--variants pond walks] [--shares 0.1 0.2]
 
 ``generate.fleet.internal_share`` adds `vm_slowdowns` to a fleet and changes nothing else in it (the same VMs,
 counters and lab: `tests/data/test_fleet.py`), so the models and nights of a run made without reports are those of a
@@ -13,17 +13,12 @@ re-chooses every night with this checkout's solver as `resolve_runs.py` does, la
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from core.params import load  # noqa: E402
-from regret_anatomy import replay, summary  # noqa: E402
-from telemetry.fleet import build_lab, build_vms  # noqa: E402
-from telemetry.fleet.vms import build_vm_slowdowns  # noqa: E402
+from benchmarks.regret_anatomy import replay, summary
+from pond.core.params import load
+from pond.telemetry.fleet import build_lab, build_vms
+from pond.telemetry.fleet.vms import build_vm_slowdowns
 
 
 def view(wd: Path, share: float, out: Path) -> tuple[Path, int]:

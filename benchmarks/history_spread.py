@@ -1,7 +1,7 @@
 """Issue 13 what-if: where the fleet's LI errors come from, and a history rule that removes most of them.
 After `benchmarks/backtest_variants.py`:
 
-    python benchmarks/history_spread.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.history_spread [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 A VM is scored from its history key (customer, VM type, region): the counters of the key's earlier VMs, summed.
 A customer may run more than one workload under one key, and then the history describes a mix. This script:
@@ -19,29 +19,24 @@ A customer may run more than one workload under one key, and then the history de
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace as dc_replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from core.days import end_of  # noqa: E402
-from evaluation.combined import slowdown_at  # noqa: E402
-from evaluation.regret import realized_grid  # noqa: E402
-from evaluation.truth import truth_table  # noqa: E402
-from features.history import KEY  # noqa: E402
-from features.tma import pmu_features  # noqa: E402
-from models.inference import load_verified  # noqa: E402
-from models.runtime import onnx_p_insensitive  # noqa: E402
-from optimize.solver import best, called_shares  # noqa: E402
-from optimize.tonight import choose, li_scores  # noqa: E402
-from telemetry.io import read_tables  # noqa: E402
-from regret_anatomy import Replay, replay, summary, variants_cli, with_confidence  # noqa: E402
+from benchmarks.regret_anatomy import Replay, replay, summary, variants_cli, with_confidence
+from pond.core.days import end_of
+from pond.evaluation.combined import slowdown_at
+from pond.evaluation.regret import realized_grid
+from pond.evaluation.truth import truth_table
+from pond.features.history import KEY
+from pond.features.tma import pmu_features
+from pond.models.inference import load_verified
+from pond.models.runtime import onnx_p_insensitive
+from pond.optimize.solver import best, called_shares
+from pond.optimize.tonight import choose, li_scores
+from pond.telemetry.io import read_tables
 
 LEVELS = (None, 0.7, 0.8, 0.9, 0.95)
 

@@ -9,17 +9,17 @@ bodies got, and the server's memory growth (peak RSS over the run minus RSS afte
 /proc). The attackers are processes of their own, so the good client's latency is the server's,
 not this script's. Targets (issue 15): good p99 under 50 ms, growth under 200 MB.
 
-    python benchmarks/hostile_load.py                 # after `dvc repro`
-    python benchmarks/hostile_load.py --seconds 3 --bundle-dir DIR --json   # (tests)
+    python -m benchmarks.hostile_load                 # after `dvc repro`
+    python -m benchmarks.hostile_load --seconds 3 --bundle-dir DIR --json   # (tests)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import socket
-import multiprocessing
 import subprocess
 import sys
 import time
@@ -127,7 +127,7 @@ def main() -> int:
     good = {"vm_id": "good-1", **{k: (None if pd.isna(v) else v) for k, v in requests.iloc[0].items() if k != "vms"}}
     good["vcpus"], good["memory_gb"] = int(good["vcpus"]), float(good["memory_gb"])
     port = _free_port()
-    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--policy", str(paths[0]),
+    cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port), "--policy", str(paths[0]),
            "--li", str(paths[1]), "--um", str(paths[2]), "--snapshot", str(paths[3])]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,7 +1,7 @@
 """Why `pond calibrate`'s lab checks pass on few draws (issue 47): per seed and variant, the lab's 158 workloads
 against Pond's figures, beside the 1,000-workload population they are drawn from:
 
-    python benchmarks/lab_draws.py [--seeds 40 41 ... 49]
+    python -m benchmarks.lab_draws [--seeds 40 41 ... 49]
 
 Builds only the lab (``telemetry.fleet.lab.build_lab``, seconds per draw), with params.yaml's ``generate.lab``.
 One line per (variant, seed): the lab checks that fail, and the population's full-pool slowdown shares at 182% and
@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from pond.core.params import load
+from pond.evaluation.calibration import lab_checks
+from pond.telemetry.fleet.lab import VARIANTS, build_lab
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.params import load  # noqa: E402
-from evaluation.calibration import lab_checks  # noqa: E402
-from telemetry.fleet.lab import VARIANTS, build_lab  # noqa: E402
-
 
 def shares(truth, ratio: float) -> list[float]:
     s = truth[(truth.spilled_pct == 100) & np.isclose(truth.latency_ratio, ratio)].slowdown_pct

@@ -1,6 +1,6 @@
 """Issue 13's LI criterion on both built-in variants, without the rest of the night:
 
-    python benchmarks/li_selection.py            (about 2 minutes on 2 cores)
+    python -m benchmarks.li_selection            (about 2 minutes on 2 cores)
 
 Builds each variant's lab from params.yaml (``generate.lab``, ``base.seed``) and runs exactly
 `train_li`'s selection (``evaluation.li_select``: nested cross-validation, workloads as groups) per
@@ -12,21 +12,18 @@ One JSON line per (variant, ratio).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from pond.core.params import load
+from pond.evaluation.li_select import FOREST, candidates, nested, select
+from pond.features.build import lab_features
+from pond.models.li import BASELINES, training_set
+from pond.pipelines.train_li import FP_GRID_PCT
+from pond.telemetry.fleet.lab import build_lab
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.params import load  # noqa: E402
-from evaluation.li_select import FOREST, candidates, nested, select  # noqa: E402
-from features.build import lab_features  # noqa: E402
-from models.li import BASELINES, training_set  # noqa: E402
-from pipelines.train_li import FP_GRID_PCT  # noqa: E402
-from telemetry.fleet.lab import build_lab  # noqa: E402
-
 
 def main() -> None:
     params = load(ROOT / "params.yaml")

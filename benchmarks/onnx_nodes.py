@@ -1,11 +1,10 @@
 """Node counts of the UM model's ONNX graph: ours (set-membership splits) vs onnxmltools' conversion.
 
-Run after `dvc repro`: `python benchmarks/onnx_nodes.py` (reads data/models/um/um_lightgbm.txt).
+Run after `dvc repro`: `python -m benchmarks.onnx_nodes` (reads data/models/um/um_lightgbm.txt).
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,11 +12,10 @@ import lightgbm as lgb
 import onnx
 from onnx import numpy_helper
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from pond.models.lgbm_onnx import LEQ, MEMBER
+from pond.models.onnx_export import export_um, export_um_onnxmltools
 
-from models.lgbm_onnx import LEQ, MEMBER  # noqa: E402
-from models.onnx_export import export_um, export_um_onnxmltools  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 V5_NAMES = {LEQ: "BRANCH_LEQ", MEMBER: "BRANCH_MEMBER"}
 

@@ -1,7 +1,7 @@
 """Pond's model-free evidence (Fig. 2a stranding, Fig. 3 fixed pool shares) on built-in fleets, by scheduler rule
 and by the length of the window each server and pool buys its peak over (issue 47):
 
-    python benchmarks/pond_evidence.py [--seed 42] [--days 35 82] [--shape azure]
+    python -m benchmarks.pond_evidence [--seed 42] [--days 35 82] [--shape azure]
 
 For each trace length in ``--days`` the built-in fleet is generated in a temporary folder (``generate.fleet.n_days``
 set, every other key of params.yaml as committed). Per scheduler rule (``simulate.packing``), the VMs are placed
@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from pond.core.params import load
+from pond.evaluation.fixed_pools import fixed_share_savings
+from pond.evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days, place
+from pond.pipelines import generate
+from pond.telemetry.io import read_tables
 
-from core.params import load  # noqa: E402
-from evaluation.fixed_pools import fixed_share_savings  # noqa: E402
-from evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days, place  # noqa: E402
-from pipelines import generate  # noqa: E402
-from telemetry.io import read_tables  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SHARES, SOCKETS, WINDOWS = (0.1, 0.3, 0.5), (8, 16, 32, 64), (7, 28, 75)
 

@@ -3,7 +3,7 @@ mask (what `evaluate`, `register` and `optimize` did), against ``telemetry.io.re
 groups whose statistics rule the day out are skipped). Each read runs in its own child process,
 measured by GNU time's maximum resident set size.
 
-    python benchmarks/read_days.py [--features /tmp/pond-bench/features/vm_features.parquet] [--day 2026-02-15]
+    python -m benchmarks.read_days [--features /tmp/pond-bench/features/vm_features.parquet] [--day 2026-02-15]
 
 The default file is the 1M-VM fleet `benchmarks/stage_1m.py` builds; it is rewritten once with
 ``ROW_GROUP`` rows per group, as `pond features` writes it now.
@@ -17,11 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
-import sys, datetime, pandas as pd
-sys.path.insert(0, {root!r})
-from telemetry.io import read_days
+import datetime, pandas as pd
+from pond.telemetry.io import read_days
 p, d = {path!r}, datetime.date.fromisoformat({day!r})
 v = pd.read_parquet(p) if {whole} else read_days(p, d, d)
 v = v[v.day == d]
@@ -30,7 +28,7 @@ print(len(v))
 
 
 def peak(path: Path, day: str, whole: bool) -> tuple[int, float, float]:
-    code = CHILD.format(root=str(ROOT), path=str(path), day=day, whole=whole)
+    code = CHILD.format(path=str(path), day=day, whole=whole)
     r = subprocess.run(["/usr/bin/time", "-f", "%e %M", sys.executable, "-c", code], capture_output=True, text=True,
                        check=True)
     wall, kb = r.stderr.strip().splitlines()[-1].split()
@@ -42,11 +40,10 @@ def main() -> None:
     ap.add_argument("--features", type=Path, default=Path("/tmp/pond-bench/features/vm_features.parquet"))
     ap.add_argument("--day", default="2026-02-15")
     a = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from telemetry.io import ROW_GROUP
+    from pond.telemetry.io import ROW_GROUP
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "vm_features.parquet"

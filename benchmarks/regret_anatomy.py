@@ -1,6 +1,6 @@
 """Issue 13: where the regret of a 14-night backtest comes from. After `benchmarks/backtest_variants.py`:
 
-    python benchmarks/regret_anatomy.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.regret_anatomy [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 Per variant, from the saved nights (no model is trained again):
 - the best *fixed* threshold pair in hindsight: the one pair that, used on every night, gives the most mean
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,19 +36,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.params import Params, load  # noqa: E402
-from evaluation.li_select import candidates, oof_scores  # noqa: E402
-from features.history import KEY  # noqa: E402
-from models.li import training_set  # noqa: E402
-from telemetry.io import read_tables  # noqa: E402
-from evaluation.regret import realized_grid  # noqa: E402
-from optimize.solver import NextNight, best, error_rate  # noqa: E402
-from optimize.tonight import (choose, fleet_evidence, li_candidates, li_model, recent_li_shares,  # noqa: E402
-                                um_candidates)
-
+from pond.core.params import Params, load
+from pond.evaluation.li_select import candidates, oof_scores
+from pond.evaluation.regret import realized_grid
+from pond.features.history import KEY
+from pond.models.li import training_set
+from pond.optimize.solver import NextNight, best, error_rate
+from pond.optimize.tonight import choose, fleet_evidence, li_candidates, li_model, recent_li_shares, um_candidates
+from pond.telemetry.io import read_tables
 
 CONFIDENCE_LEVELS = (None, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
 

@@ -1,11 +1,12 @@
 """Issue 18's last check: `dvc repro` with default params is no slower than before the engine setting.
 
-    python benchmarks/repro_speed.py                       # a7f26f3^ (before `engine`) against HEAD, 2 rounds
-    python benchmarks/repro_speed.py --revs HEAD~3 HEAD --rounds 1
+    python -m benchmarks.repro_speed                       # a7f26f3^ (before `engine`) against HEAD, 2 rounds
+    python -m benchmarks.repro_speed --revs HEAD~3 HEAD --rounds 1
 
 Each revision is cloned from this repository into its own work dir, and every stage of its `dvc.yaml` is run
 in file order with `dvc repro --force --single-item <stage>` (MLflow in a throw-away SQLite store), with the
-clone first on ``PYTHONPATH``: the `pond` console script would otherwise import the editable install's code. The
+clone first on ``PYTHONPATH`` (as ``pond`` through a link, and as its folders for revisions before the one import
+root): the `pond` console script would otherwise import the editable install's code. The
 revisions alternate within a round, so a machine that slows down over the run slows both alike. Prints, per
 revision, each stage's wall time (the median over rounds) and the total, the ratio of the last revision to the
 first, which stage outputs differ between the two runs (their `dvc.lock` md5s), and the commits in between whose
@@ -42,10 +43,19 @@ def stages(repo: Path) -> list[str]:
     return list(yaml.safe_load((repo / "dvc.yaml").read_text())["stages"])
 
 
+def import_path(repo: Path) -> str:
+    """The clone's packages ahead of the editable install's (which points at this checkout): ``pond`` links to the
+    clone; older revisions import the folders themselves."""
+    shim = repo.parent / f"{repo.name}-import"
+    shim.mkdir(exist_ok=True)
+    if not (shim / "pond").exists():
+        (shim / "pond").symlink_to(repo, target_is_directory=True)
+    return os.pathsep.join([str(shim), str(repo)])
+
+
 def repro(repo: Path, store: Path) -> dict[str, float]:
-    # the clone's packages ahead of the editable install's (which points at this checkout)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}", "PYTHONPATH": str(repo)}
-    where = subprocess.check_output([sys.executable, "-c", "import pipelines.cli; print(pipelines.cli.__file__)"],
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}", "PYTHONPATH": import_path(repo)}
+    where = subprocess.check_output([sys.executable, "-c", "from pond.pipelines import cli; print(cli.__file__)"],
                                     cwd="/", env=env, text=True)
     if not Path(where.strip()).is_relative_to(repo):
         raise SystemExit(f"the stages would run {where.strip()}, not {repo}'s code")

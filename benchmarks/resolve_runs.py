@@ -1,6 +1,6 @@
 """Issue 13: this checkout's solver on the saved nights of finished acceptance runs, without running them again.
 
-    python benchmarks/resolve_runs.py /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
+    python -m benchmarks.resolve_runs /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
 
 Each DIR/VARIANT is a work dir of `benchmarks/backtest_variants.py`, or any folder laid out the same way: ``backtest``
 (a `pond backtest --out` folder), ``features``, ``li``, ``raw`` and ``params.yaml``. Per night, `optimize`'s inputs
@@ -16,16 +16,12 @@ mean regret and pool share.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from benchmarks.regret_anatomy import replay, summary
+from pond.core.params import load
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from core.params import load  # noqa: E402
-from regret_anatomy import replay, summary  # noqa: E402
-
 
 def resolve(wd: Path) -> tuple[str, str]:
     """(the solver's pair, UM only) re-chosen on every saved night of ``wd`` with this checkout's params."""

@@ -1,6 +1,6 @@
 """Issue 18: the fleet-sized stages with both engines on the same fleet, side by side.
 
-    python benchmarks/scale_out.py [--vms-per-day 12000 --days 90] [--workers 2 --worker-memory 4GiB --partitions 16]
+    python -m benchmarks.scale_out [--vms-per-day 12000 --days 90] [--workers 2 --worker-memory 4GiB --partitions 16]
                                    [--stages features train_um simulate] [--engines local dask] | grep '^{'
 
 (the workers' LightGBM log lines share the terminal; the figures are the JSON lines).
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The peak is the process's VmHWM, not getrusage's ru_maxrss: Linux carries a parent's peak across fork and
 # exec into the child's ru_maxrss, so a stage started by this script, after it held GBs itself (nightly_inputs
 # at 10M VMs), reported this script's peak as its own (4.65 GiB for the stage and both workers alike).
-WRAPPER = ("import sys; from pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+WRAPPER = ("import sys; from pond.pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
            "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
 
 
@@ -47,7 +47,7 @@ def stage_argv(stage: str, wd: Path, engine: str) -> list[str]:
     }[stage]
 
 
-def _worker_peak_kb() -> int:
+def worker_peak_kb() -> int:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
@@ -68,7 +68,7 @@ def run_stage(stage: str, wd: Path, engine: str, client) -> dict:
     if res.returncode != 0:
         row["error"] = (res.stderr.strip().splitlines() or ["(no message)"])[-1][:300]
     if client is not None:
-        peaks = client.run(_worker_peak_kb)
+        peaks = client.run(worker_peak_kb)
         row["worker_peak_rss_gb"] = sorted(round(kb / 2 ** 20, 2) for kb in peaks.values())
     return row
 
@@ -101,7 +101,6 @@ def main() -> None:
     wd = a.workdir.resolve()
     wd.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)   # the nightly inputs are read from this checkout's data/
-    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
     import pandas as pd
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -112,7 +111,7 @@ def main() -> None:
     if a.partitions:
         params["engine"]["partitions"] = a.partitions
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
-    pond = [sys.executable, "-m", "pipelines", "--params", str(wd / "params.yaml")]
+    pond = [sys.executable, "-m", "pond.pipelines", "--params", str(wd / "params.yaml")]
     if not (wd / "raw" / "vms").is_dir():
         t = time.perf_counter()
         subprocess.run(pond + ["generate", "--partitioned", "--out", str(wd / "raw")], check=True, cwd=ROOT)
@@ -127,7 +126,9 @@ def main() -> None:
         for engine in a.engines:
             for stage in a.stages:
                 if stage == "simulate" and not (wd / "nightly").exists():
-                    from stage_1m import nightly_inputs   # this checkout's last backtest night's policies and models
+                    from benchmarks.stage_1m import (
+                        nightly_inputs,  # this checkout's last backtest night's policies and models
+                    )
                     feats = wd / f"features_{engine}"
                     (wd / "features").unlink(missing_ok=True)
                     (wd / "features").symlink_to(feats)   # nightly_inputs reads <workdir>/features

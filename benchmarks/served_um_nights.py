@@ -1,6 +1,6 @@
 """Issue 13: does the served UM-only policy's evidence bound its next day? After `benchmarks/backtest_variants.py`:
 
-    python benchmarks/served_um_nights.py [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.served_um_nights [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 The served policy (``optimize.serve: um_only``) takes the largest UM target whose ``optimize.confidence`` quantile of
 tonight's OP, predicted from the UM backtest nights (each night's `um/heldout_nights.parquet`, outcomes known by its
@@ -18,17 +18,14 @@ ignores the trend, each judged on the next day's VMs.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from optimize.solver import best, next_night  # noqa: E402
-from optimize.tonight import um_candidates  # noqa: E402
-from regret_anatomy import replay, variants_cli, with_confidence  # noqa: E402
+from benchmarks.regret_anatomy import replay, variants_cli, with_confidence
+from pond.optimize.solver import best, next_night
+from pond.optimize.tonight import um_candidates
 
 
 def served_nights(wd: Path) -> None:

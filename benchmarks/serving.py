@@ -1,6 +1,6 @@
 """Serving figures on this machine (issue 6), after `dvc repro`:
 
-    python benchmarks/serving.py [--duration 12] [--connections 16] [--rounds 3] [--in-process-only]
+    python -m benchmarks.serving [--duration 12] [--connections 16] [--rounds 3] [--in-process-only]
 
 1. In process: the next day's requests one VM per call through ``Engine.allocate_one``, in arrival
    order (enrichment, both models' scores, the decision; P(insensitive) per history key and the
@@ -42,16 +42,15 @@ import httpx
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from pond.models.bundle import BundlePaths
+from pond.serving.columnar import ARROW_STREAM
+from pond.serving.engine import Engine
+from pond.serving.offline import request_columns, time_one_by_one
+from pond.serving.protocol import PROTOCOL
+from pond.telemetry.request import FIELDS as REQUEST_FIELDS
+from pond.telemetry.request import HISTORY_KEY as KEY
 
-from models.bundle import BundlePaths  # noqa: E402
-from serving.engine import Engine  # noqa: E402
-from serving.columnar import ARROW_STREAM  # noqa: E402
-from serving.offline import request_columns, time_one_by_one  # noqa: E402
-from serving.protocol import PROTOCOL  # noqa: E402
-from telemetry.request import FIELDS as REQUEST_FIELDS  # noqa: E402
-from telemetry.request import HISTORY_KEY as KEY  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", ROOT / "data/models/um",
                     ROOT / "data/features/snapshot")
@@ -259,7 +258,7 @@ def main() -> None:
 
     uvicorn_echo = [sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", "--no-access-log", "--log-level",
                     "warning", "--http"]
-    pond = [sys.executable, "-m", "pipelines", "serve", "--workers"]
+    pond = [sys.executable, "-m", "pond.pipelines", "serve", "--workers"]
     try:
         urls = {"echo_ceiling": start("echo_ceiling", [*uvicorn_echo, "httptools"], "/ping") + "/echo",
                 "echo_pond_protocol": start("echo_pond_protocol", [*uvicorn_echo, PROTOCOL], "/ping") + "/echo"}

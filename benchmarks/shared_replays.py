@@ -3,7 +3,7 @@ their exact replays (``evaluation.pool_fit.Replays``, what `simulate` does), eac
 only its own, and no reuse at all (what it did before). All three must give the same table; the
 script checks it and prints the replays run and the wall time of each.
 
-    python benchmarks/shared_replays.py [--workdir /tmp/pond-scale-10m] [--policy um_only] [--ratio 1.82]
+    python -m benchmarks.shared_replays [--workdir /tmp/pond-scale-10m] [--policy um_only] [--ratio 1.82]
 
 ``--workdir`` is a fleet `benchmarks/scale_out.py` built (raw tables, nightly scores and policies,
 params.yaml); the cluster is its largest by VMs alive in the measured window.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -21,15 +20,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.params import Params  # noqa: E402
-from evaluation import pool_fit  # noqa: E402
-from evaluation.pool_sim import place  # noqa: E402
-from evaluation.sizing import _sizing, in_window  # noqa: E402
-from models.names import at_ratio  # noqa: E402
-from evaluation.replay import measured_window, nightly_decisions, read_trace  # noqa: E402
+from pond.core.params import Params
+from pond.evaluation import pool_fit
+from pond.evaluation.pool_sim import place
+from pond.evaluation.replay import measured_window, nightly_decisions, read_trace
+from pond.evaluation.sizing import distinct_sizing, in_window
+from pond.models.names import at_ratio
 
 
 def main() -> None:
@@ -55,7 +51,7 @@ def main() -> None:
     common = (start[i], end[i], cluster[i], host[i], placement.sockets_per_host, vms["vcpus"].to_numpy(float)[i],
               vms["memory_gb"].to_numpy(float)[i])
     rest = (measured, sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, True, False)
-    _sizing(*common, pool, sp.pool_sockets[:1], *rest)        # compile the kernels first
+    distinct_sizing(*common, pool, sp.pool_sockets[:1], *rest)        # compile the kernels first
 
     runs = [0]
     replay = pool_fit.replay
@@ -73,7 +69,7 @@ def main() -> None:
         pool_fit.Replays._room = room if reuse else (lambda self, level, cap_pool: False)
         runs[0] = 0
         t = time.perf_counter()
-        table = pd.concat([_sizing(*common, pool, s, *rest) for s in sizes], ignore_index=True)
+        table = pd.concat([distinct_sizing(*common, pool, s, *rest) for s in sizes], ignore_index=True)
         out[label] = {"replays": runs[0], "wall_s": round(time.perf_counter() - t, 2), "table": table}
     first = next(iter(out.values()))["table"]
     print(json.dumps({"cluster_vms": int(len(i)), "policy": name, "pool_sockets": list(sp.pool_sockets),

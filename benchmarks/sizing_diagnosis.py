@@ -1,6 +1,6 @@
 """Why the optimized policy does not save DRAM in `simulate` (issue 14), measured, after `dvc repro`:
 
-    python benchmarks/sizing_diagnosis.py
+    python -m benchmarks.sizing_diagnosis
 
 The same sizing as `pond simulate` (evaluation.sizing, pool-aware first fit, 0.1% moves, pools of 8,
 16 and 32 sockets) for the combined policy at 1.82 and static 15% / 50% pools, in three settings:
@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from pond.core.params import load
+from pond.evaluation.pool_sim import place
+from pond.evaluation.replay import nightly_decisions, read_trace, row_name, static_decisions
+from pond.evaluation.sizing import fleet_sizing
+from pond.evaluation.sizing_report import summarize_sizing
+from pond.models.names import static_policy_name
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.params import load  # noqa: E402
-from evaluation.pool_sim import place  # noqa: E402
-from evaluation.sizing import fleet_sizing  # noqa: E402
-from evaluation.sizing_report import summarize_sizing  # noqa: E402
-from models.names import static_policy_name  # noqa: E402
-from evaluation.replay import nightly_decisions, read_trace, row_name, static_decisions  # noqa: E402
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()

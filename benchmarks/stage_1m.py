@@ -31,7 +31,6 @@ from pathlib import Path
 
 import yaml
 
-
 STAGES = {
     "features": None,
     "train_um": lambda wd: ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"),
@@ -50,9 +49,9 @@ def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> No
 
     import pandas as pd
 
-    from models.names import at_ratio
-    from models.inference import Models, score
-    from models.policy import read_policy
+    from pond.models.inference import Models, score
+    from pond.models.names import at_ratio
+    from pond.models.policy import read_policy
 
     src = sorted(d for d in Path("data/backtest").glob("*") if (d / "scores.parquet").exists())
     if not src:
@@ -94,7 +93,7 @@ def main() -> None:
     import pandas as pd
     params["base"]["as_of"] = str((pd.Timestamp(start) + pd.Timedelta(days=args.days - 8)).date())
     (wd / "params.yaml").write_text(yaml.safe_dump(params))
-    pond = [sys.executable, "-m", "pipelines", "--params", str(wd / "params.yaml")]
+    pond = [sys.executable, "-m", "pond.pipelines", "--params", str(wd / "params.yaml")]
     if not (wd / "raw" / "vm_counters.parquet").exists():
         t = time.perf_counter()
         subprocess.run(pond + ["generate", "--out", str(wd / "raw")], check=True)
@@ -107,7 +106,7 @@ def main() -> None:
     argv = features if args.stage == "features" else STAGES[args.stage](wd)
     # The child reports its own peak RSS, VmHWM (RUSAGE_CHILDREN would also count `generate`; and the child's
     # ru_maxrss starts at this process's peak, which Linux carries across fork and exec: nightly_inputs above).
-    wrapper = ("import sys; from pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+    wrapper = ("import sys; from pond.pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
                "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{wd / 'mlflow.db'}")
     t = time.perf_counter()

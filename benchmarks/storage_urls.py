@@ -5,7 +5,7 @@ is a local S3 server (moto), so the figures are the fsspec/S3 protocol's cost on
 network's. Every run's tables must equal the local folder's; each run is its own `pond` process,
 timed with GNU time (wall, peak RSS of the stage's process).
 
-    python benchmarks/storage_urls.py [--raw data/raw] [--engines local dask]
+    python -m benchmarks.storage_urls [--raw data/raw] [--engines local dask]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
                 for where, raw, scratch in runs:
                     out = Path(tmp) / f"{engine}-{len(outs)}"
                     run_env = dict(env, **({"POND_SCRATCH": scratch} if scratch and engine == "dask" else {}))
-                    wall, peak, _ = timed([sys.executable, "-m", "pipelines.cli", "--engine", engine, "features",
+                    wall, peak, _ = timed([sys.executable, "-m", "pond.pipelines.cli", "--engine", engine, "features",
                                            "--raw", raw, "--out", str(out / "f"), "--metrics", str(out / "m.json")],
                                           run_env)
                     outs[where] = out / "f"

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from core.errors import ConfigError
-from core.params import EngineParams
+from pond.core.errors import ConfigError
+from pond.core.params import EngineParams
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 T = TypeVar("T")

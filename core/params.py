@@ -22,8 +22,8 @@ import pandas as pd
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from core.days import end_of
-from core.errors import ConfigError
+from pond.core.days import end_of
+from pond.core.errors import ConfigError
 
 
 def _iso_day(value: str | date) -> str:

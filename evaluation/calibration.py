@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from features.tma import tma_metrics
-from models.li import at_full_pool
+from pond.features.tma import tma_metrics
+from pond.models.li import at_full_pool
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.decision import POOL_ONLY, ZNUMA
-from models.li import exceeds_pdm
+from pond.models.decision import POOL_ONLY, ZNUMA
+from pond.models.li import exceeds_pdm
 
 
 def spill_table(slowdowns: pd.DataFrame, ratio: float) -> pd.DataFrame:

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from models import bundle
-from models.bundle import BundlePaths
-from models.decision import served_name
-from models.policy import read_policy
+from pond.models import bundle
+from pond.models.bundle import BundlePaths
+from pond.models.decision import served_name
+from pond.models.policy import read_policy
 
 DRIFT_COLUMNS_HISTORY = ("tma_dram_bound", "tma_memory_bound", "l3_miss_latency", "mlp", "tma_backend_bound")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.params import GateParams
+from pond.core.params import GateParams
 
 
 def gate(candidate: dict[str, Any], champion: dict[str, Any] | None, budget: float,

@@ -15,8 +15,8 @@ import numpy as np
 from scipy import stats
 from sklearn.model_selection import train_test_split
 
-from core.progress import progress
-from models.runtime import insensitive_proba
+from pond.core.progress import progress
+from pond.models.runtime import insensitive_proba
 
 
 def cutoff_curve(score: np.ndarray, insensitive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,10 +17,10 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.model_selection import StratifiedGroupKFold, train_test_split
 
-from evaluation.li_curves import cutoff_curve, li_at_fp
-from models.li import BASELINES, make_li_model
-from models.li_rule import CounterRule
-from models.runtime import insensitive_proba
+from pond.evaluation.li_curves import cutoff_curve, li_at_fp
+from pond.models.li import BASELINES, make_li_model
+from pond.models.li_rule import CounterRule
+from pond.models.runtime import insensitive_proba
 
 FOREST = "random_forest"
 Maker = Callable[[int], object]

@@ -14,23 +14,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.days import next_day
-from core.params import QosParams
-from evaluation.combined import outcomes, spill_table, summarize
-from evaluation.qos import summarize as monitor_summary
-from evaluation.qos import watch
-from evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
-from evaluation.sla_alpha import summarize as alpha_summary
-from evaluation.truth import measured_truth, truth_table
-from features.build import lab_features
-from models.bundle import BundlePaths
-from models.decision import PolicyKnobs, decide, policy_knobs, served_name
-from models.inference import Models, Scores, score
-from models.names import static_policy_name
-from models.policy import read_policy
-from optimize.monitor import monitor_scores, own_rows
-from telemetry.io import read_tables
-from telemetry.storage import Location
+from pond.core.days import next_day
+from pond.core.params import QosParams
+from pond.evaluation.combined import outcomes, spill_table, summarize
+from pond.evaluation.qos import summarize as monitor_summary
+from pond.evaluation.qos import watch
+from pond.evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
+from pond.evaluation.sla_alpha import summarize as alpha_summary
+from pond.evaluation.truth import measured_truth, truth_table
+from pond.features.build import lab_features
+from pond.models.bundle import BundlePaths
+from pond.models.decision import PolicyKnobs, decide, policy_knobs, served_name
+from pond.models.inference import Models, Scores, score
+from pond.models.names import static_policy_name
+from pond.models.policy import read_policy
+from pond.optimize.monitor import monitor_scores, own_rows
+from pond.telemetry.io import read_tables
+from pond.telemetry.storage import Location
 
 STATIC_FRACTIONS = (0.10, 0.15)
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.errors import ConfigError
-from core.params import SimParams
-from evaluation.packing import ServerShape, assign_servers
+from pond.core.errors import ConfigError
+from pond.core.params import SimParams
+from pond.evaluation.packing import ServerShape, assign_servers
 
 
 @dataclass

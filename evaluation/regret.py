@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.decision import PolicyKnobs, decide
+from pond.models.decision import PolicyKnobs, decide
 
 
 def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray,

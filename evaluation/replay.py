@@ -50,21 +50,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.cluster import run_all
-from core.errors import ConfigError
-from core.params import Params, SimParams
-from evaluation.combined import outcomes, summarize
-from evaluation.qos import summarize as monitor_summary
-from evaluation.qos import watch
-from evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
-from evaluation.sizing_report import sizing_metrics, summarize_sizing
-from evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
-from evaluation.truth import measured_truths, truth_table
-from models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
-from models.names import at_ratio, capped_policy_name, static_policy_name
-from models.policy import read_policy
-from telemetry.io import release_unused_memory
-from telemetry.storage import Location, remove_tree
+from pond.core.cluster import run_all
+from pond.core.errors import ConfigError
+from pond.core.params import Params, SimParams
+from pond.evaluation.combined import outcomes, summarize
+from pond.evaluation.qos import summarize as monitor_summary
+from pond.evaluation.qos import watch
+from pond.evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
+from pond.evaluation.sizing_report import sizing_metrics, summarize_sizing
+from pond.evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
+from pond.evaluation.truth import measured_truths, truth_table
+from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
+from pond.models.names import at_ratio, capped_policy_name, static_policy_name
+from pond.models.policy import read_policy
+from pond.telemetry.io import release_unused_memory
+from pond.telemetry.storage import Location, remove_tree
 
 
 def backtest_nights(backtest_dir: Path) -> list[Path]:

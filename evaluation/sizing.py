@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.progress import progress, silenced
-from evaluation import pool_fit
-from evaluation.pool_sim import Sweep, global_index
+from pond.core.progress import progress, silenced
+from pond.evaluation import pool_fit
+from pond.evaluation.pool_sim import Sweep, global_index
 
 PRECISION_GB = 1.0      # L is bisected to this
 POOL_CANDIDATES = 12    # pool capacities tried by the approximate count
@@ -258,7 +258,7 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
     ``policies``: per name, each VM's pool GB, or (pool GB, the second its pool memory comes back as local, -1:
     never): a QoS mitigation (``evaluation.qos``), charged as local DRAM from that second (``returned``)."""
     sized, alias = distinct(policies)
-    return with_aliases(_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
+    return with_aliases(distinct_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
                                 pool_sockets, window, server_vcpus, max_move_rate, pool_aware, True, judge), alias)
 
 
@@ -311,7 +311,7 @@ def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
+def distinct_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
             sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, Policy],
             pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
             max_move_rate: float, pool_aware: bool = False, baseline: bool = True,
@@ -328,11 +328,11 @@ def _sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: n
             plain[name] = pool
     if back:
         rest = (pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
-        parts = [_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, plain, *rest,
+        parts = [distinct_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, plain, *rest,
                          baseline, judge)] if plain or baseline else []
         for name, (pool, at) in back.items():
             s, e, c, h, k, m, p = returned(start_s, end_s, cluster, host, cores, memory_gb, pool, at)
-            parts.append(_sizing(s, e, c, h, sockets_per_server, k, m, {name: p}, *rest, False, judge,
+            parts.append(distinct_sizing(s, e, c, h, sockets_per_server, k, m, {name: p}, *rest, False, judge,
                                  np.arange(len(s)) >= len(start_s)))
         table = pd.concat([t for t in parts if len(t)], ignore_index=True)
         rank = {n: r for r, n in enumerate(["all_local", *policies])}
@@ -519,4 +519,4 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_
 
 def _quiet_sizing(*args: Any) -> pd.DataFrame:
     with silenced():
-        return _sizing(*args)
+        return distinct_sizing(*args)

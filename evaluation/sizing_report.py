@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.params import SimParams
-from evaluation.plots import pyplot, save_figure
-from evaluation.pool_sim import Placement
-from models.names import split_ratio
+from pond.core.params import SimParams
+from pond.evaluation.plots import pyplot, save_figure
+from pond.evaluation.pool_sim import Placement
+from pond.models.names import split_ratio
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evaluation.combined import slowdown_at
-from models.li import exceeds_pdm, within_pdm
+from pond.evaluation.combined import slowdown_at
+from pond.models.li import exceeds_pdm, within_pdm
 
 GRID = np.linspace(0.0, 100.0, 201)     # spilled share of touched memory, %, every half point
 

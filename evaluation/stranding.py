@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evaluation.packing import Rule, ServerShape, assign_servers
+from pond.evaluation.packing import Rule, ServerShape, assign_servers
 
 WARMUP_DAYS = 7
 DIMM_GB = 32.0          # DRAM is bought in whole DIMMs per server (2 sockets x 8 channels of 16-64 GB)

@@ -18,13 +18,13 @@ from datetime import date
 import numpy as np
 import pandas as pd
 
-from core.errors import ConfigError
-from core.params import SimParams
-from evaluation.pool_sim import Placement, place, require_group_column
-from evaluation.sizing import in_window
-from features.shuffle import ROW, Split, read_partition, require_unique_ids, split, spread, units, upload
-from telemetry.io import cluster_bytes, find_table, read_tables
-from telemetry.storage import Location, absolute
+from pond.core.errors import ConfigError
+from pond.core.params import SimParams
+from pond.evaluation.pool_sim import Placement, place, require_group_column
+from pond.evaluation.sizing import in_window
+from pond.features.shuffle import ROW, Split, read_partition, require_unique_ids, split, spread, units, upload
+from pond.telemetry.io import cluster_bytes, find_table, read_tables
+from pond.telemetry.storage import Location, absolute
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -122,7 +122,7 @@ def window_of(vms: pd.DataFrame, s: Span, window: tuple[int, int], sp: SimParams
 
 
 def _part_window(scratch: Location, k: int, s: Span, window: tuple[int, int], sp: SimParams, pack_by: str) -> Window:
-    from core.progress import silenced
+    from pond.core.progress import silenced
     require_unique_ids(scratch, k)
     vms = read_partition(scratch, "vms", k, pd.DataFrame()).drop(columns=ROW)
     with silenced():

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from evaluation.combined import spill_table
-from optimize.evidence import full_pool_slowdowns, measured_before_created
-from telemetry.contract import TRUTH_FILE
-from telemetry.io import read_optional, read_raw, read_tables
-from telemetry.storage import Location, location
+from pond.evaluation.combined import spill_table
+from pond.optimize.evidence import full_pool_slowdowns, measured_before_created
+from pond.telemetry.contract import TRUTH_FILE
+from pond.telemetry.io import read_optional, read_raw, read_tables
+from pond.telemetry.storage import Location, location
 
 
 def truth_table(raw_dir: Location | str, ratio: float) -> tuple[pd.DataFrame, str]:

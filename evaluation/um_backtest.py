@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.progress import progress
-from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
-from models.um import ConformalOffset
-from models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
+from pond.core.progress import progress
+from pond.evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
+from pond.models.um import ConformalOffset
+from pond.models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
 
 
 def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, client: Any = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.decision import pool_gb
+from pond.models.decision import pool_gb
 
 
 def um_op(pred: np.ndarray, untouched: np.ndarray, memory_gb: np.ndarray) -> tuple[float, float]:

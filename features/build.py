@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.params import FeatureParams, percentile_columns
-from features.customer import attach_customer_features, customer_percentiles
-from features.history import KEY, history_counts, workload_history
-from features.tma import pmu_features
-from telemetry import request
-from telemetry.contract import WORKLOADS, event_columns
-from telemetry.storage import Location
-from telemetry.vm_types import family_of, generation_of, parse_counts
+from pond.core.params import FeatureParams, percentile_columns
+from pond.features.customer import attach_customer_features, customer_percentiles
+from pond.features.history import KEY, history_counts, workload_history
+from pond.features.tma import pmu_features
+from pond.telemetry import request
+from pond.telemetry.contract import WORKLOADS, event_columns
+from pond.telemetry.storage import Location
+from pond.telemetry.vm_types import family_of, generation_of, parse_counts
 
 VM_META = [*request.FIELDS, "created_at", "deleted_at"]
 

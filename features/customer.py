@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from features.db import connect
+from pond.features.db import connect
 
 
 def _quantiles_sql(percentiles: tuple[int, ...] | list[int]) -> str:

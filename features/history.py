@@ -11,12 +11,12 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from core.days import day_of
-from features.db import connect
-from features.tma import pmu_features
-from telemetry.io import parquet_glob
-from telemetry.request import HISTORY_KEY
-from telemetry.storage import Location, is_url, location
+from pond.core.days import day_of
+from pond.features.db import connect
+from pond.features.tma import pmu_features
+from pond.telemetry.io import parquet_glob
+from pond.telemetry.request import HISTORY_KEY
+from pond.telemetry.storage import Location, is_url, location
 
 KEY = HISTORY_KEY
 

@@ -21,11 +21,21 @@ from typing import Any
 
 import pandas as pd
 
-from core.params import FeatureParams
-from features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
-from features.history import KEY
-from features.shuffle import ROW, Split, Unit, merge_in_order, read_partition, require_unique_ids, split, units, upload
-from telemetry.storage import Location, absolute, read_parquet, write_parquet
+from pond.core.params import FeatureParams
+from pond.features.build import facts, merge_facts, shape_counts, snapshot, top_shapes, vm_features
+from pond.features.history import KEY
+from pond.features.shuffle import (
+    ROW,
+    Split,
+    Unit,
+    merge_in_order,
+    read_partition,
+    require_unique_ids,
+    split,
+    units,
+    upload,
+)
+from pond.telemetry.storage import Location, absolute, read_parquet, write_parquet
 
 Runner = Callable[[Callable, list[tuple]], list]
 
@@ -65,7 +75,7 @@ def _counters(scratch: Location, k: int, events: list[str]) -> pd.DataFrame:
 
 
 def _task(scratch: Location, k: int, feats_out: Location, events: list[str], p: FeatureParams) -> dict[str, Any]:
-    from core.progress import silenced
+    from pond.core.progress import silenced
     empty_ids = pd.DataFrame({"vm_id": pd.Series(dtype="string")})
     vms = read_partition(scratch, "vms", k, pd.DataFrame())
     require_unique_ids(scratch, k)
@@ -124,7 +134,7 @@ def _night_files(scratch: Location, i: int, k: int) -> tuple[Location, Location]
 
 
 def _snapshots_task(scratch: Location, k: int, events: list[str], nights: list[FeatureParams]) -> None:
-    from core.progress import silenced
+    from pond.core.progress import silenced
     vms = read_partition(scratch, "vms", k, pd.DataFrame())
     require_unique_ids(scratch, k)
     vms = vms.drop(columns=ROW)

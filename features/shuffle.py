@@ -33,10 +33,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import ConfigError, ContractError
-from telemetry.contract import validate_table
-from telemetry.io import COUNTERS, day_files, find_table, read_raw
-from telemetry.storage import Location, is_url, location, parquet_file, read_parquet, write_parquet
+from pond.core.errors import ConfigError, ContractError
+from pond.telemetry.contract import validate_table
+from pond.telemetry.io import COUNTERS, day_files, find_table, read_raw
+from pond.telemetry.storage import Location, is_url, location, parquet_file, read_parquet, write_parquet
 
 SCRATCH_ENV = "POND_SCRATCH"
 ROW = "_row"                                      # the local engine's row position of a VM

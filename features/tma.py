@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.errors import ContractError
-from telemetry.request import near_names
+from pond.core.errors import ContractError
+from pond.telemetry.request import near_names
 
 CLKS = "CPU_CLK_UNHALTED.THREAD"
 REQUIRED_EVENTS: tuple[str, ...] = (

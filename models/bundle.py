@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from core.errors import ModelError
-from telemetry import request
-from telemetry.atomic import sha256_file
+from pond.core.errors import ModelError
+from pond.telemetry import request
+from pond.telemetry.atomic import sha256_file
 
 SAMPLE_REQUESTS = 2000
 

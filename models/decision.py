@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from models.names import capped_policy_name
+from pond.models.names import capped_policy_name
 
 POOL_ONLY, ZNUMA, LOCAL_ONLY = "pool_only", "znuma", "local_only"
 LABELS = (LOCAL_ONLY, ZNUMA, POOL_ONLY)          # indexed by the rule's code

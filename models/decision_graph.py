@@ -24,16 +24,15 @@ model's ``TreeEnsemble``) no longer has; a graph holds one version of a domain, 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from pathlib import Path
-
-from models.decision import PolicyKnobs, policy_knobs
-from models.inference import read_verified
-from models.policy import read_policy
+from pond.models.decision import PolicyKnobs, policy_knobs
+from pond.models.inference import read_verified
+from pond.models.policy import read_policy
 
 ML = "ai.onnx.ml"
 OPSET, ML_OPSET = 21, 5
@@ -43,7 +42,7 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _forest_as_tree_ensemble(classifier: onnx.NodeProto, positive: int, inp: str, out: str) -> onnx.NodeProto:
+def forest_as_tree_ensemble(classifier: onnx.NodeProto, positive: int, inp: str, out: str) -> onnx.NodeProto:
     """A binary ``TreeEnsembleClassifier`` (one weight per leaf, of class id 0, the positive class's score) as a
     ``TreeEnsemble`` whose one target is that score."""
     a = _attrs(classifier)
@@ -108,7 +107,7 @@ def _li_nodes(li_model: onnx.ModelProto, classes: list[int]) -> tuple[list[onnx.
     nodes, forest = [helper.make_node("Identity", ["li_X"], [m.graph.input[0].name])], False
     for n in m.graph.node:
         if n.op_type == "TreeEnsembleClassifier" and 1 in classes:
-            nodes.append(_forest_as_tree_ensemble(n, classes.index(1), n.input[0], "li_score"))
+            nodes.append(forest_as_tree_ensemble(n, classes.index(1), n.input[0], "li_score"))
             forest = True
         elif n.op_type != "TreeEnsembleClassifier":
             nodes.append(n)

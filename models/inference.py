@@ -11,10 +11,10 @@ import numpy as np
 import onnxruntime as ort
 import pandas as pd
 
-from core.errors import ModelError
-from models.runtime import p_insensitive_rows, session, sha256
-from models.um import HEAD, UmEncoder
-from telemetry.request import HISTORY_KEY as KEY
+from pond.core.errors import ModelError
+from pond.models.runtime import p_insensitive_rows, session, sha256
+from pond.models.um import HEAD, UmEncoder
+from pond.telemetry.request import HISTORY_KEY as KEY
 
 
 def read_verified(path: Path, expected_sha256: str) -> bytes:

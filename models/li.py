@@ -16,8 +16,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 
-from core.errors import ContractError
-from features.tma import TMA_COLUMNS
+from pond.core.errors import ContractError
+from pond.features.tma import TMA_COLUMNS
 
 FULL_POOL_PCT = 100.0
 

@@ -16,7 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from models.onnx_export import ONNX_OPSET
+from pond.models.onnx_export import ONNX_OPSET
 
 
 class CounterRule(ClassifierMixin, BaseEstimator):

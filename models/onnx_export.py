@@ -9,9 +9,9 @@ from onnxmltools.convert.common.data_types import FloatTensorType
 from skl2onnx import to_onnx
 from sklearn.pipeline import Pipeline
 
-from core.errors import ModelError
-from models import lgbm_onnx
-from models.runtime import insensitive_proba, onnx_p_insensitive, session
+from pond.core.errors import ModelError
+from pond.models import lgbm_onnx
+from pond.models.runtime import insensitive_proba, onnx_p_insensitive, session
 
 ONNX_OPSET = 17
 ONNX_OPSET_LIGHTGBM = 15  # the highest onnxmltools' LightGBM converter supports

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.errors import ModelError
-from core.params import Day
+from pond.core.errors import ModelError
+from pond.core.params import Day
 
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Offset = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]   # shifts a fraction in [0, 1]

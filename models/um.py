@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.errors import ConfigError, ModelError
-from telemetry import request
-from telemetry.vm_types import family_of, generation_of
+from pond.core.errors import ConfigError, ModelError
+from pond.telemetry import request
+from pond.telemetry.vm_types import family_of, generation_of
 
 if TYPE_CHECKING:
     import lightgbm as lgb
@@ -183,7 +183,7 @@ class UntouchedModel:
         """The booster of an encoded matrix: on the client's workers, or in this process."""
         cat = [self.features_.index(c) for c in CATEGORICAL]
         if self.client is not None:
-            from models.dask_fit import fit_regressor
+            from pond.models.dask_fit import fit_regressor
 
             return fit_regressor(self.client, X, y, seed=self.seed, feature_name=self.features_,
                                  categorical_feature=cat, objective="quantile", alpha=self.alpha)

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from core.params import UmParams
-from models.dask_fit import Part, fit_parts, workers_of
-from models.um import CATEGORICAL, UmEncoder, customer_columns_of, fit_vocabulary
-from models.um_protocol import Night, roles
-from telemetry.io import read_days
+from pond.core.params import UmParams
+from pond.models.dask_fit import Part, fit_parts, workers_of
+from pond.models.um import CATEGORICAL, UmEncoder, customer_columns_of, fit_vocabulary
+from pond.models.um_protocol import Night, roles
+from pond.telemetry.io import read_days
 
 if TYPE_CHECKING:
     import lightgbm as lgb

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.days import day_of, end_of
-from core.errors import ConfigError
-from core.params import UmParams
-from models.um import CUSTOMER_PREFIX, ConformalOffset, UntouchedModel
+from pond.core.days import day_of, end_of
+from pond.core.errors import ConfigError
+from pond.core.params import UmParams
+from pond.models.um import CUSTOMER_PREFIX, ConformalOffset, UntouchedModel
 
 
 @dataclass

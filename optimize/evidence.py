@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.days import end_of
-from models.li import at_full_pool, exceeds_pdm   # the LI decision puts an insensitive VM entirely on the pool
-from optimize.solver import NextNight, spread
+from pond.core.days import end_of
+from pond.models.li import at_full_pool, exceeds_pdm  # the LI decision puts an insensitive VM entirely on the pool
+from pond.optimize.solver import NextNight, spread
 
 
 def _full_pool(reports: pd.DataFrame, ratio: float) -> np.ndarray:

@@ -26,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from features.history import own_features
-from models.inference import Models
-from optimize.solver import NextNight, error_rate
-from telemetry.io import counters_source
-from telemetry.storage import Location
+from pond.features.history import own_features
+from pond.models.inference import Models
+from pond.optimize.solver import NextNight, error_rate
+from pond.telemetry.io import counters_source
+from pond.telemetry.storage import Location
 
 
 def own_rows(vms: pd.DataFrame, raw_dir: Location) -> pd.DataFrame:

@@ -15,19 +15,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.days import days_up_to, end_of, in_days_up_to
-from core.errors import ConfigError, ModelError
-from core.params import Params
-from features.history import KEY
-from models.decision import served_name
-from models.inference import join_history, load_verified
-from models.names import li_model_name
-from models.runtime import onnx_p_insensitive, p_insensitive_rows
-from optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from optimize.monitor import lab_recall, over_recall, own_rows, recall
-from optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
-from telemetry.io import COUNTERS, find_table, read_days, read_optional
-from telemetry.storage import Location
+from pond.core.days import days_up_to, end_of, in_days_up_to
+from pond.core.errors import ConfigError, ModelError
+from pond.core.params import Params
+from pond.features.history import KEY
+from pond.models.decision import served_name
+from pond.models.inference import join_history, load_verified
+from pond.models.names import li_model_name
+from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
+from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
+from pond.optimize.monitor import lab_recall, over_recall, own_rows, recall
+from pond.optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
+from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional
+from pond.telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
 VARIANTS = {"combined": (slice(None), slice(None)), "li_only": (slice(None), slice(0, 1)),

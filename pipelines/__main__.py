@@ -1,5 +1,5 @@
 import sys
 
-from pipelines.cli import main
+from pond.pipelines.cli import main
 
 sys.exit(main())

@@ -29,29 +29,29 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from core.days import end_of, in_days_up_to, next_day
-from core.cluster import run_all, session
-from core.errors import ConfigError
-from core.params import Params, QosParams
-from core.progress import progress, silenced
-from evaluation.compare import psi
-from evaluation.plots import pyplot, save_figure
-from evaluation.regret import best_fixed, realized_grid, unmitigated_grid
-from features.build import snapshot
-from features.partitioned import partitioned_snapshots
-from features.shuffle import scratch_folder
-from models.inference import Models, score
-from models.names import at_ratio
-from models.policy import read_policy
-from optimize.monitor import monitor_scores
-from optimize.solver import error_rate, regret
-from optimize.tonight import li_candidates
-from pipelines import evaluate, optimize, train_um
-from pipelines.tracking import default_experiment
-from telemetry.atomic import AtomicDir, write_json
-from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import counters_source, read_days, read_tables, table_columns
-from telemetry.storage import Location, remove_tree
+from pond.core.cluster import run_all, session
+from pond.core.days import end_of, in_days_up_to, next_day
+from pond.core.errors import ConfigError
+from pond.core.params import Params, QosParams
+from pond.core.progress import progress, silenced
+from pond.evaluation.compare import psi
+from pond.evaluation.plots import pyplot, save_figure
+from pond.evaluation.regret import best_fixed, realized_grid, unmitigated_grid
+from pond.features.build import snapshot
+from pond.features.partitioned import partitioned_snapshots
+from pond.features.shuffle import scratch_folder
+from pond.models.inference import Models, score
+from pond.models.names import at_ratio
+from pond.models.policy import read_policy
+from pond.optimize.monitor import monitor_scores
+from pond.optimize.solver import error_rate, regret
+from pond.optimize.tonight import li_candidates
+from pond.pipelines import evaluate, optimize, train_um
+from pond.pipelines.tracking import default_experiment
+from pond.telemetry.atomic import AtomicDir, write_json
+from pond.telemetry.contract import WORKLOADS, event_columns
+from pond.telemetry.io import counters_source, read_days, read_tables, table_columns
+from pond.telemetry.storage import Location, remove_tree
 
 
 def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,

@@ -8,16 +8,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluation.calibration import (fig3_checks, fleet_checks, full_pool_slowdown, json_number, lab_checks, report,
-                                    shape_checks, stranding_checks)
-from evaluation.fixed_pools import fixed_share_savings
-from evaluation.packing import Rule
-from evaluation.stranding import by_utilization, cluster_days, place
-from evaluation.plots import pyplot, save_figure
-from telemetry.atomic import write_json
-from telemetry.io import read_tables
-from telemetry.storage import Location
-
+from pond.evaluation.calibration import (
+    fig3_checks,
+    fleet_checks,
+    full_pool_slowdown,
+    json_number,
+    lab_checks,
+    report,
+    shape_checks,
+    stranding_checks,
+)
+from pond.evaluation.fixed_pools import fixed_share_savings
+from pond.evaluation.packing import Rule
+from pond.evaluation.plots import pyplot, save_figure
+from pond.evaluation.stranding import by_utilization, cluster_days, place
+from pond.telemetry.atomic import write_json
+from pond.telemetry.io import read_tables
+from pond.telemetry.storage import Location
 
 FIG3_SHARES, FIG3_SOCKETS = (0.1, 0.3, 0.5), (8, 16, 32, 64)   # Pond Fig. 3's shares and pool sizes
 

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.errors import ConfigError, PondError
-from core.progress import QUIET_ENV, environ
+from pond.core.errors import ConfigError, PondError
+from pond.core.progress import QUIET_ENV, environ
 
 if TYPE_CHECKING:
-    from core.params import Params
+    from pond.core.params import Params
 
 
 # what a stage only reads: a local path or a storage URL (telemetry.storage)
@@ -21,7 +21,7 @@ URL_OPTIONS = ("raw", "perf_dir", "perf_meta", "azure_vmtable")
 
 def _location(value: str):
     """A local path, or a storage URL (``s3://bucket/raw``) read through fsspec."""
-    from telemetry.storage import location
+    from pond.telemetry.storage import location
     try:
         return location(value)
     except PondError as exc:
@@ -62,7 +62,7 @@ class _CommandParser(argparse.ArgumentParser):
         _global_options(self, defaults=False)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pond", description=__doc__)
     _global_options(ap, defaults=True)
     sub = ap.add_subparsers(dest="stage", required=True, metavar="STAGE", parser_class=_CommandParser)
@@ -129,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     _paths(dg, policy="data/policy/policy.json", li="data/models/li", um="data/models/um")
     d = sub.add_parser("docs", help="write docs/configuration.md and the README's pipeline picture from the code")
     d.add_argument("--check", action="store_true", help="write nothing; exit 1 when either differs from the code")
-    from serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
+    from pond.serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service")):
         sp = sub.add_parser(name, help=text, description=f"{text}. Each option overrides its POND_* environment "
@@ -146,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
 def _params_if_any(path: Path) -> "Params | None":
     """params.yaml when there is one (then base.as_of is checked against the trace's days); a params file named
     with --params must exist."""
-    from core.params import load
+    from pond.core.params import load
     if path != GLOBAL_DEFAULTS["params"] and not path.exists():
         raise ConfigError(f"--params {path}: no such file; name an existing params file, or leave --params out to "
                           "use ./params.yaml when there is one")
@@ -176,15 +176,15 @@ def resource_error(exc: BaseException) -> str | None:
 
 
 def _storage_failure(exc: BaseException) -> str | None:
-    from telemetry.storage import storage_failure
+    from pond.telemetry.storage import storage_failure
     return storage_failure(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     values = {QUIET_ENV: "1"} if args.quiet else {}
     if args.scheduler:
-        from core.cluster import SCHEDULER_ENV
+        from pond.core.cluster import SCHEDULER_ENV
         values[SCHEDULER_ENV] = args.scheduler
     with environ(values):
         return _run(args)
@@ -193,38 +193,38 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         if args.stage == "import":
-            from pipelines import ingest
+            from pond.pipelines import ingest
             ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial,
                        _params_if_any(args.params), args.partitioned)
             return 0
         if args.stage in ("predict", "serve"):
-            from serving import cli as serving_cli
+            from pond.serving import cli as serving_cli
             return serving_cli.run(args)
         if args.stage == "validate":
-            from pipelines import validate
+            from pond.pipelines import validate
             blocked = [c for c, missing in validate.run(args.directory, _params_if_any(args.params)).items()
                        if missing]
             return 1 if any(c.startswith("dvc repro") for c in blocked) else 0
         if args.stage == "decision-graph":
-            from models.decision_graph import for_policy
-            from telemetry.atomic import write_atomic
+            from pond.models.decision_graph import for_policy
+            from pond.telemetry.atomic import write_atomic
             write_atomic(args.out, for_policy(args.policy, args.li, args.um).SerializeToString())
             print(f"decision-graph: wrote {args.out} (inputs li_X, has_history, um_X, memory_gb; models/decision_graph.py)")
             return 0
         if args.stage == "docs":
-            from pipelines import reference
+            from pond.pipelines import reference
             return reference.run(args.check)
         if args.stage == "report":
-            from pipelines import report
+            from pond.pipelines import report
             report.run(args.metrics_dir, args.out, args.plots_dir)
             return 0
         if args.stage == "calibrate":
-            from pipelines import calibrate
+            from pond.pipelines import calibrate
             params = _params_if_any(args.params)      # calibrate runs on a team's tables without a project too
             calibrate.run(args.raw, args.features, args.metrics, args.plots,
                           params.simulate.packing if params is not None else "first_fit")
             return 0
-        from core.params import Params, load
+        from pond.core.params import Params, load
         if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():
             params = Params()        # a template needs no project: outside the repository, the defaults
         else:
@@ -232,42 +232,42 @@ def _run(args: argparse.Namespace) -> int:
         if args.engine:
             params = params.model_copy(update={"engine": params.engine.model_copy(update={"backend": args.engine})})
         if args.stage == "template":
-            from pipelines import template, validate
+            from pond.pipelines import template, validate
             template.run(params, args.out, args.days, args.vms_per_day)
             validate.run(args.out, params)
         elif args.stage == "generate":
-            from pipelines import generate
+            from pond.pipelines import generate
             generate.run(params, args.out, args.partitioned)
         elif args.stage == "features":
-            from pipelines import features
+            from pond.pipelines import features
             features.run(params, args.raw, args.out, args.metrics)
         elif args.stage == "train_li":
-            from pipelines import train_li
+            from pond.pipelines import train_li
             train_li.run(params, args.features, args.raw, args.out, args.metrics, args.plots)
         elif args.stage == "train_um":
-            from pipelines import train_um
+            from pond.pipelines import train_um
             train_um.run(params, args.features, args.out, args.metrics, args.plots)
         elif args.stage == "optimize":
-            from pipelines import optimize
+            from pond.pipelines import optimize
             optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot,
                          args.raw)
         elif args.stage == "evaluate":
-            from pipelines import evaluate
+            from pond.pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,
                          params.engine, qos=params.qos)
         elif args.stage == "register":
-            from models.bundle import BundlePaths
-            from pipelines import register
+            from pond.models.bundle import BundlePaths
+            from pond.pipelines import register
             register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot"),
                          args.features, args.raw, args.metrics_dir, args.out, args.metrics)
         elif args.stage == "compare":
-            from pipelines import compare
+            from pond.pipelines import compare
             compare.run(params, args.a, args.b, args.out, not args.no_latency)
         elif args.stage == "backtest":
-            from pipelines import backtest
+            from pond.pipelines import backtest
             backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots, args.metrics)
         elif args.stage == "simulate":
-            from pipelines import simulate
+            from pond.pipelines import simulate
             simulate.run(params, args.raw, None if args.static_only else args.nightly, args.metrics, args.plots,
                          args.out, args.pack_by)
     except PondError as exc:

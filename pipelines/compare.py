@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.errors import ConfigError, RegistryError
-from core.params import Params
-from evaluation import compare
-from evaluation.plots import pyplot, save_figure
-from models.bundle import BundlePaths
-from pipelines.tracking import not_found, tracking_uri
-from telemetry.atomic import AtomicDir
-from telemetry.request import FIELDS as REQUEST_FIELDS
+from pond.core.errors import ConfigError, RegistryError
+from pond.core.params import Params
+from pond.evaluation import compare
+from pond.evaluation.plots import pyplot, save_figure
+from pond.models.bundle import BundlePaths
+from pond.pipelines.tracking import not_found, tracking_uri
+from pond.telemetry.atomic import AtomicDir
+from pond.telemetry.request import FIELDS as REQUEST_FIELDS
 
 
 def resolve(ref: str, model_name: str) -> tuple[str, Path]:
@@ -45,8 +45,8 @@ def resolve(ref: str, model_name: str) -> tuple[str, Path]:
 def latency_us(bundle_dir: Path, calls: int = 1000) -> dict[str, float]:
     """The service's in-process time per VM (``allocate_one``, the UM model run every call, no cache),
     on the bundle's own sample requests."""
-    from serving.engine import Engine
-    from serving.offline import request_columns, time_one_by_one
+    from pond.serving.engine import Engine
+    from pond.serving.offline import request_columns, time_one_by_one
 
     engine = Engine.load(BundlePaths.of(bundle_dir))
     req = pd.read_parquet(bundle_dir / "sample_requests.parquet").head(calls)

@@ -9,18 +9,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.days import next_day
-from core.cluster import run_all, session
-from core.errors import ConfigError
-from core.params import EngineParams, QosParams
-from evaluation.next_day import judge, metric_rows, report_lines
-from evaluation.plots import pyplot, save_figure
-from models.dask_fit import workers_of
-from models.inference import ModelFiles, Models, Scores, score, score_in_parts
-from models.policy import read_policy
-from telemetry.atomic import AtomicDir, write_json
-from telemetry.io import read_days
-from telemetry.storage import Location
+from pond.core.cluster import run_all, session
+from pond.core.days import next_day
+from pond.core.errors import ConfigError
+from pond.core.params import EngineParams, QosParams
+from pond.evaluation.next_day import judge, metric_rows, report_lines
+from pond.evaluation.plots import pyplot, save_figure
+from pond.models.dask_fit import workers_of
+from pond.models.inference import ModelFiles, Models, Scores, score, score_in_parts
+from pond.models.policy import read_policy
+from pond.telemetry.atomic import AtomicDir, write_json
+from pond.telemetry.io import read_days
+from pond.telemetry.storage import Location
 
 
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,

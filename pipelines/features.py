@@ -9,17 +9,17 @@ from typing import Any
 
 import pandas as pd
 
-from core.cluster import run_all, session
-from core.params import FeatureParams, Params
-from core.progress import Steps
-from features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features
-from features.partitioned import partitioned_features
-from features.shuffle import scratch_folder
-from features.tma import require_events
-from telemetry.atomic import AtomicDir, sha256_file, write_json
-from telemetry.contract import WORKLOADS, event_columns
-from telemetry.io import COUNTERS, ROW_GROUP, counters_source, read_tables, table_columns
-from telemetry.storage import Location, remove_tree
+from pond.core.cluster import run_all, session
+from pond.core.params import FeatureParams, Params
+from pond.core.progress import Steps
+from pond.features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features
+from pond.features.partitioned import partitioned_features
+from pond.features.shuffle import scratch_folder
+from pond.features.tma import require_events
+from pond.telemetry.atomic import AtomicDir, sha256_file, write_json
+from pond.telemetry.contract import WORKLOADS, event_columns
+from pond.telemetry.io import COUNTERS, ROW_GROUP, counters_source, read_tables, table_columns
+from pond.telemetry.storage import Location, remove_tree
 
 
 def _local(raw_dir: Location, counters: pd.DataFrame | Location, events: list[str], p: FeatureParams, vm_file: Path,

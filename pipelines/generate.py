@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.params import Params
-from telemetry.fleet import generate
+from pond.core.params import Params
+from pond.telemetry.fleet import generate
 
 
 def run(params: Params, out_dir: Path, partitioned: bool = False) -> dict[str, int]:

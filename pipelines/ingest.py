@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.params import Params
-from telemetry.atomic import refuse_to_replace
-from telemetry.importers import import_sources
-from telemetry.io import holds_tables, read_tables, write_tables
-from telemetry.storage import Location
+from pond.core.params import Params
+from pond.telemetry.atomic import refuse_to_replace
+from pond.telemetry.importers import import_sources
+from pond.telemetry.io import holds_tables, read_tables, write_tables
+from pond.telemetry.storage import Location
 
 
 def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None, perf_meta: Location | None,
@@ -20,6 +20,6 @@ def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None,
     write_tables(out_dir, tables, partitioned)
     counts = {k: len(v) for k, v in tables.items()}
     print(f"import: wrote {counts} to {out_dir}")
-    from pipelines.validate import check, report
+    from pond.pipelines.validate import check, report
     print(report(*check(out_dir, params)))
     return counts

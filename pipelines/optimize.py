@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 
-from core.params import Params
-from evaluation.plots import pyplot, save_figure
-from optimize.tonight import solve
-from telemetry.atomic import write_json
-from telemetry.storage import Location
+from pond.core.params import Params
+from pond.evaluation.plots import pyplot, save_figure
+from pond.optimize.tonight import solve
+from pond.telemetry.atomic import write_json
+from pond.telemetry.storage import Location
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,

@@ -17,10 +17,10 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from core.errors import PondError
-from core.params import INJECTED, Params
-from serving.cli import SETTING_OPTIONS
-from serving.settings import Settings
+from pond.core.errors import PondError
+from pond.core.params import INJECTED, Params
+from pond.serving.cli import SETTING_OPTIONS
+from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
 README = Path("README.md")

@@ -11,18 +11,18 @@ from typing import Any
 
 import pandas as pd
 
-from core.days import next_day
-from core.errors import ConfigError, RegistryError
-from core.params import Params
-from evaluation.gate import gate
-from evaluation.next_day import bundle_on
-from models import bundle
-from models.bundle import BundlePaths
-from models.policy import read_policy
-from pipelines.tracking import not_found, start_run
-from telemetry.atomic import AtomicDir, write_json
-from telemetry.io import read_days
-from telemetry.storage import Location
+from pond.core.days import next_day
+from pond.core.errors import ConfigError, RegistryError
+from pond.core.params import Params
+from pond.evaluation.gate import gate
+from pond.evaluation.next_day import bundle_on
+from pond.models import bundle
+from pond.models.bundle import BundlePaths
+from pond.models.policy import read_policy
+from pond.pipelines.tracking import not_found, start_run
+from pond.telemetry.atomic import AtomicDir, write_json
+from pond.telemetry.io import read_days
+from pond.telemetry.storage import Location
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")

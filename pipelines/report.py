@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.errors import ConfigError
-from evaluation.report import headline, to_html, to_markdown, to_text
-from telemetry.atomic import write_atomic
+from pond.core.errors import ConfigError
+from pond.evaluation.report import headline, to_html, to_markdown, to_text
+from pond.telemetry.atomic import write_atomic
 
 STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
 

@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from core.cluster import session
-from core.params import Params
-from evaluation.replay import backtest_nights, replay
-from evaluation.sizing_report import plot_savings, print_report
-from features.shuffle import scratch_folder
-from telemetry.atomic import AtomicDir, remove_leftovers, write_json, writer_tag
-from telemetry.storage import Location, absolute, remove_tree
+from pond.core.cluster import session
+from pond.core.params import Params
+from pond.evaluation.replay import backtest_nights, replay
+from pond.evaluation.sizing_report import plot_savings, print_report
+from pond.features.shuffle import scratch_folder
+from pond.telemetry.atomic import AtomicDir, remove_leftovers, write_json, writer_tag
+from pond.telemetry.storage import Location, absolute, remove_tree
 
 
 def run(params: Params, raw_dir: Location, backtest_dir: Path | None, metrics_path: Path, plots_dir: Path,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from core.params import FleetParams, Params
-from telemetry.atomic import AtomicDir, refuse_to_replace
-from telemetry.contract import OPTIONAL_TABLES, TABLES
-from telemetry.fleet import generate
-from telemetry.io import read_tables
+from pond.core.params import FleetParams, Params
+from pond.telemetry.atomic import AtomicDir, refuse_to_replace
+from pond.telemetry.contract import OPTIONAL_TABLES, TABLES
+from pond.telemetry.fleet import generate
+from pond.telemetry.io import read_tables
 
 TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
 

@@ -23,24 +23,24 @@ import numpy as np
 import onnx
 import pandas as pd
 
-from core.params import Params
-from evaluation.li_curves import mean_band, split_study, threshold_table
-from evaluation.li_select import FOREST, candidates, nested, oof_scores, select
-from evaluation.plots import pyplot, save_figure
-from models.li import BASELINES, make_li_model, training_set
-from models.li_rule import export_rule
-from models.names import li_model_name
-from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
-from models.runtime import sha256
-from pipelines.tracking import start_run
-from telemetry.atomic import AtomicDir, write_json
-from telemetry.io import read_tables
-from telemetry.storage import Location
+from pond.core.params import Params
+from pond.evaluation.li_curves import mean_band, split_study, threshold_table
+from pond.evaluation.li_select import FOREST, candidates, nested, oof_scores, select
+from pond.evaluation.plots import pyplot, save_figure
+from pond.models.li import BASELINES, make_li_model, training_set
+from pond.models.li_rule import export_rule
+from pond.models.names import li_model_name
+from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
+from pond.models.runtime import sha256
+from pond.pipelines.tracking import start_run
+from pond.telemetry.atomic import AtomicDir, write_json
+from pond.telemetry.io import read_tables
+from pond.telemetry.storage import Location
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
 FP_GRID_PCT = np.round(np.arange(0.0, 50.01, 0.5), 2)
 # Types a fitted imputer + forest pipeline holds that skops does not trust by default (ECOSYSTEM.md).
-SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype", "models.li_rule.CounterRule"]
+SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype", "pond.models.li_rule.CounterRule"]
 
 
 def run(params: Params, features_dir: Path, raw_dir: Location, out_dir: Path,

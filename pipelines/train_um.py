@@ -30,20 +30,20 @@ import numpy as np
 import onnx
 import pandas as pd
 
-from core.cluster import session
-from core.errors import ConfigError
-from core.params import Params
-from evaluation.plots import pyplot, save_figure
-from evaluation.um_backtest import backtest, solver_curve, tradeoff
-from models.dask_fit import workers_of
-from models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
-from models.runtime import sha256
-from models.um import ConformalOffset, customer_columns_of
-from models.um_dask import WorkerRows, worker_rows
-from models.um_protocol import creation_days, fit_night, night, night_columns
-from pipelines.tracking import start_run
-from telemetry.atomic import AtomicDir, write_json
-from telemetry.io import read_days, table_columns
+from pond.core.cluster import session
+from pond.core.errors import ConfigError
+from pond.core.params import Params
+from pond.evaluation.plots import pyplot, save_figure
+from pond.evaluation.um_backtest import backtest, solver_curve, tradeoff
+from pond.models.dask_fit import workers_of
+from pond.models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
+from pond.models.runtime import sha256
+from pond.models.um import ConformalOffset, customer_columns_of
+from pond.models.um_dask import WorkerRows, worker_rows
+from pond.models.um_protocol import creation_days, fit_night, night, night_columns
+from pond.pipelines.tracking import start_run
+from pond.telemetry.atomic import AtomicDir, write_json
+from pond.telemetry.io import read_days, table_columns
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,

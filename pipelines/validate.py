@@ -7,18 +7,17 @@ from ``data/raw`` (their ``read_tables`` calls and ``features.tma.require_events
 
 from __future__ import annotations
 
-
 import pandas as pd
 
-from core.errors import ContractError, PondError
-from core.params import Params
-from features.tma import require_events
-from models.li import full_pool_slowdown
-from models.um_protocol import usable_nights
-from optimize.evidence import measured_before_created
-from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, validate_tables
-from telemetry.io import find_table, read_raw
-from telemetry.storage import Location, location
+from pond.core.errors import ContractError, PondError
+from pond.core.params import Params
+from pond.features.tma import require_events
+from pond.models.li import full_pool_slowdown
+from pond.models.um_protocol import usable_nights
+from pond.optimize.evidence import measured_before_created
+from pond.telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, validate_tables
+from pond.telemetry.io import find_table, read_raw
+from pond.telemetry.storage import Location, location
 
 REPRO = "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)"
 STATIC = "pond simulate --static-only (DRAM with static pools, no models)"

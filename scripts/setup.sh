@@ -13,8 +13,11 @@ fi
 quiet() { grep -v -E "^(WARNING: Location|  )" || true; }
 .venv/bin/python -m pip install -q --require-hashes -r "requirements/$ROLE.txt" 2>&1 | quiet
 .venv/bin/python -m pip install -q --no-deps -e . 2>&1 | quiet
+# numba's compiled-function cache is keyed by source file, not module name: a cache written before the folders moved
+# under the `pond` import root would import the old names. It is rebuilt on first use (seconds).
+find core telemetry features models serving optimize evaluation pipelines -name '*.nb[ic]' -delete
 case "$ROLE" in
-  serve) check="serving.app, onnxruntime, fastapi" ;;
-  *) check="telemetry, features, duckdb, sklearn, lightgbm, onnxruntime, mlflow, fastapi" ;;
+  serve) check="pond.serving.app, onnxruntime, fastapi" ;;
+  *) check="pond.telemetry, pond.features, duckdb, sklearn, lightgbm, onnxruntime, mlflow, fastapi" ;;
 esac
 .venv/bin/python -c "import $check" || { echo "setup: installation failed" >&2; exit 1; }

@@ -29,13 +29,13 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
-from core.errors import ContractError, InputFormatError, PondError
-from serving.columnar import ARROW_STREAM, is_arrow, read_requests, write_allocations
-from serving.engine import Engine
-from serving.hot import NULLABLE, Answers, HotRoute, is_json, request_fields
-from serving.observability import Metrics, Tally
-from serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
-from serving.schemas import (
+from pond.core.errors import ContractError, InputFormatError, PondError
+from pond.serving.columnar import ARROW_STREAM, is_arrow, read_requests, write_allocations
+from pond.serving.engine import Engine
+from pond.serving.hot import NULLABLE, Answers, HotRoute, is_json, request_fields
+from pond.serving.observability import Metrics, Tally
+from pond.serving.reload import BundleSource, EngineHolder, FileSource, NotReady, RegistrySource
+from pond.serving.schemas import (
     MAX_COUNTERS,
     Allocation,
     AllocationRequest,
@@ -45,9 +45,9 @@ from serving.schemas import (
     QosRequest,
     QosResponse,
 )
-from serving.settings import Settings
-from telemetry.request import FIELDS as REQUEST_FIELDS
-from telemetry.request import plain_request
+from pond.serving.settings import Settings
+from pond.telemetry.request import FIELDS as REQUEST_FIELDS
+from pond.telemetry.request import plain_request
 
 log = logging.getLogger("pond.serving")
 ALLOCATION_FIELDS = ("decision", "memory_gb", "local_gb", "pool_gb", "znuma_gb")
@@ -249,7 +249,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         await asyncio.to_thread(holder.refresh)
         if holder.engine is None:
             log.error("not ready: %s", holder.last_error)
-        tasks = [asyncio.create_task(_every(settings.metrics_flush_s, tally.flush))]
+        tasks = [asyncio.create_task(every(settings.metrics_flush_s, tally.flush))]
         if settings.reload_interval_s > 0:
             tasks.append(asyncio.create_task(holder.poll(settings.reload_interval_s)))
         yield
@@ -403,7 +403,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     return app
 
 
-async def _every(seconds: float, work: Any) -> None:
+async def every(seconds: float, work: Any) -> None:
     """``work()`` every ``seconds``; a failure is logged and the next turn tries again."""
     while True:
         await asyncio.sleep(seconds)
@@ -417,7 +417,7 @@ def app_from_environment() -> FastAPI:
     """uvicorn's factory for ``pond serve`` (one call per worker): settings from POND_* only, the CLI
     having exported its options there; the connection limits set on the protocol class uvicorn
     imports in this worker."""
-    from serving.protocol import BoundedHttpToolsProtocol
+    from pond.serving.protocol import BoundedHttpToolsProtocol
 
     settings = Settings()
     BoundedHttpToolsProtocol.configure(int(settings.max_header_kb * 1024), settings.max_headers,

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.errors import ConfigError
-from core.params import explain
-from serving.settings import Settings
+from pond.core.errors import ConfigError
+from pond.core.params import explain
+from pond.serving.settings import Settings
 
 # (option, settings field, type): the path options first (predict takes those four)
 SETTING_OPTIONS = (("policy", "policy", Path), ("li", "li_dir", Path), ("um", "um_dir", Path),
@@ -60,8 +60,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.stage == "predict":
-        from serving.engine import Engine
-        from serving.offline import predict_file
+        from pond.serving.engine import Engine
+        from pond.serving.offline import predict_file
 
         engine = Engine.load(settings.bundle_paths(), settings.qos_threshold)
         frame = predict_file(engine, args.requests, args.out)
@@ -75,16 +75,16 @@ def run(args: argparse.Namespace) -> int:
         _multiprocess_metrics_dir()
     import uvicorn
 
-    from serving.protocol import PROTOCOL
+    from pond.serving.protocol import PROTOCOL
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run("serving.app:app_from_environment", factory=True, host=settings.host, port=settings.port,
+    uvicorn.run("pond.serving.app:app_from_environment", factory=True, host=settings.host, port=settings.port,
                 workers=settings.workers, log_level="info", access_log=False, proxy_headers=False, http=PROTOCOL)
     return 0
 
 
 def _multiprocess_metrics_dir() -> None:
     """An empty PROMETHEUS_MULTIPROC_DIR for the workers' metric files (serving.observability)."""
-    from serving.observability import MULTIPROC_ENV
+    from pond.serving.observability import MULTIPROC_ENV
 
     given = os.environ.get(MULTIPROC_ENV)
     path = Path(given) if given else Path(tempfile.mkdtemp(prefix="pond-metrics-"))

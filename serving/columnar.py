@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.types as pat
 
-from core.errors import ContractError
-from serving.hot import media_type
-from telemetry import request
+from pond.core.errors import ContractError
+from pond.serving.hot import media_type
+from pond.telemetry import request
 
 ARROW_STREAM = b"application/vnd.apache.arrow.stream"
 NUMBERS = ("vcpus", "memory_gb")

@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import InputFormatError, ModelError
-from features.tma import REQUIRED_EVENTS, pmu_features
-from models.bundle import BundlePaths
-from models.decision import PolicyKnobs, decide, decide_one, policy_knobs, served_name
-from models.inference import Models
-from models.policy import load_policy
-from telemetry import request
-from telemetry.atomic import sha256_file
-from telemetry.request import HISTORY_KEY as KEY
+from pond.core.errors import InputFormatError, ModelError
+from pond.features.tma import REQUIRED_EVENTS, pmu_features
+from pond.models.bundle import BundlePaths
+from pond.models.decision import PolicyKnobs, decide, decide_one, policy_knobs, served_name
+from pond.models.inference import Models
+from pond.models.policy import load_policy
+from pond.telemetry import request
+from pond.telemetry.atomic import sha256_file
+from pond.telemetry.request import HISTORY_KEY as KEY
 
 NAN = float("nan")
 # Distinct requests whose UM prediction allocate_one keeps; emptied when full. VMs are deployed in

@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from serving.observability import Tally
-from serving.schemas import AllocationRequest
-from telemetry.request import FIELDS, plain_request
+from pond.serving.observability import Tally
+from pond.serving.schemas import AllocationRequest
+from pond.telemetry.request import FIELDS, plain_request
 
 PATH = "/v1/allocations"
 HEADERS_JSON = (b"content-type", b"application/json")

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import InputFormatError
-from serving.engine import Engine
-from telemetry import request
-from telemetry.atomic import write_atomic
-from telemetry.io import read_raw
+from pond.core.errors import InputFormatError
+from pond.serving.engine import Engine
+from pond.telemetry import request
+from pond.telemetry.atomic import write_atomic
+from pond.telemetry.io import read_raw
 
 TABLE = request.TABLE
 

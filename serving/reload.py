@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import ConfigError, PondError
-from models import bundle
-from models.bundle import BundlePaths
-from serving.engine import Engine, bundle_version
-from serving.observability import Metrics
+from pond.core.errors import ConfigError, PondError
+from pond.models import bundle
+from pond.models.bundle import BundlePaths
+from pond.serving.engine import Engine, bundle_version
+from pond.serving.observability import Metrics
 
 log = logging.getLogger("pond.serving")
 

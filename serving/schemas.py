@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from telemetry.request import ID_MAX_LEN, Number, VmRequest
+from pond.telemetry.request import ID_MAX_LEN, Number, VmRequest
 
 Id = Field(min_length=1, max_length=ID_MAX_LEN)
 MAX_COUNTERS = 512              # the lab list has 134 events; a map beyond this is not a VM's counters

@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from core.errors import ConfigError
-from models.bundle import BundlePaths
+from pond.core.errors import ConfigError
+from pond.models.bundle import BundlePaths
 
 MIN_TOKEN_LEN = 16
 

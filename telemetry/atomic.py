@@ -15,13 +15,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from core.errors import ConfigError
-
+from pond.core.errors import ConfigError
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
     system or file system cannot, so that the caller falls back."""
     if sys.platform != "linux":
@@ -43,7 +42,7 @@ def _replace_dir(tmp: Path, target: Path) -> None:
     crash at any point; elsewhere two renames leave a moment without it."""
     if not target.exists():
         os.replace(tmp, target)
-    elif _exchange(tmp, target):
+    elif exchange(tmp, target):
         shutil.rmtree(tmp, ignore_errors=True)      # tmp now holds the old directory
     else:
         old = target.with_name(f".{target.name}.old-{writer_tag()}-{time.monotonic_ns()}")

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from core.errors import ContractError
-from telemetry import request
+from pond.core.errors import ContractError
+from pond.telemetry import request
 
 Kind = Literal["id", "str", "float", "int", "timestamp"]
 

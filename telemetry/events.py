@@ -16,7 +16,7 @@ def lab_events() -> tuple[str, ...]:
     Uncore (UNC_*) and MSR events are per socket, not per VM, so a VM's counters cannot
     carry them; the two CAS counts are kept as the lab's bandwidth signal.
     """
-    text = resources.files("telemetry").joinpath("reference/clx-2s-events.txt").read_text()
+    text = resources.files("pond.telemetry").joinpath("reference/clx-2s-events.txt").read_text()
     seen: dict[str, None] = {}
     for line in text.splitlines():
         name = line.strip()

@@ -13,10 +13,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from core.errors import ContractError, InputFormatError
-from telemetry.contract import OPTIONAL_TABLES, TABLES, validate_tables
-from telemetry.io import find_table, read_csv, read_raw
-from telemetry.storage import Location
+from pond.core.errors import ContractError, InputFormatError
+from pond.telemetry.contract import OPTIONAL_TABLES, TABLES, validate_tables
+from pond.telemetry.io import find_table, read_csv, read_raw
+from pond.telemetry.storage import Location
 
 PERF_NOT_COUNTED = ("<not counted>", "<not supported>")
 PLAIN_ALIAS = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")

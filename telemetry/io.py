@@ -16,12 +16,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from core.errors import ContractError
-from telemetry.atomic import AtomicDir
-from telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, text_columns, validate_table, validate_tables
-from telemetry.request import near_names
-from telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
-
+from pond.core.errors import ContractError
+from pond.telemetry.atomic import AtomicDir
+from pond.telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, text_columns, validate_table, validate_tables
+from pond.telemetry.request import near_names
+from pond.telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
 ROW_GROUP = 131_072                    # rows per row group of fleet-sized outputs: a reader of a few days skips the rest
 PARTITIONED = ("vms", "vm_counters")   # the tables that grow with the fleet

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from core.errors import ContractError
+from pond.core.errors import ContractError
 
 ID_MAX_LEN = 256        # vm_id, customer_id, cluster_id
 VM_TYPE_MAX_LEN = 128

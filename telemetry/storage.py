@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from fsspec import get_filesystem_class
 from upath import UPath
 
-from core.errors import ConfigError
+from pond.core.errors import ConfigError
 
 Location = Union[Path, UPath]
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://")

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from telemetry.fleet import FleetParams, LabParams, generate
-from telemetry.io import read_tables
+from pond.telemetry.fleet import FleetParams, LabParams, generate
+from pond.telemetry.io import read_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -70,7 +70,7 @@ NIGHT = ("features", "train_li", "train_um", "optimize", "evaluate")
 
 def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str = "pond") -> Path:
     """The nightly stages on ``raw`` with small_params(), in-process, outputs under ``wd``."""
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "params.yaml").write_text(yaml.safe_dump(small_params(variant)))
@@ -127,8 +127,8 @@ def small_walks_bundle(tmp_path_factory, small_walks_raw) -> Path:
 @pytest.fixture(scope="session")
 def small_backtest(tmp_path_factory, small_raw, small_bundle) -> Path:
     """`pond backtest` (2 nights ending at SMALL_AS_OF) on the small fleet; its per-night outputs."""
-    from core.params import Params
-    from pipelines import backtest
+    from pond.core.params import Params
+    from pond.pipelines import backtest
 
     wd = tmp_path_factory.mktemp("backtest")
     with own_mlflow(wd):

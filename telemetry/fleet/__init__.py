@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.progress import Steps
-from telemetry.atomic import AtomicDir, refuse_to_replace
-from telemetry.contract import TRUTH_FILE
-from telemetry.fleet.lab import Lab, LabParams, build_lab
-from telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
-from telemetry.io import holds_tables, vm_partitions, write_partitioned
+from pond.core.progress import Steps
+from pond.telemetry.atomic import AtomicDir, refuse_to_replace
+from pond.telemetry.contract import TRUTH_FILE
+from pond.telemetry.fleet.lab import Lab, LabParams, build_lab
+from pond.telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
+from pond.telemetry.io import holds_tables, vm_partitions, write_partitioned
 
 __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
 

@@ -39,9 +39,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from core.params import LabParams
-from telemetry.events import lab_events
-from telemetry.fleet.portable import exp, log, power, sigmoid
+from pond.core.params import LabParams
+from pond.telemetry.events import lab_events
+from pond.telemetry.fleet.portable import exp, log, power, sigmoid
 
 LLC_MB = 27.5            # Cascade Lake 2S lab part, per socket
 LOCAL_LAT_CYCLES = 195   # 78 ns at 2.5 GHz (CALIBRATION.md)
@@ -92,7 +92,7 @@ CLASS_PARAMS: dict[str, dict[str, float]] = {
 
 def catalogue() -> pd.DataFrame:
     """Workload names and classes as in Pond §6.1, with the lab's peak RSS where known."""
-    ref = pd.read_csv(resources.files("telemetry").joinpath("reference/workload-footprints.csv"))
+    ref = pd.read_csv(resources.files("pond.telemetry").joinpath("reference/workload-footprints.csv"))
     ref["workload_class"] = ref.suite.replace({"hibench-spark": "spark"})
     ref["workload_id"] = ref.suite + "/" + ref.workload
     rows = [ref[["workload_id", "workload_class", "peak_rss_mb"]]]

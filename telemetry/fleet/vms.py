@@ -27,9 +27,9 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from core.params import FleetParams, LabParams
-from telemetry.fleet.lab import Lab, measured, pool_slowdown
-from telemetry.fleet.portable import INV_LN2, exp, log, power
+from pond.core.params import FleetParams, LabParams
+from pond.telemetry.fleet.lab import Lab, measured, pool_slowdown
+from pond.telemetry.fleet.portable import INV_LN2, exp, log, power
 
 FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.errors import ContractError
-from telemetry.contract import TABLES, validate_table, validate_tables
+from pond.core.errors import ContractError
+from pond.telemetry.contract import TABLES, validate_table, validate_tables
 
 
 def test_generated_fleet_follows_the_contract(small_tables):
@@ -166,7 +166,7 @@ def test_typed_timestamps_are_taken_as_parsing_would_take_them(tables, dtype):
 
 
 def test_fleet_slowdown_reports_are_optional_and_checked(small_reports_raw):
-    from telemetry.io import read_optional, read_tables
+    from pond.telemetry.io import read_optional, read_tables
 
     tables = read_tables(small_reports_raw, [*TABLES, "vm_slowdowns"])
     assert len(tables["vm_slowdowns"]) > 0

@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.calibration import fleet_checks, lab_checks
-from evaluation.combined import slowdown_at
-from evaluation.truth import truth_table
-from features.build import FeatureParams, vm_features
-from telemetry.fleet import FleetParams, LabParams, build_lab, build_vms
-from telemetry.fleet.vms import iter_counters
-from telemetry.io import read_optional, read_tables
+from pond.evaluation.calibration import fleet_checks, lab_checks
+from pond.evaluation.combined import slowdown_at
+from pond.evaluation.truth import truth_table
+from pond.features.build import FeatureParams, vm_features
+from pond.telemetry.fleet import FleetParams, LabParams, build_lab, build_vms
+from pond.telemetry.fleet.vms import iter_counters
+from pond.telemetry.io import read_optional, read_tables
 from tests.conftest import SMALL_FLEET
 
 
@@ -40,8 +40,8 @@ def test_lab_matches_published_sensitivity(default_lab):
 
 def test_counters_and_slowdowns_agree(default_lab):
     """Finding 4 by mechanism: DRAM bound ranks slowdowns well, but not perfectly."""
-    from features.tma import tma_metrics
-    from evaluation.calibration import full_pool_slowdown
+    from pond.evaluation.calibration import full_pool_slowdown
+    from pond.features.tma import tma_metrics
     s = full_pool_slowdown(default_lab.slowdowns)[1.82]
     dram = tma_metrics(default_lab.workloads.set_index("workload_id").loc[s.index])["tma_dram_bound"]
     rho = pd.Series(dram.to_numpy()).corr(pd.Series(s.to_numpy()), method="spearman")
@@ -82,7 +82,7 @@ def test_walks_variant_weakens_customer_persistence():
 
 
 def test_calibration_checks_print_what_passing_means():
-    from evaluation.calibration import Check
+    from pond.evaluation.calibration import Check
 
     band, floor = Check("a", 31.6, 26, 6, "s"), Check("b", 74.4, 50, 0, "s", kind="min")
     assert band.requirement == "26 +/- 6" and floor.requirement == ">= 50"

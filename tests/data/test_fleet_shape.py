@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.params import FleetParams, LabParams
-from evaluation.calibration import fleet_checks, shape_checks
-from telemetry.fleet import generate
-from telemetry.io import read_tables
+from pond.core.params import FleetParams, LabParams
+from pond.evaluation.calibration import fleet_checks, shape_checks
+from pond.telemetry.fleet import generate
+from pond.telemetry.io import read_tables
 
 pytestmark = pytest.mark.slow
 

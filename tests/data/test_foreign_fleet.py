@@ -16,9 +16,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from pipelines.cli import main
-from serving.app import create_app
-from telemetry.io import read_tables
+from pond.pipelines.cli import main
+from pond.serving.app import create_app
+from pond.telemetry.io import read_tables
 from tests.conftest import small_params
 from tests.serving.conftest import settings_for
 

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.cli import main
-from pipelines.validate import check
-from telemetry.contract import TABLES
-from telemetry.io import read_tables
+from pond.pipelines.cli import main
+from pond.pipelines.validate import check
+from pond.telemetry.contract import TABLES
+from pond.telemetry.io import read_tables
 
 
 @pytest.fixture()

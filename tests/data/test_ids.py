@@ -6,12 +6,11 @@ predict`'s CSV, the Azure vmtable and the perf runs' meta file. The HTTP routes 
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
-from pipelines.cli import main
-from serving.offline import request_columns
-from telemetry.importers import azure_vms, perf_workloads
-from telemetry.io import read_raw, read_tables
+from pond.pipelines.cli import main
+from pond.serving.offline import request_columns
+from pond.telemetry.importers import azure_vms, perf_workloads
+from pond.telemetry.io import read_raw, read_tables
 from tests.conftest import FIXTURES
 
 # what a spreadsheet or a type-guessing reader turns into something else: numbers, floats, dates, missing values

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.errors import InputFormatError
-from pipelines.cli import main
-from telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
-from telemetry.io import read_tables
+from pond.core.errors import InputFormatError
+from pond.pipelines.cli import main
+from pond.telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
+from pond.telemetry.io import read_tables
 from tests.conftest import FIXTURES
 
 
@@ -69,7 +69,7 @@ def test_azure_vmtable_compressed_or_at_a_url_is_the_plain_file(tmp_path):
 
     import fsspec
 
-    from telemetry.storage import location, remove_tree
+    from pond.telemetry.storage import location, remove_tree
 
     plain = FIXTURES / "azure" / "vmtable.csv"
     packed = tmp_path / "vmtable.csv.gz"
@@ -118,7 +118,7 @@ def test_perf_runs_at_a_url_are_the_local_runs():
 
     import fsspec
 
-    from telemetry.storage import location, remove_tree
+    from pond.telemetry.storage import location, remove_tree
 
     url = f"memory://pond-perf-{uuid.uuid4().hex}"
     fsspec.filesystem("memory").put(str(FIXTURES / "perf"), url.split("://", 1)[1], recursive=True)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 GENERATE = """
 import sys
 from pathlib import Path
-from telemetry.fleet import FleetParams, LabParams, generate
+from pond.telemetry.fleet import FleetParams, LabParams, generate
 generate(LabParams(seed=7, repetitions=1), FleetParams(seed=7, n_days=4, vms_per_day=3000, n_customers=200),
          Path(sys.argv[1]))
 """

@@ -7,10 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from telemetry.fleet import generate
-from telemetry.io import CLUSTER_KEY, DAY_KEY, cluster_bytes, find_table, read_raw, read_tables, write_tables
+from pond.telemetry.fleet import LabParams, generate
+from pond.telemetry.io import CLUSTER_KEY, DAY_KEY, cluster_bytes, find_table, read_raw, read_tables, write_tables
 from tests.conftest import SMALL_FLEET
-from telemetry.fleet import LabParams
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +106,7 @@ def test_only_the_fleet_tables_may_be_datasets(tmp_path):
 
 
 def test_features_on_the_partitioned_layout_equal_the_single_files(tmp_path, partitioned_raw, small_bundle):
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
     assert main(["--quiet", "--params", str(small_bundle / "params.yaml"), "features", "--raw", str(partitioned_raw),
                  "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 0
     # within a day the dataset's rows come cluster by cluster, so the VMs' order differs; each VM's
@@ -126,7 +125,7 @@ def test_read_days_returns_those_days_and_skips_the_other_row_groups(tmp_path, s
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from telemetry.io import read_days
+    from pond.telemetry.io import read_days
 
     vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
     path = tmp_path / "vm_features.parquet"

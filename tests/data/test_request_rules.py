@@ -8,7 +8,7 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from telemetry.request import FIELDS, ID_MAX_LEN, NAME_MAX_LEN, VM_TYPE_MAX_LEN, VmRequest, plain_request
+from pond.telemetry.request import FIELDS, ID_MAX_LEN, NAME_MAX_LEN, VM_TYPE_MAX_LEN, VmRequest, plain_request
 
 LONG = ID_MAX_LEN
 # raw JSON literals per field: valid, at the limits, one past them, other types, spaces of every kind

@@ -11,13 +11,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from core.errors import ConfigError, ContractError
-from core.params import Params
-from features.build import facts, summary, vm_features
-from features.partitioned import first_events_day, partitioned_features
-from features.shuffle import Unit, merge_in_order, split
-from telemetry.fleet import LabParams, generate
-from telemetry.io import DAY_KEY, counters_source, read_tables, write_tables
+from pond.core.errors import ConfigError, ContractError
+from pond.core.params import Params
+from pond.features.build import facts, summary, vm_features
+from pond.features.partitioned import first_events_day, partitioned_features
+from pond.features.shuffle import Unit, merge_in_order, split
+from pond.telemetry.fleet import LabParams, generate
+from pond.telemetry.io import DAY_KEY, counters_source, read_tables, write_tables
 from tests.conftest import SMALL_FLEET, small_params
 
 
@@ -173,7 +173,7 @@ def test_relative_paths_reach_workers_in_another_directory(tmp_path, partitioned
 
 
 def test_spread_puts_the_largest_group_into_the_least_loaded_partition():
-    from features.shuffle import spread
+    from pond.features.shuffle import spread
     sizes = {"a": 10, "b": 7, "c": 5, "d": 3}
     assert spread(sizes, 2) == {"a": 0, "b": 1, "c": 1, "d": 0}
     assert spread(sizes, 6) == {"a": 0, "b": 1, "c": 2, "d": 3}     # more partitions than groups: one each
@@ -181,7 +181,7 @@ def test_spread_puts_the_largest_group_into_the_least_loaded_partition():
 
 
 def test_a_group_lands_in_one_partition_named_or_not():
-    from features.shuffle import group_partition
+    from pond.features.shuffle import group_partition
     values = pd.Series(["a", "b", "z", "a", "z", "b", "y"], dtype="string")
     part = group_partition(values, 4, {"a": 3, "b": 0})
     assert part[0] == part[3] == 3 and part[1] == part[5] == 0

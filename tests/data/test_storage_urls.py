@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.cli import main
-from telemetry.io import read_tables, write_tables
+from pond.pipelines.cli import main
+from pond.telemetry.io import read_tables, write_tables
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def test_local_engine_reads_a_bucket_as_a_folder(s3, local, tmp_path, layout):
 
 
 def test_dask_workers_read_the_bucket_and_exchange_through_a_scratch_url(s3, local, tmp_path, monkeypatch, capsys):
-    import pipelines.features as stage
+    import pond.pipelines.features as stage
 
     monkeypatch.setenv("POND_SCRATCH", "s3://scratch/nightly")
     exchanged, real = [], stage.partitioned_features
@@ -117,7 +117,7 @@ def test_simulate_places_the_trace_on_workers_from_the_bucket_through_a_scratch_
                                                                                     tmp_path, monkeypatch):
     """The workers read the trace in the bucket and exchange its cluster partitions through the scratch
     URL (``evaluation.trace``); the tables and metrics are the local engine's on the folder."""
-    import evaluation.replay as stage
+    import pond.evaluation.replay as stage
 
     monkeypatch.setenv("POND_SCRATCH", "s3://scratch/sim")
     exchanged, real = [], stage.gather_window

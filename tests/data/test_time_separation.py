@@ -71,7 +71,7 @@ def test_scrambled_future_leaves_policy_and_models_identical(small_raw, tmp_path
 
 
 def _optimize(bundle: Path, raw: Path, out: Path, params: Path | None = None) -> dict:
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     out.mkdir(parents=True)
     args = ["--params", str(params or bundle / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ConfigError, ContractError
-from core.params import LabParams, SimParams
-from evaluation.trace import facts, gather_window, read_trace, span, split_trace, window_of
-from telemetry.fleet import generate
-from telemetry.io import read_tables, write_tables
+from pond.core.errors import ConfigError, ContractError
+from pond.core.params import LabParams, SimParams
+from pond.evaluation.trace import facts, gather_window, read_trace, span, split_trace, window_of
+from pond.telemetry.fleet import generate
+from pond.telemetry.io import read_tables, write_tables
 from tests.conftest import SMALL_FLEET
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 import yaml
 
-from core.params import Params
-from pipelines.cli import main
-from pipelines.validate import REPRO, STATIC, check
-from telemetry.contract import TABLES
+from pond.core.params import Params
+from pond.pipelines.cli import main
+from pond.pipelines.validate import REPRO, STATIC, check
+from pond.telemetry.contract import TABLES
 from tests.conftest import small_params
 
 
@@ -196,7 +195,7 @@ def test_every_blocked_line_names_its_reason(small_tables, tmp_path):
 def test_a_params_file_named_that_does_not_exist_is_refused_not_skipped(small_raw, tmp_path, capsys):
     """Named with --params, a missing file is an error (it used to validate silently without params); left out,
     ./params.yaml is used when there is one."""
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     for stage in (["validate", str(small_raw)],
                   ["calibrate", "--raw", str(small_raw), "--metrics", str(tmp_path / "m.json")]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.params import Params
+from pond.core.params import Params
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("variant", ["pond", "walks"])
 def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     """Both built-in fleet variants (issue 13): the walks fleet's mechanisms differ, the contract does not."""
-    from pipelines import backtest
+    from pond.pipelines import backtest
 
     if variant == "pond":        # the shared fixture: simulate's tests replay its nights
         out = request.getfixturevalue("small_backtest")
@@ -48,8 +48,8 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
 def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(small_raw, small_bundle, tmp_path):
     """An imported trace with a gap: the night cannot be judged, so it is skipped and counted; when every
     night is skipped, backtest stops with a message naming the days, before training anything."""
-    from core.errors import ConfigError
-    from pipelines import backtest
+    from pond.core.errors import ConfigError
+    from pond.pipelines import backtest
 
     params = small_params()
     params["base"]["as_of"] = "2026-01-12"          # the small fleet's last day: nothing is created after it

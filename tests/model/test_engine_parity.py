@@ -12,16 +12,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from core.cluster import session
-from core.errors import ConfigError
-from core.params import EngineParams, Params
-from evaluation.trace import cluster_partitions
-from features.shuffle import customer_partition
-from models.um_protocol import fit_night, night
-from pipelines.cli import main
-from telemetry.contract import TRUTH_FILE
-from telemetry.fleet import FleetParams, LabParams, generate
-from telemetry.io import cluster_bytes, read_tables, write_tables
+from pond.core.cluster import session
+from pond.core.errors import ConfigError
+from pond.core.params import EngineParams, Params
+from pond.evaluation.trace import cluster_partitions
+from pond.features.shuffle import customer_partition
+from pond.models.um_protocol import fit_night, night
+from pond.pipelines.cli import main
+from pond.telemetry.contract import TRUTH_FILE
+from pond.telemetry.fleet import FleetParams, LabParams, generate
+from pond.telemetry.io import cluster_bytes, read_tables, write_tables
 from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
 
 pytestmark = pytest.mark.slow
@@ -159,8 +159,8 @@ def test_evaluate_is_identical(tmp_path, small_raw, small_bundle, capsys):
 
 @pytest.mark.parametrize("parts", [1, 3, 10_000])
 def test_scores_in_slices_are_the_scores_of_the_whole(small_bundle, parts):
-    from models.inference import ModelFiles, score, score_in_parts
-    from models.policy import read_policy
+    from pond.models.inference import ModelFiles, score, score_in_parts
+    from pond.models.policy import read_policy
 
     files = ModelFiles.from_policy(read_policy(small_bundle / "policy.json"), small_bundle / "li", small_bundle / "um")
     vms = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
@@ -209,7 +209,7 @@ def test_dask_um_fits_are_bit_reproducible(client, small_bundle):
     """The same rows and seed give the same trees, fit after fit: without ``InOrder`` LightGBM ranks
     the workers in the order of a set of keys, and which half of the rows bins which features
     changes with it (one fit in two, on two workers)."""
-    from models.dask_fit import fit_regressor
+    from pond.models.dask_fit import fit_regressor
 
     vf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet")
     n = night(vf, SMALL_AS_OF, Params(**small_params()).train_um)
@@ -229,10 +229,10 @@ def test_the_workers_night_is_the_local_night(client, small_bundle, monkeypatch)
     """train_um on Dask (models.um_dask): the process reads one creation day at a time and the workers'
     shares of a night hold the local night's rows, training rows included, encoded with the same
     vocabulary to the same values; a seeded random split, every worker a share."""
-    import models.um_dask as um_dask
-    from models.um import UmEncoder, customer_columns_of, fit_vocabulary
-    from models.um_protocol import backtest_nights, creation_days, night_columns
-    from telemetry.io import read_days, table_columns
+    import pond.models.um_dask as um_dask
+    from pond.models.um import UmEncoder, customer_columns_of, fit_vocabulary
+    from pond.models.um_protocol import backtest_nights, creation_days, night_columns
+    from pond.telemetry.io import read_days, table_columns
 
     p = Params(**small_params()).train_um
     path = small_bundle / "features" / "vm_features.parquet"
@@ -266,7 +266,7 @@ def test_the_workers_night_is_the_local_night(client, small_bundle, monkeypatch)
 
 
 def test_lightgbm_is_told_where_the_parts_are_in_their_order():
-    from models.dask_fit import InOrder
+    from pond.models.dask_fit import InOrder
 
     class Future:
         def __init__(self, key):
@@ -296,9 +296,9 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
     README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights; before
     the dask fits were bit-reproducible (models.dask_fit), 6 runs put its UM 0.19-0.49 points and
     its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
-    import models.um_dask
-    import pipelines.train_um
-    from telemetry.io import read_days
+    from pond.models import um_dask
+    from pond.pipelines import train_um
+    from pond.telemetry.io import read_days
 
     raw = tmp_path / "raw"
     generate(LabParams(seed=5, repetitions=2), MEDIUM_FLEET, raw)
@@ -307,7 +307,7 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
         wd = tmp_path / backend
         params = str(_params(wd, backend))
         read[backend] = []
-        for module in (pipelines.train_um, models.um_dask):
+        for module in (train_um, um_dask):
             monkeypatch.setattr(module, "read_days", lambda *a, _r=read[backend], **k: _r.append(a[1:3]) or
                                 read_days(*a, **k))
         with own_mlflow(wd):
@@ -332,7 +332,7 @@ def test_backtest_snapshots_are_identical(tmp_path, small_raw, layout):
     """Each night's snapshot computed by the workers from one split by customer equals the local engine's,
     which reads the `vms` table whole; the scratch folder is gone afterwards. A 2-day history: the first
     night's needs counters of days the last night's does not."""
-    from pipelines.backtest import snapshots
+    from pond.pipelines.backtest import snapshots
 
     p = yaml.safe_load(_params(tmp_path, "dask").read_text())
     p["features"]["history_days"] = 2
@@ -357,7 +357,7 @@ def test_backtest_snapshots_are_identical(tmp_path, small_raw, layout):
 def test_backtest_on_dask_never_reads_the_vms_table(tmp_path, small_raw, small_bundle, small_backtest, monkeypatch):
     """A night of `pond backtest` on Dask: its snapshot is the local engine's (the small fleet's backtest
     night), and its process reads the `workloads` table only (the workers read `vms`)."""
-    from pipelines import backtest
+    from pond.pipelines import backtest
 
     asked: list[list[str]] = []
     real = backtest.read_tables

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ContractError, ModelError
-from evaluation.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
-from features.build import lab_features
-from models.li import BASELINES, li_labels, make_li_model, training_set
-from models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
-from models.runtime import onnx_p_insensitive, session
+from pond.core.errors import ContractError, ModelError
+from pond.evaluation.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
+from pond.features.build import lab_features
+from pond.models.li import BASELINES, li_labels, make_li_model, training_set
+from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
+from pond.models.runtime import onnx_p_insensitive, session
 
 
 def _slowdowns(rows):
@@ -100,9 +100,9 @@ def test_parity_check_fails_loudly(li_data):
 
 @pytest.mark.slow
 def test_train_li_stage(small_raw, tmp_path, monkeypatch):
-    from core.params import Params
-    from pipelines import features as features_stage
-    from pipelines import train_li
+    from pond.core.params import Params
+    from pond.pipelines import features as features_stage
+    from pond.pipelines import train_li
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.li_select import FOREST, candidates, nested, select
-from models.li_rule import CounterRule, export_rule
-from models.runtime import onnx_p_insensitive, session
+from pond.evaluation.li_select import FOREST, candidates, nested, select
+from pond.models.li_rule import CounterRule, export_rule
+from pond.models.runtime import onnx_p_insensitive, session
 
 
 def _rule_world(n=120, noise_features=40, seed=0):

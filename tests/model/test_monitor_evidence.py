@@ -13,18 +13,18 @@ import pandas as pd
 import pytest
 import yaml
 
-from core.params import Params
-from features.history import own_features
-from models.inference import load_verified
-from models.runtime import onnx_p_insensitive
-from optimize.tonight import li_model
+from pond.core.params import Params
+from pond.features.history import own_features
+from pond.models.inference import load_verified
+from pond.models.runtime import onnx_p_insensitive
+from pond.optimize.tonight import li_model
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow
 
 
 def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None) -> dict:
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     out.mkdir(parents=True)
     (out / "params.yaml").write_text(yaml.safe_dump(params or small_params()))

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pipelines.cli import main
+from pond.pipelines.cli import main
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     params.write_text(yaml.safe_dump(small_params()))
     first = _night(small_bundle, small_raw, store, "night1")
     assert main(["--params", str(params), *first]) == 0
-    from models.bundle import verify
+    from pond.models.bundle import verify
     assert verify(store / "night1" / "bundle")["as_of"] == json.loads((small_bundle / "policy.json").read_text())["as_of"]
     champion = _version(store, "champion")
     assert str(champion.version) == "1" and champion.tags["gate.decision"] == "champion"
@@ -129,7 +129,7 @@ def test_not_found_is_the_only_absence():
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
 
-    from pipelines.tracking import not_found
+    from pond.pipelines.tracking import not_found
     assert not_found(MlflowException("Registered Model with name=x not found", error_code=RESOURCE_DOES_NOT_EXIST))
     assert not_found(MlflowException("Registered model alias champion not found.", error_code=INVALID_PARAMETER_VALUE))
     assert not not_found(MlflowException("bad alias name", error_code=INVALID_PARAMETER_VALUE))

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.params import Params
-from models.decision import decide, policy_knobs
-from models.policy import read_policy
-from evaluation import replay
-from pipelines import simulate
-from telemetry.io import read_tables
+from pond.core.params import Params
+from pond.evaluation import replay
+from pond.models.decision import decide, policy_knobs
+from pond.models.policy import read_policy
+from pond.pipelines import simulate
+from pond.telemetry.io import read_tables
 from tests.conftest import small_params
 
 pytestmark = pytest.mark.slow
@@ -98,7 +98,7 @@ def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
 
 def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
     """A trace's first creation says nothing when an export holds VMs created years before its month."""
-    from evaluation.trace import bulk_start
+    from pond.evaluation.trace import bulk_start
 
     day = pd.Timestamp("2026-01-01", tz="UTC")
     days = pd.Series([1, 40, 300, 310, 290, 1], index=[pd.Timestamp("2019-03-04", tz="UTC"), day,
@@ -108,8 +108,8 @@ def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
 
 
 def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
-    from pipelines.cli import main
-    from telemetry.io import write_tables
+    from pond.pipelines.cli import main
+    from pond.telemetry.io import write_tables
 
     tables = read_tables(small_raw)
     old = tables["vms"].copy()
@@ -132,7 +132,7 @@ def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw,
     afresh per policy (pool_aware, the default), the same static pools can raise it."""
     import yaml
 
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     got = {}
     for placement in ("keep", "pool_aware"):
@@ -156,7 +156,7 @@ def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw,
     topped up; the per-server peaks are those of the judged days, where a fixed split still never costs."""
     import yaml
 
-    from pipelines.cli import main
+    from pond.pipelines.cli import main
 
     got = {}
     for days in (0, 2):

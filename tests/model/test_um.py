@@ -9,21 +9,27 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from core.errors import ConfigError
-from core.params import Params
-from evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
-from features.build import FeatureParams, vm_features
-from models.decision import pool_gb
-from models.onnx_export import boundary_rows, check_regressor_parity, export_um, export_um_onnxmltools, lightgbm_splits
-from models.runtime import session
-from models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
-from models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
-from telemetry import request
+from pond.core.errors import ConfigError
+from pond.core.params import Params
+from pond.evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
+from pond.features.build import FeatureParams, vm_features
+from pond.models.decision import pool_gb
+from pond.models.onnx_export import (
+    boundary_rows,
+    check_regressor_parity,
+    export_um,
+    export_um_onnxmltools,
+    lightgbm_splits,
+)
+from pond.models.runtime import session
+from pond.models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
+from pond.models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
+from pond.telemetry import request
 
 
 @pytest.fixture(scope="module")
 def vmf(small_raw):
-    from telemetry.io import read_tables
+    from pond.telemetry.io import read_tables
     t = read_tables(small_raw, ["vms"])
     return vm_features(t["vms"], small_raw / "vm_counters.parquet", FeatureParams(as_of="2026-01-09"))
 
@@ -191,7 +197,7 @@ def test_unknown_category_takes_missing_branch(vmf):
 
 @pytest.mark.slow
 def test_train_um_stage(vmf, tmp_path, monkeypatch):
-    from pipelines import train_um
+    from pond.pipelines import train_um
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "features").mkdir()
@@ -214,8 +220,8 @@ def test_train_um_stage(vmf, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_changed_percentile_list_reaches_the_model_or_fails_loudly(small_raw, tmp_path, monkeypatch):
-    from pipelines import features as features_stage
-    from pipelines import train_um
+    from pond.pipelines import features as features_stage
+    from pond.pipelines import train_um
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     small = {"train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 2,

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
-from models.bundle import BundlePaths
-from serving.engine import Engine
-from serving.settings import Settings
+from pond.models.bundle import BundlePaths
+from pond.serving.app import create_app
+from pond.serving.engine import Engine
+from pond.serving.settings import Settings
 from tests.conftest import SMALL_AS_OF
 
 

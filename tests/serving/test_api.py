@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from core.errors import ConfigError
-from features.tma import pmu_features
-from pipelines.cli import main
-from serving.app import create_app
+from pond.core.errors import ConfigError
+from pond.features.tma import pmu_features
+from pond.pipelines.cli import main
+from pond.serving.app import create_app
 from tests.serving.conftest import request_of, settings_for
 
 

@@ -11,10 +11,10 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.errors import ModelError
-from serving.engine import Engine
-from serving.observability import Metrics
-from serving.reload import EngineHolder, FileSource
+from pond.core.errors import ModelError
+from pond.serving.engine import Engine
+from pond.serving.observability import Metrics
+from pond.serving.reload import EngineHolder, FileSource
 from tests.serving.conftest import bundle_paths
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -70,7 +68,7 @@ def test_a_bad_column_is_refused_by_name(client, requests_, change, status, loc,
 def test_not_a_stream_and_too_many_rows(small_bundle, client, requests_):
     from fastapi.testclient import TestClient
 
-    from serving.app import create_app
+    from pond.serving.app import create_app
     from tests.serving.conftest import settings_for
 
     r = client.post("/v1/allocations/batch", content=b"not arrow", headers={"content-type": ARROW})

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.decision import LABELS, policy_knobs
-from models.decision_graph import build
-from models.inference import join_history, read_verified
-from models.runtime import session
-from pipelines.cli import main
-from telemetry import request
+from pond.models.decision import LABELS, policy_knobs
+from pond.models.decision_graph import build
+from pond.models.inference import join_history, read_verified
+from pond.models.runtime import session
+from pond.pipelines.cli import main
+from pond.telemetry import request
 from tests.serving.conftest import bundle_paths
 
 FIELDS = ("local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "p_insensitive", "li_called")
@@ -85,9 +85,9 @@ def test_a_scheduler_runs_the_written_graph_with_onnx_runtime_alone(engine, inpu
 def test_a_deployed_single_counter_rule_is_embedded_as_it_is(engine, inputs, small_bundle):
     """The LI model the solver deploys may be a single-counter rule (models.li_rule), not a forest: its graph goes
     in as it is, and the graph answers as the rule's own session and the rule of models.decision do."""
-    from models.decision import decide
-    from models.li_rule import CounterRule, export_rule
-    from models.runtime import onnx_p_insensitive
+    from pond.models.decision import decide
+    from pond.models.li_rule import CounterRule, export_rule
+    from pond.models.runtime import onnx_p_insensitive
 
     cols, feeds = inputs
     policy, p = engine.policy, bundle_paths(small_bundle)

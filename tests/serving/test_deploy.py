@@ -7,7 +7,7 @@ import subprocess
 
 import yaml
 
-from serving.settings import Settings
+from pond.serving.settings import Settings
 from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ModelError
-from models.bundle import BundlePaths
-from serving.engine import Engine
-from serving.offline import allocations_frame, request_columns
-from telemetry.atomic import sha256_file
-from telemetry.request import FIELDS as REQUEST_FIELDS
-from telemetry.request import SHAPE as REQUEST_SHAPE
+from pond.core.errors import ModelError
+from pond.models.bundle import BundlePaths
+from pond.serving.engine import Engine
+from pond.serving.offline import allocations_frame, request_columns
+from pond.telemetry.atomic import sha256_file
+from pond.telemetry.request import FIELDS as REQUEST_FIELDS
+from pond.telemetry.request import SHAPE as REQUEST_SHAPE
 from tests.serving.conftest import bundle_paths
 
 
@@ -113,7 +113,7 @@ def test_a_batch_runs_the_um_model_only_for_shapes_not_seen(engine, next_day_vms
     assert counted.rows == distinct                     # every shape was seen: no model run
     for k, v in again.items():
         np.testing.assert_array_equal(v, first[k][: len(next_day_vms) // 2], err_msg=k)
-    monkeypatch.setattr("serving.engine.UM_CACHE_ENTRIES", 5)   # a file job larger than the cache: all rows run
+    monkeypatch.setattr("pond.serving.engine.UM_CACHE_ENTRIES", 5)   # a file job larger than the cache: all rows run
     assert cold.allocate(half) is not None and counted.rows == distinct + len(half["vm_type"])
 
 def _one(eng, cols: dict[str, list], i: int, timings: dict | None = None) -> dict:
@@ -168,7 +168,7 @@ def test_a_new_customer_on_a_known_shape_is_a_hit(engine):
 
 
 def test_the_cache_is_bounded(engine, next_day_vms, monkeypatch):
-    monkeypatch.setattr("serving.engine.UM_CACHE_ENTRIES", 5)
+    monkeypatch.setattr("pond.serving.engine.UM_CACHE_ENTRIES", 5)
     cold, cols = replace(engine, um_cache={}), _cols(next_day_vms.head(100))
     for i in range(100):
         _one(cold, cols, i)

@@ -7,10 +7,10 @@ import asyncio
 import orjson
 from prometheus_client import generate_latest
 
-from serving.app import allocation_row
-from serving.hot import ANSWER_ENTRIES, Answers, request_fields
-from serving.observability import Metrics, Tally, add_observations
-from serving.protocol import CoalescedWrites
+from pond.serving.app import allocation_row
+from pond.serving.hot import ANSWER_ENTRIES, Answers, request_fields
+from pond.serving.observability import Metrics, Tally, add_observations
+from pond.serving.protocol import CoalescedWrites
 from tests.serving.conftest import request_of
 
 
@@ -42,7 +42,7 @@ def test_a_new_engine_starts_afresh_and_a_full_cache_empties(engine, next_day_vm
     answers.engine = object()           # as if a reload had swapped the engine since
     answers.json(engine, fields)
     assert len(stage_calls) == 2 and answers.engine is engine and len(answers.cache) == 1
-    monkeypatch.setattr("serving.hot.ANSWER_ENTRIES", 1)
+    monkeypatch.setattr("pond.serving.hot.ANSWER_ENTRIES", 1)
     other = (*fields[:4], fields[4] + 1, *fields[5:])
     answers.json(engine, other)
     assert list(answers.cache) == [other[1:]] and ANSWER_ENTRIES > len(answers.cache)
@@ -130,8 +130,8 @@ def test_a_batch_validates_only_what_the_fast_path_declines_and_locates_errors_i
     import pytest
     from fastapi.exceptions import RequestValidationError
 
-    from serving.app import parse_batch
-    from telemetry.request import FIELDS
+    from pond.serving.app import parse_batch
+    from pond.telemetry.request import FIELDS
 
     day = [request_of(r) for r in next_day_vms.itertuples()]
     vms = [{**day[i % len(day)], "vm_id": f"vm-{i}"} for i in range(400)]
@@ -147,7 +147,7 @@ def test_a_batch_validates_only_what_the_fast_path_declines_and_locates_errors_i
 
 
 def test_the_periodic_flush_survives_a_failure():
-    from serving.app import _every
+    from pond.serving.app import every
 
     calls = []
 
@@ -157,7 +157,7 @@ def test_the_periodic_flush_survives_a_failure():
             raise OSError("the metrics folder went away")
 
     async def scenario() -> None:
-        task = asyncio.create_task(_every(0.001, work))
+        task = asyncio.create_task(every(0.001, work))
         while len(calls) < 3:
             await asyncio.sleep(0.001)
         task.cancel()

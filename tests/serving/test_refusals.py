@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
+from pond.serving.app import create_app
 from tests.serving.conftest import settings_for
 
 RECORDED = Path(__file__).with_name("refusals.json")
@@ -71,7 +71,7 @@ def refusals(client: TestClient, cases: dict[str, tuple[str, dict, bytes]] = CAS
 def record(settings_kw: dict) -> dict[str, dict[str, list]]:
     """What ``refusals.json`` holds, from the service built by ``settings_kw`` (and, for the token and the
     not-ready cases, the same service with a token and one with no bundle)."""
-    from serving.settings import Settings
+    from pond.serving.settings import Settings
 
     with TestClient(create_app(Settings(**settings_kw, reload_interval_s=0))) as c:
         out = {"open": refusals(c)}

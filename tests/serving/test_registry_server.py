@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from pipelines.cli import main
+from pond.pipelines.cli import main
 from tests.conftest import ROOT, small_params
 from tests.model.test_registry import _night
 from tests.serving.conftest import request_of
@@ -79,7 +79,7 @@ def test_register_and_serve_through_a_registry_server(mlflow_server, small_bundl
     env = {**os.environ, "POND_REGISTRY_MODEL": "pond-znuma", "POND_MLFLOW_TRACKING_URI": mlflow_server,
            "POND_RELOAD_INTERVAL_S": "0.5"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    service = _start([sys.executable, "-m", "pipelines", "serve", "--port", str(port)], tmp_path / "serve.log",
+    service = _start([sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port)], tmp_path / "serve.log",
                      cwd=tmp_path, env=env)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -9,9 +9,9 @@ import time
 
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
-from serving.engine import Engine, version_of
-from telemetry.atomic import write_atomic
+from pond.serving.app import create_app
+from pond.serving.engine import Engine, version_of
+from pond.telemetry.atomic import write_atomic
 from tests.serving.conftest import bundle_paths, request_of, settings_for
 
 
@@ -68,7 +68,7 @@ def test_version_names_the_policy_it_decides_with(small_bundle, tmp_path, monkey
     """The pipeline replaces policy.json while the service loads it: the engine's version is the hash of the
     bytes it parsed, not of the file as it is a moment later (that mismatch once labelled policy A's
     decisions with policy B's version under load)."""
-    import serving.engine as engine_module
+    import pond.serving.engine as engine_module
 
     for d in ("li", "um"):
         shutil.copytree(small_bundle / d, tmp_path / d)
@@ -95,7 +95,7 @@ def test_service_follows_the_registry_alias(small_bundle, tmp_path, next_day_vms
     import mlflow
     from mlflow import MlflowClient
 
-    from models.bundle import BundlePaths, assemble
+    from pond.models.bundle import BundlePaths, assemble
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)

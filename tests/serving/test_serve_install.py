@@ -31,7 +31,7 @@ def test_serve_role_alone_answers_like_the_full_install(tmp_path, small_bundle, 
     outs = {}
     for name, python in (("serve", str(py)), ("full", sys.executable)):
         out = tmp_path / f"{name}.parquet"
-        subprocess.run([python, "-m", "pipelines", "predict", str(tmp_path / "req.csv"), "--out", str(out), *bundle],
+        subprocess.run([python, "-m", "pond.pipelines", "predict", str(tmp_path / "req.csv"), "--out", str(out), *bundle],
                        check=True, cwd=tmp_path, capture_output=True)
         outs[name] = pd.read_parquet(out)
     pd.testing.assert_frame_equal(outs["serve"], outs["full"])

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError
-from pipelines.cli import _parser
-from serving.cli import settings_from
-from serving.settings import Settings
+from pond.core.errors import ConfigError
+from pond.pipelines.cli import build_parser
+from pond.serving.cli import settings_from
+from pond.serving.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -20,11 +20,11 @@ def clean_env(monkeypatch):
 
 
 def _serve(*argv: str):
-    return settings_from(_parser().parse_args(["serve", *argv]))
+    return settings_from(build_parser().parse_args(["serve", *argv]))
 
 
 def _predict(*argv: str):
-    return settings_from(_parser().parse_args(["predict", "req.csv", "--out", "out.parquet", *argv]))
+    return settings_from(build_parser().parse_args(["predict", "req.csv", "--out", "out.parquet", *argv]))
 
 
 @pytest.mark.parametrize("make", [_serve, _predict])
@@ -62,7 +62,7 @@ def test_tracking_uri_from_either_variable(monkeypatch):
 
 def test_help_names_the_variables(capsys):
     with pytest.raises(SystemExit):
-        _parser().parse_args(["serve", "--help"])
+        build_parser().parse_args(["serve", "--help"])
     out = capsys.readouterr().out
     for var in ("POND_POLICY", "POND_LI_DIR", "POND_UM_DIR", "POND_SNAPSHOT_DIR", "POND_HOST", "POND_PORT"):
         assert var in out
@@ -71,7 +71,7 @@ def test_help_names_the_variables(capsys):
 def test_database_registry_uri_without_sql_store_says_how_to_fix(monkeypatch):
     import importlib.util
 
-    from serving.reload import check_registry_uri
+    from pond.serving.reload import check_registry_uri
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sqlalchemy" else real(name, *a))

@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 def _start(small_bundle, **env: str) -> tuple[subprocess.Popen, int]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port),
+    cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port),
            "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
            "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0", **env},
@@ -85,8 +85,9 @@ def test_hostile_bodies_do_not_stall_good_requests(small_bundle):
     """benchmarks/hostile_load.py for 3 s against the small bundle: every bad body is refused with a
     413/422 (never by building one error per element), no good request fails, and the good request's
     p99 stays under 500 ms (before bounded parsing, one 4 MB bad body stalled every client for 33 s)."""
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hostile_load.py"), "--seconds", "3",
-                          "--bundle-dir", str(small_bundle), "--json"], capture_output=True, text=True, timeout=600)
+    res = subprocess.run([sys.executable, "-m", "benchmarks.hostile_load", "--seconds", "3",
+                          "--bundle-dir", str(small_bundle), "--json"], capture_output=True, text=True, timeout=600,
+                         cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["server_alive"] and set(out["good_statuses"]) == {"200"}

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from telemetry.atomic import write_atomic
+from pond.telemetry.atomic import write_atomic
 from tests.conftest import ROOT
 from tests.serving.conftest import request_of
 from tests.serving.test_uvicorn import _free_port
@@ -33,7 +33,7 @@ def test_two_workers_share_the_port_reload_and_sum_their_metrics(small_bundle, t
     policy = json.loads((small_bundle / "policy.json").read_text())
     (tmp_path / "policy.json").write_text(json.dumps(policy))
     port, prom = _free_port(), tmp_path / "prom"
-    cmd = [sys.executable, "-m", "pipelines", "serve", "--port", str(port), "--workers", "2",
+    cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port), "--workers", "2",
            "--policy", str(tmp_path / "policy.json"), "--li", str(tmp_path / "li"), "--um", str(tmp_path / "um"),
            "--snapshot", str(tmp_path / "snapshot")]
     env = {**os.environ, "POND_RELOAD_INTERVAL_S": "0.3", "PROMETHEUS_MULTIPROC_DIR": str(prom)}

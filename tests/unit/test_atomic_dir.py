@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from core.errors import ConfigError
-from pipelines.cli import main
-from telemetry.atomic import AtomicDir, _exchange, remove_leftovers, write_atomic, write_json, writer_tag
-from telemetry.io import holds_tables
+from pond.core.errors import ConfigError
+from pond.pipelines.cli import main
+from pond.telemetry.atomic import AtomicDir, exchange, remove_leftovers, write_atomic, write_json, writer_tag
+from pond.telemetry.io import holds_tables
 from tests.conftest import ROOT
 
 
@@ -21,7 +21,7 @@ def test_exchange_swaps_two_directories(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
     (a / "x").write_text("a"), (b / "x").write_text("b")
-    if not _exchange(a, b):
+    if not exchange(a, b):
         pytest.skip("this file system cannot exchange directories (the two-rename fallback is used)")
     assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
 
@@ -30,7 +30,7 @@ def test_readers_never_see_the_target_missing(tmp_path):
     target = tmp_path / "raw"
     with AtomicDir(target) as d:
         (d / "marker").write_text("0")
-    if not _exchange(target, target):   # exchanging a path with itself: cheap probe of support
+    if not exchange(target, target):   # exchanging a path with itself: cheap probe of support
         pytest.skip("no RENAME_EXCHANGE here")
     missing, stop = [], threading.Event()
 
@@ -54,11 +54,11 @@ def test_a_killed_writer_leaves_the_old_data_and_its_leftovers_are_removed(tmp_p
     with AtomicDir(target) as d:
         (d / "table").write_text("old")
     killed = subprocess.run([sys.executable, "-c", (
-        "import os, signal, sys; sys.path.insert(0, sys.argv[1]); from telemetry.atomic import AtomicDir, write_json\n"
-        "write_json(sys.argv[2] + '/metrics.json', {'a': 1})\n"
-        "with AtomicDir(sys.argv[2] + '/raw') as d:\n"
+        "import os, signal, sys; from pond.telemetry.atomic import AtomicDir, write_json\n"
+        "write_json(sys.argv[1] + '/metrics.json', {'a': 1})\n"
+        "with AtomicDir(sys.argv[1] + '/raw') as d:\n"
         "    open(f'{d}/table', 'w').write('half')\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(ROOT), str(tmp_path)])
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(tmp_path)])
     assert killed.returncode == -9
     assert (target / "table").read_text() == "old"
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".raw.tmp-")]

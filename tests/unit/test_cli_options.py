@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipelines.cli import _parser, main
+from pond.pipelines.cli import build_parser, main
 from tests.conftest import small_params
 
 
@@ -16,12 +16,12 @@ from tests.conftest import small_params
     ["--quiet", "simulate", "--params", "p.yaml", "--static-only", "--engine", "dask"],
 ])
 def test_global_options_before_or_after_the_command(argv):
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     assert (str(args.params), args.quiet, args.engine, args.static_only) == ("p.yaml", True, "dask", True)
 
 
 def test_defaults_hold_when_no_option_is_given():
-    args = _parser().parse_args(["simulate"])
+    args = build_parser().parse_args(["simulate"])
     assert (str(args.params), args.quiet, args.engine, args.scheduler) == ("params.yaml", False, None, None)
 
 

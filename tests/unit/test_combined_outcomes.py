@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.combined import outcomes, summarize
-from models.decision import PolicyKnobs, decide
+from pond.evaluation.combined import outcomes, summarize
+from pond.models.decision import PolicyKnobs, decide
 
 TABLE = pd.DataFrame({0.0: [0.0, 0.0], 100.0: [2.0, 30.0]}, index=pd.Index(["calm", "hot"], name="workload_id"))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from features.customer import attach_customer_features, customer_percentiles
+from pond.features.customer import attach_customer_features, customer_percentiles
 
 T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
 
@@ -58,7 +58,7 @@ def test_percentiles_are_interpolated_quantiles():
                                       ({"as_of": "2026-01-01", "window_days": 0}, "window_days"),
                                       ({"as_of": "2026-01-01", "percentiles": (50, 100)}, "percentiles")])
 def test_bad_feature_params_are_named(kw, match):
-    from core.errors import ConfigError
-    from features.build import FeatureParams
+    from pond.core.errors import ConfigError
+    from pond.features.build import FeatureParams
     with pytest.raises(ConfigError, match=match):
         FeatureParams(**kw)

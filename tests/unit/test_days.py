@@ -7,7 +7,7 @@ from datetime import date
 
 import pandas as pd
 
-from core.days import day_of, days_up_to, end_of, in_days_up_to, next_day
+from pond.core.days import day_of, days_up_to, end_of, in_days_up_to, next_day
 from tests.conftest import ROOT
 
 

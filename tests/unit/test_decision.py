@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.combined import outcomes, slowdown_at, summarize
-from models.decision import Decision, PolicyKnobs, decide, decide_one, policy_knobs, pool_gb, served_name
+from pond.evaluation.combined import outcomes, slowdown_at, summarize
+from pond.models.decision import Decision, PolicyKnobs, decide, decide_one, policy_knobs, pool_gb, served_name
 
 
 def test_decision_paths_and_gb_rounding():

@@ -18,8 +18,8 @@ PACKAGES = ("core", "telemetry", "features", "models", "serving", "optimize", "e
 
 
 def _module_file(name: str) -> Path | None:
-    parts = name.split(".")
-    if parts[0] not in PACKAGES:
+    parts = name.split(".")[1:] if name.startswith("pond.") else []   # pond.features -> features/
+    if not parts or parts[0] not in PACKAGES:
         return None
     for candidate in (ROOT.joinpath(*parts).with_suffix(".py"), ROOT.joinpath(*parts) / "__init__.py"):
         if candidate.exists():

@@ -6,8 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimize.evidence import (daily_rates, key_counts, key_labels, measured_before_created, report_labels,
-                               report_summary, tonight)
+from pond.optimize.evidence import (
+    daily_rates,
+    key_counts,
+    key_labels,
+    measured_before_created,
+    report_labels,
+    report_summary,
+    tonight,
+)
 
 
 def _reports() -> pd.DataFrame:

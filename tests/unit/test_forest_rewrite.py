@@ -11,9 +11,9 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 
-from models.decision_graph import ML, ML_OPSET, OPSET, _forest_as_tree_ensemble
-from models.onnx_export import export_li
-from models.runtime import onnx_p_insensitive, session
+from pond.models.decision_graph import ML, ML_OPSET, OPSET, forest_as_tree_ensemble
+from pond.models.onnx_export import export_li
+from pond.models.runtime import onnx_p_insensitive, session
 
 
 @pytest.mark.parametrize("min_split", [2, 1000])     # 1000: every tree a single leaf
@@ -26,7 +26,7 @@ def test_the_rewritten_forest_scores_as_the_classifier(min_split):
                                                          random_state=0))]).fit(X, y)
     exported = export_li(forest, 6)
     node = next(n for n in onnx.load_from_string(exported).graph.node if n.op_type == "TreeEnsembleClassifier")
-    graph = helper.make_graph([_forest_as_tree_ensemble(node, 1, "X", "score")], "t",
+    graph = helper.make_graph([forest_as_tree_ensemble(node, 1, "X", "score")], "t",
                               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 6])],
                               [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N", 1])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(ML, ML_OPSET)])

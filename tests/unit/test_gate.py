@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluation.gate import GateParams, gate
+from pond.evaluation.gate import GateParams, gate
 
 P = GateParams(max_pool_share_drop=0.02)
 

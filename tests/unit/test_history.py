@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from features.history import history_counts, workload_history
-from telemetry.events import lab_events
+from pond.features.history import history_counts, workload_history
+from pond.telemetry.events import lab_events
 
 T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
 KEY = dict(customer_id="c", vm_type="Standard_D4s_v5", region="eastus")

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ModelError
-from models.inference import join_history
-from telemetry.request import HISTORY_KEY as KEY
+from pond.core.errors import ModelError
+from pond.models.inference import join_history
+from pond.telemetry.request import HISTORY_KEY as KEY
 
 
 def _frame(keys: list[tuple[str, ...]], **cols) -> pd.DataFrame:

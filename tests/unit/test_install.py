@@ -4,9 +4,11 @@ imports no training package (tests/serving/test_serve_install.py runs it on the 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 
 import pytest
 from packaging.requirements import Requirement
@@ -71,7 +73,31 @@ def test_roles_share_versions_and_serve_has_no_training_package():
 
 
 def test_service_imports_no_training_package():
-    code = ("import sys; import serving.app, serving.cli, serving.engine, serving.offline, serving.reload, pipelines.cli;"
+    code = ("import sys; import pond.serving.app, pond.serving.cli, pond.serving.engine, pond.serving.offline, "
+            "pond.serving.reload, pond.pipelines.cli;"
             f"print(sorted(m for m in {TRAIN_ONLY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+PACKAGES = ("core", "telemetry", "features", "models", "serving", "optimize", "evaluation", "pipelines")
+
+
+def test_a_wheel_adds_one_import_root_and_every_module(tmp_path):
+    """Issue 51: the folders the project is known by install as ``pond.<folder>``, nothing else lands in
+    site-packages, and no module or reference file is left out (the package list in pyproject.toml is explicit)."""
+    src = tmp_path / "src"    # a copy: building in the checkout would leave build/ behind
+    for d in PACKAGES:
+        shutil.copytree(ROOT / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(src)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    roots = {n.split("/")[0] for n in names if ".dist-info/" not in n}
+    assert roots == {"pond"}
+    shipped = {n.removeprefix("pond/") for n in names if n.startswith("pond/")}
+    tracked = {p.relative_to(ROOT).as_posix() for d in PACKAGES for p in (ROOT / d).rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or "reference" in p.parts)}
+    assert tracked - shipped == set()

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimize.evidence import tonight
-from optimize.monitor import lab_recall, over_recall, recall
-from optimize.solver import NextNight, more_cautious
+from pond.optimize.evidence import tonight
+from pond.optimize.monitor import lab_recall, over_recall, recall
+from pond.optimize.solver import NextNight, more_cautious
 
 
 def _curves() -> pd.DataFrame:
@@ -57,7 +57,7 @@ def test_the_solver_keeps_the_more_cautious_prediction_per_candidate():
 
 
 def test_the_monitors_capacity_leaves_zNUMA_overpredictions_it_mitigates_out_of_the_bound():
-    from optimize.solver import error_rate, grid
+    from pond.optimize.solver import error_rate, grid
 
     args = ([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0] * 3, [0.2] * 3], [[0.0] * 3, [0.03] * 3], None, 100, 0)
     plain, mitigated = grid(*args), grid(*args, spare=np.array([0.01, 0.002]))
@@ -70,8 +70,8 @@ def test_the_monitors_capacity_leaves_zNUMA_overpredictions_it_mitigates_out_of_
 
 
 def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags():
-    from core.params import Params
-    from optimize.tonight import MonitorEvidence
+    from pond.core.params import Params
+    from pond.optimize.tonight import MonitorEvidence
 
     p = Params(optimize={"confidence": None, "credit_mitigation": True})
     flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))

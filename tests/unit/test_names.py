@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from models import names
+from pond.models import names
 from tests.conftest import ROOT
 
 

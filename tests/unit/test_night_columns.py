@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.um_protocol import night_columns
+from pond.models.um_protocol import night_columns
 
 
 def test_ids_and_other_columns_are_not_read():

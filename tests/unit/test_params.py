@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from core.errors import ConfigError
-from core.params import OptimizeParams, Params, load
+from pond.core.errors import ConfigError
+from pond.core.params import OptimizeParams, Params, load
 from tests.conftest import ROOT
 
 

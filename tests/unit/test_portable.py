@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from telemetry.fleet import portable
+from pond.telemetry.fleet import portable
 
 
 def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:

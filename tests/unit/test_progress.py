@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.progress import Steps, line, progress, silenced
+from pond.core.progress import Steps, line, progress, silenced
 
 
 def test_line_has_count_elapsed_and_eta():
@@ -53,7 +53,7 @@ def test_pond_quiet_and_scheduler_hold_for_the_call_only(monkeypatch):
     process silent, so a test of progress lines passed or failed with the order the tests ran in."""
     import os
 
-    from pipelines import cli, features
+    from pond.pipelines import cli, features
 
     seen = []
     monkeypatch.setattr(features, "run", lambda *a, **k: seen.append((os.environ.get("POND_QUIET"),

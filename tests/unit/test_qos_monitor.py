@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.qos import summarize, watch
+from pond.evaluation.qos import summarize, watch
 
 # v3 (created first) is called insensitive and is not, yet its counters look slowed: a false alarm that takes
 # the first mitigation. v0 is a false positive the counters catch: mitigated second. v1, an overpredicted
@@ -72,8 +72,8 @@ def test_nothing_on_the_pool_nothing_watched():
 def test_the_monitor_sees_a_vm_s_own_counters_summed_and_nothing_of_a_vm_without_them(small_raw):
     """An export that split one VM's first window into two rows gives the monitor the same features as one row;
     a VM with no counters is absent (not seen), and an id written as a number is matched as text."""
-    from features.history import own_features
-    from telemetry.io import read_tables
+    from pond.features.history import own_features
+    from pond.telemetry.io import read_tables
 
     counters = read_tables(small_raw, ["vm_counters"])["vm_counters"].head(2).reset_index(drop=True)
     a, b = counters.vm_id.tolist()

@@ -6,9 +6,9 @@ import re
 
 import yaml
 
-from core.params import Params
-from pipelines.reference import REFERENCE, params_rows, render_reference, stale
-from serving.settings import Settings
+from pond.core.params import Params
+from pond.pipelines.reference import REFERENCE, params_rows, render_reference, stale
+from pond.serving.settings import Settings
 from tests.conftest import ROOT
 
 CODE = ("core", "features", "models", "optimize", "evaluation", "telemetry", "pipelines", "serving", "scripts",

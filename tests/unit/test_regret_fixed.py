@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.regret import best_fixed
+from pond.evaluation.regret import best_fixed
 
 # Two nights, 2 LI thresholds x 2 UM targets. Night 1's best within 2% is (1, 0) at 30%, night 2's (1, 1) at 50%;
 # only (0, 0) and (0, 1) keep 2% on both, and (0, 1) puts 22.5% on the pool on average.
@@ -28,9 +28,9 @@ def test_no_pair_holds_every_night():
 def test_the_unmitigated_grid_is_what_the_monitor_leaves_for_every_pair():
     """Each pair replayed with `decide` and judged by `evaluation.qos.watch` / `summarize` (capacity spent in order
     of creation, false alarms included) gives the grid's figure, on a night whose rows are not in creation order."""
-    from evaluation.qos import summarize, watch
-    from evaluation.regret import unmitigated_grid
-    from models.decision import POOL_ONLY, ZNUMA, PolicyKnobs, decide
+    from pond.evaluation.qos import summarize, watch
+    from pond.evaluation.regret import unmitigated_grid
+    from pond.models.decision import POOL_ONLY, ZNUMA, PolicyKnobs, decide
 
     rng = np.random.default_rng(12)
     n = 400

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from core.errors import ConfigError
-from evaluation.report import headline, to_markdown
-from pipelines.cli import main
+from pond.core.errors import ConfigError
+from pond.evaluation.report import headline, to_markdown
+from pond.pipelines.cli import main
 
 METRICS = {
     "train_li": {"r1.82_pdm5": {"selection.heldout_li.selected": 45.38, "selection.method": "random_forest",
@@ -69,7 +69,7 @@ def test_cli_writes_markdown_and_refuses_an_empty_dir(tmp_path, capsys):
     assert not (tmp_path / "x.md").exists()
     (empty / "optimize.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not JSON"):
-        from pipelines.report import run
+        from pond.pipelines.report import run
         run(empty, tmp_path / "x.md")
 
 

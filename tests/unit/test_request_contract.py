@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from core.errors import ContractError
-from serving.offline import request_columns
-from serving.schemas import AllocationRequest
-from telemetry.contract import validate_table
+from pond.core.errors import ContractError
+from pond.serving.offline import request_columns
+from pond.serving.schemas import AllocationRequest
+from pond.telemetry.contract import validate_table
 from tests.conftest import ROOT
 from tests.unit.test_dvc_deps import PACKAGES, closure
 
@@ -33,7 +33,7 @@ def test_every_user_imports_the_one_request_module(user):
     tree = ast.parse((ROOT / USERS[user]).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
                {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert "telemetry.request" in imported, USERS[user]
+    assert "pond.telemetry.request" in imported, USERS[user]
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
@@ -106,7 +106,7 @@ def test_import_predict_and_http_agree(field, value, accepted):
 
 
 def test_workload_id_is_optional_and_may_name_workloads_outside_the_lab(small_tables):
-    from telemetry.contract import validate_tables
+    from pond.telemetry.contract import validate_tables
     tables = {k: v.copy() for k, v in small_tables.items()}
     tables["vms"] = tables["vms"].drop(columns=["workload_id", "server_id"])
     out = validate_tables(tables)["vms"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.errors import ConfigError
-from features.build import FeatureParams, request_shapes
+from pond.core.errors import ConfigError
+from pond.features.build import FeatureParams, request_shapes
 
 T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
 

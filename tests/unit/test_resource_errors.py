@@ -7,8 +7,8 @@ import errno
 import duckdb
 import pytest
 
-from features.db import connect
-from pipelines import cli
+from pond.features.db import connect
+from pond.pipelines import cli
 
 
 @pytest.mark.parametrize("exc, says", [
@@ -33,7 +33,7 @@ def test_other_errors_are_not_taken_for_running_out():
 
 
 def test_a_stage_that_runs_out_of_disk_exits_3_with_the_fix(monkeypatch, capsys):
-    from pipelines import features
+    from pond.pipelines import features
 
     def full(*args, **kwargs):
         raise duckdb.IOException('IO Error: Could not write file ".tmp/duckdb_temp_9.tmp": No space left on device')

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from models.li import at_full_pool, exceeds_pdm, li_labels, within_pdm
+from pond.models.li import at_full_pool, exceeds_pdm, li_labels, within_pdm
 from tests.conftest import ROOT
 
 

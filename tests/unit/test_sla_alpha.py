@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.sla_alpha import GRID, keep_on_pool_pct, nearest_curves, sla_alpha, summarize
+from pond.evaluation.sla_alpha import GRID, keep_on_pool_pct, nearest_curves, sla_alpha, summarize
 
 LEVELS = [0.0, 25.0, 50.0, 100.0]
 # slowdown (%) by spilled share of touched memory

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from evaluation.regret import realized_grid
-from optimize.solver import best, error_draws, error_rate, grid, next_night, regret, spread
+from pond.evaluation.regret import realized_grid
+from pond.optimize.solver import best, error_draws, error_rate, grid, next_night, regret, spread
 
 
 def test_hand_made_grid_means():
@@ -118,7 +118,7 @@ def test_regret_on_a_hand_made_night():
 def test_called_shares_are_the_thresholds_by_vms_matrix():
     """optimize's fleet LI shares by score order equal the matrix the stage used to build: ties at a
     threshold count as called, an unknown VM or a NaN score never, an infinite threshold calls none."""
-    from optimize.solver import called_shares
+    from pond.optimize.solver import called_shares
 
     rng = np.random.default_rng(9)
     p = np.round(rng.random(5_000), 2)                    # many ties, some exactly at a threshold
@@ -137,7 +137,7 @@ def test_called_shares_are_the_thresholds_by_vms_matrix():
 def test_realized_grid_is_the_thresholds_by_vms_matrix():
     """The regret replay sums in score order; it equals the called-VMs matrix it replaced: ties at a
     threshold called, a VM without history or score never, an infinite threshold none."""
-    from models.decision import PolicyKnobs, decide
+    from pond.models.decision import PolicyKnobs, decide
 
     rng = np.random.default_rng(4)
     n = 3_000

@@ -12,10 +12,10 @@ import fsspec
 import pandas as pd
 import pytest
 
-from core.errors import ConfigError, ContractError
-from pipelines.cli import main
-from telemetry.io import cluster_bytes, day_files, find_table, read_raw, read_tables, table_columns, write_tables
-from telemetry.storage import is_url, location, remove_tree, storage_failure
+from pond.core.errors import ConfigError, ContractError
+from pond.pipelines.cli import main
+from pond.telemetry.io import cluster_bytes, day_files, find_table, read_raw, read_tables, table_columns, write_tables
+from pond.telemetry.storage import is_url, location, remove_tree, storage_failure
 
 
 @pytest.fixture()

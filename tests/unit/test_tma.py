@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ContractError
-from features.tma import REQUIRED_EVENTS, pmu_features, tma_metrics
+from pond.core.errors import ContractError
+from pond.features.tma import REQUIRED_EVENTS, pmu_features, tma_metrics
 
 ROW = {
     "CPU_CLK_UNHALTED.THREAD": 1000.0,           # SLOTS = 4000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.tracking import start_run
+from pond.pipelines.tracking import start_run
 
 
 def test_embedded_store_keeps_artifacts_under_data(tmp_path, monkeypatch):
@@ -20,7 +20,7 @@ def test_embedded_store_keeps_artifacts_under_data(tmp_path, monkeypatch):
 
 
 def test_default_experiment_restores_the_environment(monkeypatch):
-    from pipelines.tracking import default_experiment, experiment
+    from pond.pipelines.tracking import default_experiment, experiment
 
     monkeypatch.delenv("POND_MLFLOW_EXPERIMENT", raising=False)
     with default_experiment("pond-backtest"):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from core.errors import ContractError
-from core.params import Params
+from pond.core.errors import ContractError
+from pond.core.params import Params
 
 
 def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
     import mlflow
 
-    from pipelines import train_um
+    from pond.pipelines import train_um
 
     store = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from telemetry.vm_types import family_of, generation_of, parse_summary, parse_vm_type
+from pond.telemetry.vm_types import family_of, generation_of, parse_summary, parse_vm_type
 
 
 @pytest.mark.parametrize("name, family, generation", [

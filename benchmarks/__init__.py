@@ -1,0 +1,2 @@
+"""Scripts that measure the figures README.md and docs/results.md quote; run each from the repository root as
+``python -m benchmarks.<name>`` (its docstring says which claim it backs)."""
