@@ -6,7 +6,7 @@
 Each night of `pond backtest` starts from the snapshot `features` would have written that night (customer
 percentiles and workload history as of the night). The local engine reads the whole `vms` table into the stage's
 process for them; the dask engine's workers compute every night's from one split of the fleet by customer
-(``pipelines.backtest.snapshots``). This runs only that step, as its own process per engine (what the rest of a
+(``evaluation.backtest.snapshots``). This runs only that step, as its own process per engine (what the rest of a
 night holds is `train_um`'s and `evaluate`'s, measured by `benchmarks/scale_out.py`): wall time, the process's peak
 RSS (VmHWM) while it reads each night's snapshot and writes it, as `backtest` does, and with dask each worker's (a LocalCluster of ``--workers`` processes of ``--worker-memory``, restarted
 first). The last line says whether both engines' snapshots are equal, night by night.
@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 from pond.core.cluster import session
 from pond.core.params import load
-from pond.pipelines.backtest import snapshots
+from pond.evaluation.backtest import snapshots
 from pond.telemetry.storage import location
 params_file, engine, raw, nights, out, tmp = sys.argv[1:]
 params = load(params_file)

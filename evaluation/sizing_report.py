@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pond.core.params import SimParams
-from pond.evaluation.plots import pyplot, save_figure
+from pond.core.plots import pyplot, save_figure
 from pond.evaluation.pool_sim import Placement
 from pond.models.names import split_ratio
 

@@ -18,6 +18,7 @@ import pandas as pd
 from pond.core.days import days_up_to, end_of, in_days_up_to
 from pond.core.errors import ConfigError, ModelError
 from pond.core.params import Params
+from pond.core.plots import pyplot, save_figure
 from pond.features.history import KEY
 from pond.models.decision import served_name
 from pond.models.inference import join_history, load_verified
@@ -26,6 +27,7 @@ from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
 from pond.optimize.monitor import lab_recall, over_recall, own_rows, recall
 from pond.optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
+from pond.telemetry.atomic import write_json
 from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional
 from pond.telemetry.storage import Location
 
@@ -235,6 +237,27 @@ class Tonight:
     frontier: pd.DataFrame
     what: str
     notes: list[str]
+
+    def write(self, policy_path: Path, metrics_path: Path, frontier_path: Path, plot_path: Path, tp: float) -> None:
+        """``policy.json``, its metrics, the frontier and its figure (Pond Fig. 20), each written whole."""
+        write_json(policy_path, self.policy)
+        write_json(metrics_path, self.metrics)
+        frontier_path.parent.mkdir(parents=True, exist_ok=True)
+        self.frontier.round(5).to_csv(frontier_path, index=False)
+        plot_frontier(self.frontier, tp, plot_path, self.what)
+
+
+def plot_frontier(frontier: pd.DataFrame, tp: float, path: Path, what: str) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, g in frontier.groupby("method"):
+        ax.plot(g.budget_pct, g.pool_pct, label=method)
+    ax.axvline(100 - tp, ls=":", color="k", label=f"budget at TP {tp:g}")
+    ax.set(xlabel=f"{what} (% of VMs)", ylabel="memory on the pool (% of GB)",
+           title="Pool share vs misprediction budget (Pond Fig. 20)")
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, path)
 
 
 def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location | None = None) -> Tonight:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pond.core.plots import pyplot, save_figure
 from pond.evaluation.calibration import (
     fig3_checks,
     fleet_checks,
@@ -20,7 +21,6 @@ from pond.evaluation.calibration import (
 )
 from pond.evaluation.fixed_pools import fixed_share_savings
 from pond.evaluation.packing import Rule
-from pond.evaluation.plots import pyplot, save_figure
 from pond.evaluation.stranding import by_utilization, cluster_days, place
 from pond.telemetry.atomic import write_json
 from pond.telemetry.io import read_tables

@@ -14,8 +14,8 @@ import pandas as pd
 
 from pond.core.errors import ConfigError, RegistryError
 from pond.core.params import Params
+from pond.core.plots import pyplot, save_figure
 from pond.evaluation import compare
-from pond.evaluation.plots import pyplot, save_figure
 from pond.models.bundle import BundlePaths
 from pond.pipelines.tracking import not_found, tracking_uri
 from pond.telemetry.atomic import AtomicDir

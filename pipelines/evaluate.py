@@ -13,8 +13,8 @@ from pond.core.cluster import run_all, session
 from pond.core.days import next_day
 from pond.core.errors import ConfigError
 from pond.core.params import EngineParams, QosParams
+from pond.core.plots import pyplot, save_figure
 from pond.evaluation.next_day import judge, metric_rows, report_lines
-from pond.evaluation.plots import pyplot, save_figure
 from pond.models.dask_fit import workers_of
 from pond.models.inference import ModelFiles, Models, Scores, score, score_in_parts
 from pond.models.policy import read_policy

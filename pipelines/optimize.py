@@ -19,36 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from pond.core.params import Params
-from pond.evaluation.plots import pyplot, save_figure
 from pond.optimize.tonight import solve
-from pond.telemetry.atomic import write_json
 from pond.telemetry.storage import Location
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
         metrics_path: Path, frontier_path: Path, plot_path: Path, raw_dir: Location | None = None) -> dict[str, Any]:
     night = solve(params, li_dir, um_dir, features_dir, raw_dir)
-    write_json(out_path, night.policy)
-    write_json(metrics_path, night.metrics)
-    frontier_path.parent.mkdir(parents=True, exist_ok=True)
-    night.frontier.round(5).to_csv(frontier_path, index=False)
-    _plot(night.frontier, params.optimize.tp, plot_path, night.what)
+    night.write(out_path, metrics_path, frontier_path, plot_path, params.optimize.tp)
     for line in night.notes:
         print(line)
     return night.policy
-
-
-def _plot(frontier: pd.DataFrame, tp: float, path: Path, what: str) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for method, g in frontier.groupby("method"):
-        ax.plot(g.budget_pct, g.pool_pct, label=method)
-    ax.axvline(100 - tp, ls=":", color="k", label=f"budget at TP {tp:g}")
-    ax.set(xlabel=f"{what} (% of VMs)", ylabel="memory on the pool (% of GB)",
-           title="Pool share vs misprediction budget (Pond Fig. 20)")
-    ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path)

@@ -24,9 +24,9 @@ import onnx
 import pandas as pd
 
 from pond.core.params import Params
+from pond.core.plots import pyplot, save_figure
 from pond.evaluation.li_curves import mean_band, split_study, threshold_table
 from pond.evaluation.li_select import FOREST, candidates, nested, oof_scores, select
-from pond.evaluation.plots import pyplot, save_figure
 from pond.models.li import BASELINES, make_li_model, training_set
 from pond.models.li_rule import export_rule
 from pond.models.names import li_model_name

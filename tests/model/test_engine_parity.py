@@ -332,7 +332,7 @@ def test_backtest_snapshots_are_identical(tmp_path, small_raw, layout):
     """Each night's snapshot computed by the workers from one split by customer equals the local engine's,
     which reads the `vms` table whole; the scratch folder is gone afterwards. A 2-day history: the first
     night's needs counters of days the last night's does not."""
-    from pond.pipelines.backtest import snapshots
+    from pond.evaluation.backtest import snapshots
 
     p = yaml.safe_load(_params(tmp_path, "dask").read_text())
     p["features"]["history_days"] = 2

@@ -11,7 +11,7 @@ import pytest
 
 from pond.core.errors import ConfigError
 from pond.core.params import Params
-from pond.evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
+from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.features.build import FeatureParams, vm_features
 from pond.models.decision import pool_gb
 from pond.models.onnx_export import (

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.pipelines.backtest import days_read, input_drift
+from pond.evaluation.backtest import days_read, input_drift
 
 
 @pytest.mark.parametrize("n_nights, train_days", [(1, 1), (7, 21), (14, 28)])

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from pond.core.progress import progress
-from pond.evaluation.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.models.um import ConformalOffset
+from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
 
 

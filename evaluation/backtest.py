@@ -1,0 +1,241 @@
+"""The nightly job replayed over consecutive nights (the `backtest` stage's work): each night's snapshot, the drift
+of the UM model's inputs (KS and PSI per feature, the next day's VMs against the night's training window), the
+night's regret (``evaluation.regret``: the best threshold pair in hindsight on the next day's VMs within the budget,
+on what the QoS monitor leaves slowed, minus the chosen pair's realized pool share; ``regret_raw`` on the raw
+figure), the best pair fixed over every night, and what `simulate` needs to decide the next day's VMs as that night
+would have (``night_scores``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pond.core.cluster import run_all
+from pond.core.days import end_of, in_days_up_to
+from pond.core.params import Params, QosParams
+from pond.core.plots import pyplot, save_figure
+from pond.evaluation.compare import psi
+from pond.evaluation.regret import best_fixed, realized_grid, unmitigated_grid
+from pond.features.build import snapshot
+from pond.features.partitioned import partitioned_snapshots
+from pond.features.shuffle import scratch_folder
+from pond.models.inference import Models, score
+from pond.models.names import at_ratio
+from pond.models.policy import read_policy
+from pond.optimize.monitor import monitor_scores
+from pond.optimize.solver import error_rate, regret
+from pond.optimize.tonight import li_candidates, solve
+from pond.telemetry.contract import WORKLOADS, event_columns
+from pond.telemetry.io import counters_source, read_tables
+from pond.telemetry.storage import Location, remove_tree
+
+
+def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
+                customer_columns: list[str]) -> dict[str, Any]:
+    """KS and PSI of each numeric UM input (sizes and the customer columns): the next day's VMs
+    vs the VMs created in the training window."""
+    features = ["vcpus", "memory_gb", *customer_columns]
+    end = end_of(as_of)
+    train = vmf[in_days_up_to(vmf.created_at, as_of, train_days)]
+    nxt = vmf[(vmf.created_at >= end) & (vmf.created_at < end + pd.Timedelta(days=1))]
+    out: dict[str, Any] = {}
+    for c in features:
+        a, b = train[c].to_numpy(float), nxt[c].to_numpy(float)
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        out[f"ks.{c}"] = float(stats.ks_2samp(a, b).statistic) if len(a) and len(b) else np.nan
+        out[f"psi.{c}"] = psi(a, b)
+    ks = {c: out[f"ks.{c}"] for c in features}
+    out["ks_max"], out["ks_max_feature"] = max(ks.values()), max(ks, key=lambda k: ks[k])
+    out["psi_max"] = max(out[f"psi.{c}"] for c in features)
+    return out
+
+
+def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams
+                 ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
+    """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
+    realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
+    candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"], policy["pdm"])
+    thresholds = li.threshold.to_numpy(float)
+    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
+    offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
+    targets = sorted(float(t) for t in offsets_by_target)
+    offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]
+    night = pd.read_parquet(decisions)
+    pool, mis = realized_grid(night, thresholds, offsets, q)
+    left = unmitigated_grid(night, thresholds, offsets, q, qos.threshold, qos.max_mitigated_share)
+    i = int(np.flatnonzero(np.isclose(thresholds, policy["li"]["threshold"]))[0]) if policy["li"]["enabled"] else 0
+    j = 1 + targets.index(policy["um"]["target_op"]) if policy["um"]["enabled"] else 0
+    out = regret(pool, left, policy["misprediction_budget"], (i, j))
+    out["regret_raw"] = regret(pool, mis, policy["misprediction_budget"], (i, j))["regret"]
+    out["chosen_mispredictions"] = float(mis[i, j])
+    out["chosen_unmitigated"] = float(left[i, j])
+    return out, pool, left, [thresholds, [None, *targets]]
+
+
+def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
+                 policy: dict, raw_dir: Location | None = None) -> None:
+    """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
+    next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
+    `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
+    done = pd.read_parquet(night / "evaluation" / "decisions.parquet",
+                           columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed"])
+    cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
+    for ratio in p.simulate.latency_ratios:
+        path = night / f"{at_ratio('policy', ratio)}.json"
+        if np.isclose(ratio, policy["latency_ratio"]):
+            path.write_text((night / "policy.json").read_text())
+            cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
+            cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
+            continue
+        at = p.with_as_of(p.base.as_of, ratio)
+        solve(at, li_dir, night / "um", night / "features", raw_dir).write(
+            path, night / f"{at_ratio('optimize', ratio)}.json", night / "plots" / f"{at_ratio('frontier', ratio)}.csv",
+            night / "plots" / f"{at_ratio('frontier', ratio)}.png", at.optimize.tp)
+        models = Models.from_policy(read_policy(path), li_dir, night / "um")
+        s = score(models, vms, history)
+        cols[at_ratio("p_insensitive", ratio)] = s.p_insensitive
+        cols[at_ratio("p_exceed", ratio)] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
+                                        else np.full(len(vms), np.nan))
+    pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
+
+
+def days_read(last: pd.Timestamp, n_nights: int, train_days: int) -> tuple[date, date]:
+    """The creation days of VM features the nights ending at ``last`` use: each one's training window
+    (``input_drift``) and next day, with a day's margin."""
+    return (last - pd.Timedelta(days=n_nights + train_days - 1)).date(), (last + pd.Timedelta(days=1)).date()
+
+
+@contextmanager
+def snapshots(nights: list[Params], raw_dir: Location, tmp: Path,
+              client: Any | None) -> Iterator[list[Callable[[], tuple[pd.DataFrame, pd.DataFrame]]]]:
+    """Each night's snapshot (customer percentiles, workload history), what `features` would have
+    written that night, one night at a time. With the dask engine the workers compute them from one
+    split of the fleet by customer (``features.partitioned``) into a scratch folder, removed on exit: the
+    stage's process never reads the ``vms`` table."""
+    events = event_columns(read_tables(raw_dir, ["workloads"])["workloads"], WORKLOADS)
+    counters = counters_source(raw_dir)
+    if client is not None:
+        scratch = scratch_folder(tmp, "backtest")
+        try:
+            parts = partitioned_snapshots(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters, events,
+                                          [p.features for p in nights], nights[0].engine.partitions, scratch)
+            if parts is not None:
+                yield [night.read for night in parts]
+                return
+        finally:
+            remove_tree(scratch)
+    vms = read_tables(raw_dir, ["vms"])["vms"]
+    yield [partial(snapshot, vms, counters, events, p.features) for p in nights]
+
+
+def night_row(as_of: str, policy: dict, ev: dict[str, Any], regret: dict[str, float], um: dict[str, Any],
+              drift: dict[str, Any]) -> dict[str, Any]:
+    """One line of ``nights.csv``: what the night chose, expected and realized, its regret and its inputs' drift."""
+    return {
+        "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
+        "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
+        "expected_pool": policy["expected"]["pool_share"],
+        "expected_mispredictions": policy["expected"]["mispredictions"],
+        "realized_pool": ev["combined"]["pool_share"],
+        "realized_mispredictions": ev["combined"]["mispredictions_conservative"],
+        "realized_unmitigated": ev["combined"]["mispredictions_unmitigated"],
+        "mitigations": ev["combined"]["mitigations"], "false_alarms": ev["combined"]["false_alarms"],
+        "mitigated_gb_share": ev["combined"]["mitigated_gb_share"],
+        "sla_alpha_gb_share": ev["combined"]["sla_alpha_gb_share"],
+        "realized_unmitigated_sla_alpha": ev["combined"]["mispredictions_unmitigated_sla_alpha"],
+        "monitor_flag_rate": policy["fleet_monitor"]["flag_rate"],
+        "served_unmitigated": ev["served"]["mispredictions_unmitigated"],
+        "realized_severe": ev["combined"]["mispredictions_severe"],
+        "realized_worst_case": ev["combined"]["mispredictions_worst_case"],
+        "censored": ev["combined"]["censored"], "fp_source": ev["combined"]["fp_source"],
+        "li_method": policy["li"]["method"], **regret,
+        "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
+        **drift,
+    }
+
+
+def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.ndarray]]
+                      ) -> tuple[pd.DataFrame, tuple[int, int] | None]:
+    """``nights`` with the best pair fixed over every night in hindsight (``evaluation.regret.best_fixed``) and
+    each night's regret against it: the yardstick issue 48 targets."""
+    fixed = best_fixed([g[0] for g in grids], [g[1] for g in grids], float(nights.budget.min()))
+    nights["fixed_pool"] = [float(g[0][fixed]) if fixed else np.nan for g in grids]
+    nights["regret_fixed"] = nights.fixed_pool - nights.chosen_pool
+    return nights, fixed
+
+
+def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list) -> dict[str, Any]:
+    """``metrics/backtest.json``."""
+    within = int((nights.realized_unmitigated <= nights.budget).sum())        # what the QoS monitor left slowed
+    raw = int((nights.realized_mispredictions <= nights.budget).sum())
+    return {
+        "nights": len(nights), "nights_skipped_no_vms": skipped, "nights_within_budget": within,
+        "nights_within_budget_raw": raw,
+        "realized_unmitigated_max": float(nights.realized_unmitigated.max()),
+        "mitigations_max": float(nights.mitigations.max()),
+        "nights_within_budget_sla_alpha": int((nights.realized_unmitigated_sla_alpha <= nights.budget).sum()),
+        "mitigated_gb_share_mean": float(nights.mitigated_gb_share.mean()),
+        "sla_alpha_gb_share_mean": float(nights.sla_alpha_gb_share.mean()),
+        "nights_within_budget_worst_case": int((nights.realized_worst_case <= nights.budget).sum()),
+        "realized_mispredictions_max": float(nights.realized_mispredictions.max()),
+        "realized_pool_mean": float(nights.realized_pool.mean()),
+        "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max()),
+        "regret_raw_mean": float(nights.regret_raw.mean()),
+        "regret_fixed_mean": float(nights.regret_fixed.mean()), "regret_fixed_max": float(nights.regret_fixed.max()),
+        "best_fixed_pair": None if fixed is None else pair(candidates, fixed)}
+
+
+def summary_line(nights: pd.DataFrame) -> str:
+    within = int((nights.realized_unmitigated <= nights.budget).sum())
+    raw = int((nights.realized_mispredictions <= nights.budget).sum())
+    worst = int((nights.realized_worst_case <= nights.budget).sum())
+    return (f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within} of {len(nights)} "
+            f"after the QoS monitor, {raw} before it (worst case, censored VMs counted overpredicted: {worst}); "
+            f"pool share {nights.realized_pool.mean():.1%} on average; mean regret {100 * nights.regret.mean():.2f} "
+            f"points (max {100 * nights.regret.max():.2f}) against each night's best pair in hindsight, "
+            f"{100 * nights.regret_fixed.mean():.2f} against the best pair fixed over the nights")
+
+
+def pair(candidates: list, at: tuple[int, int]) -> dict[str, float | None]:
+    """A candidate pair by its indices, as a policy names it (None: that model off)."""
+    t = float(candidates[0][at[0]])
+    return {"li_threshold": t if np.isfinite(t) else None, "um_target_op": candidates[1][at[1]]}
+
+
+
+def plot_nights(nights: pd.DataFrame, path: Path) -> None:
+    plt = pyplot()
+    x = pd.to_datetime(nights.evaluation_day)
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+    a.plot(x, 100 * nights.realized_mispredictions, marker="o", label="realized (FP + every OP)")
+    a.plot(x, 100 * nights.realized_unmitigated, marker="s", label="left slowed by the QoS monitor")
+    a.plot(x, 100 * nights.realized_severe, marker=".", label="realized, past the PDM")
+    a.plot(x, 100 * nights.expected_mispredictions, ls="--", label="expected by the solver")
+    a.plot(x, 100 * nights.budget, ls=":", color="k", label="budget (100 - TP)")
+    a.set(ylabel="% of next-day VMs", title="Mispredictions per night")
+    b.plot(x, 100 * nights.realized_pool, marker="o", label="realized")
+    b.plot(x, 100 * nights.expected_pool, ls="--", label="expected")
+    b.set(ylabel="memory on the pool (% of GB)", title="Pool share per night")
+    c.plot(x, nights.ks_max, marker="o", label="max KS over UM inputs")
+    c.plot(x, nights.psi_max, marker="s", label="max PSI over UM inputs")
+    c.set(title="Input drift: next day vs training window")
+    from matplotlib.dates import DateFormatter, DayLocator
+    step = max(1, len(x) // 10)            # one tick per night, at most about ten
+    for ax in (a, b, c):
+        ax.legend(fontsize=8)
+        ax.xaxis.set_major_locator(DayLocator(interval=step))
+        ax.xaxis.set_major_formatter(DateFormatter("%m-%d"))
+        ax.xaxis.set_minor_locator(DayLocator())
+        ax.set_xlabel("evaluation day")
+        ax.tick_params(axis="x", rotation=45)
+    save_figure(fig, path)
