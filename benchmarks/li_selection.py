@@ -3,7 +3,7 @@
     python -m benchmarks.li_selection            (about 2 minutes on 2 cores)
 
 Builds each variant's lab from params.yaml (``generate.lab``, ``base.seed``) and runs exactly
-`train_li`'s selection (``evaluation.li_select``: nested cross-validation, workloads as groups) per
+`train_li`'s selection (``models.li_select``: nested cross-validation, workloads as groups) per
 latency ratio at ``optimize.pdm``: held-out LI at ``train_li.select_fp_pct`` of the selection
 procedure, the forest and the best single-counter rule, and the model `train_li` would deploy.
 One JSON line per (variant, ratio).
@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from pond.core.params import load
-from pond.evaluation.li_select import FOREST, candidates, nested, select
 from pond.features.build import lab_features
 from pond.models.li import BASELINES, training_set
-from pond.pipelines.train_li import FP_GRID_PCT
+from pond.models.li_select import FOREST, candidates, nested, select
+from pond.models.li_train import FP_GRID_PCT
 from pond.telemetry.fleet.lab import build_lab
 
 ROOT = Path(__file__).resolve().parents[1]

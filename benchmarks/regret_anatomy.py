@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from pond.core.params import Params, load
-from pond.evaluation.li_select import candidates, oof_scores
+from pond.models.li_select import candidates, oof_scores
 from pond.evaluation.regret import realized_grid
 from pond.features.history import KEY
 from pond.models.li import training_set
