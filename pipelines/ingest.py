@@ -20,6 +20,6 @@ def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None,
     write_tables(out_dir, tables, partitioned)
     counts = {k: len(v) for k, v in tables.items()}
     print(f"import: wrote {counts} to {out_dir}")
-    from pond.pipelines.validate import check, report
+    from pond.evaluation.readiness import check, report
     print(report(*check(out_dir, params)))
     return counts

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pond.evaluation.readiness import check
 from pond.pipelines.cli import main
-from pond.pipelines.validate import check
 from pond.telemetry.contract import TABLES
 from pond.telemetry.io import read_tables
 

@@ -7,8 +7,8 @@ import pandas as pd
 import yaml
 
 from pond.core.params import Params
+from pond.evaluation.readiness import REPRO, STATIC, check
 from pond.pipelines.cli import main
-from pond.pipelines.validate import REPRO, STATIC, check
 from pond.telemetry.contract import TABLES
 from tests.conftest import small_params
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.conftest import ROOT
 
 LIMIT = 100
-NOT_YET_THIN = {"reference", "validate"}
+NOT_YET_THIN = {"reference"}
 NOT_A_STAGE = {"cli"}                                   # the command line itself
 
 
