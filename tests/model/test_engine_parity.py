@@ -296,8 +296,7 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
     README "Scale-out"). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights; before
     the dask fits were bit-reproducible (models.dask_fit), 6 runs put its UM 0.19-0.49 points and
     its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""
-    from pond.models import um_dask
-    from pond.pipelines import train_um
+    from pond.models import um_dask, um_train
     from pond.telemetry.io import read_days
 
     raw = tmp_path / "raw"
@@ -307,7 +306,7 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
         wd = tmp_path / backend
         params = str(_params(wd, backend))
         read[backend] = []
-        for module in (train_um, um_dask):
+        for module in (um_train, um_dask):
             monkeypatch.setattr(module, "read_days", lambda *a, _r=read[backend], **k: _r.append(a[1:3]) or
                                 read_days(*a, **k))
         with own_mlflow(wd):
@@ -357,11 +356,12 @@ def test_backtest_snapshots_are_identical(tmp_path, small_raw, layout):
 def test_backtest_on_dask_never_reads_the_vms_table(tmp_path, small_raw, small_bundle, small_backtest, monkeypatch):
     """A night of `pond backtest` on Dask: its snapshot is the local engine's (the small fleet's backtest
     night), and its process reads the `workloads` table only (the workers read `vms`)."""
+    from pond.evaluation import backtest as night_work
     from pond.pipelines import backtest
 
     asked: list[list[str]] = []
-    real = backtest.read_tables
-    monkeypatch.setattr(backtest, "read_tables", lambda raw, names: asked.append(names) or real(raw, names))
+    real = night_work.read_tables
+    monkeypatch.setattr(night_work, "read_tables", lambda raw, names: asked.append(names) or real(raw, names))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     params = Params(**yaml.safe_load(_params(tmp_path, "dask").read_text()))
     backtest.run(params, 1, small_raw, small_bundle / "features", small_bundle / "li", tmp_path / "out",

@@ -12,6 +12,7 @@ from pond.core.params import Params
 def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
     import mlflow
 
+    from pond.models import um_train
     from pond.pipelines import train_um
 
     store = tmp_path / "mlflow.db"
@@ -26,7 +27,7 @@ def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
     def unreadable(*args, **kwargs):
         raise ContractError("vm_features", "a row group cannot be decoded", fix="run `pond features` again")
 
-    monkeypatch.setattr(train_um, "read_days", unreadable)
+    monkeypatch.setattr(um_train, "read_days", unreadable)
     with pytest.raises(ContractError, match="cannot be decoded"):
         train_um.run(params, features, tmp_path / "um", tmp_path / "um.json", tmp_path / "plots")
     assert not (tmp_path / "um").exists()
