@@ -28,6 +28,7 @@ from pond.evaluation.regret import best_fixed, realized_grid, unmitigated_grid
 from pond.features.build import snapshot
 from pond.features.partitioned import partitioned_snapshots
 from pond.features.shuffle import scratch_folder
+from pond.models.bundle import BundlePaths
 from pond.models.inference import Models, score
 from pond.models.names import at_ratio
 from pond.models.policy import read_policy
@@ -93,7 +94,7 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     for ratio in p.simulate.latency_ratios:
         path = night / f"{at_ratio('policy', ratio)}.json"
         if np.isclose(ratio, policy["latency_ratio"]):
-            path.write_text((night / "policy.json").read_text())
+            path.write_text(BundlePaths.of(night).policy.read_text())
             cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
             cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
             continue

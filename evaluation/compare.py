@@ -57,7 +57,7 @@ def drift(a_dir: Path, b_dir: Path) -> pd.DataFrame:
 
 def summary(bundle_dir: Path) -> dict[str, Any]:
     info = bundle.verify(bundle_dir)
-    policy = read_policy(Path(bundle_dir) / "policy.json")
+    policy = read_policy(BundlePaths.of(bundle_dir).policy)
     metrics = bundle.metrics(bundle_dir, "evaluate")
     ev = metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
     size = {k: (Path(bundle_dir) / k / policy[k]["model"]).stat().st_size for k in ("li", "um")}

@@ -32,6 +32,7 @@ from pond.evaluation.backtest import (
     summary_line,
     with_fixed_regret,
 )
+from pond.models.bundle import BundlePaths
 from pond.pipelines import evaluate, optimize, train_um
 from pond.pipelines.tracking import default_experiment
 from pond.telemetry.atomic import AtomicDir, write_json
@@ -73,9 +74,9 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             del cust, hist                         # the night's stages read the files
             with silenced():                       # one line per night (above), not train_um's own
                 um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
-            policy = optimize.run(p, li_dir, night / "um", feats, night / "policy.json", night / "optimize.json",
+            policy = optimize.run(p, li_dir, night / "um", feats, BundlePaths.of(night).policy, night / "optimize.json",
                                   night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir)
-            ev = evaluate.run(night / "policy.json", li_dir, night / "um", feats, raw_dir, night / "evaluation",
+            ev = evaluate.run(BundlePaths.of(night).policy, li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots", p.engine, client, p.qos)
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
             night_scores(p, night, li_dir, day, history, policy, raw_dir)

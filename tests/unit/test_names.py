@@ -31,3 +31,14 @@ def test_no_stage_or_evaluation_module_spells_a_name_itself():
                  for p in sorted((ROOT / d).glob("*.py")) for i, line in enumerate(p.read_text().splitlines(), 1)
                  if spelled.search(line)]
     assert not offenders, offenders
+
+
+def test_a_bundle_folder_is_laid_out_by_one_owner():
+    """A night's or a bundle's ``policy.json`` is found through ``models.bundle.BundlePaths`` (issue 51: the file
+    name was spelled in 9 files); the CLI's and the service's default paths are documentation, not joins."""
+    joins = [f"{p.relative_to(ROOT)}:{i}" for d in ("core", "telemetry", "features", "models", "optimize", "serving",
+                                                    "evaluation", "pipelines")
+             for p in sorted((ROOT / d).rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if '/ "policy.json"' in line and p.relative_to(ROOT).as_posix() != "models/bundle.py"]
+    assert not joins, joins
