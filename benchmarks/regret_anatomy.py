@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from pond.core.params import Params, load
-from pond.models.li_select import candidates, oof_scores
 from pond.evaluation.regret import realized_grid
 from pond.features.history import KEY
 from pond.models.li import training_set
+from pond.models.li_select import candidates, oof_scores
 from pond.optimize.solver import NextNight, best, error_rate
 from pond.optimize.tonight import choose, fleet_evidence, li_candidates, li_model, recent_li_shares, um_candidates
 from pond.telemetry.io import read_tables

@@ -16,13 +16,13 @@ only when it is asked for.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pond.core.errors import ConfigError
 from pond.core.params import EngineParams
+from pond.core.runtime import Runtime
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 T = TypeVar("T")
@@ -39,7 +39,7 @@ def session(p: EngineParams) -> Iterator[Any | None]:
     except ImportError:   # pragma: no cover - the train install has it
         raise ConfigError("engine.backend is dask but dask.distributed is not installed: "
                           "install the train extra (bash scripts/setup.sh)") from None
-    address = os.environ.get(SCHEDULER_ENV)
+    address = Runtime.now().dask_scheduler_address
     if address:
         try:
             client = Client(address, timeout="30s")

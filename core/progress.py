@@ -15,12 +15,14 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import TypeVar
 
-QUIET_ENV = "POND_QUIET"
+from pond.core.runtime import Runtime
+
+QUIET_ENV = Runtime.variable("quiet")
 T = TypeVar("T")
 
 
 def quiet() -> bool:
-    return os.environ.get(QUIET_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return Runtime.now().quiet
 
 
 def _clock(seconds: float) -> str:

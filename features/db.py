@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 import duckdb
+
+from pond.core.runtime import Runtime
 
 
 def connect() -> duckdb.DuckDBPyConnection:
     """``POND_DUCKDB_TEMP``: where joins past the cap spill (DuckDB's default, ``.tmp`` in the working
     directory, when unset); a fleet-sized join can spill tens of GB."""
-    config = {"memory_limit": os.environ.get("POND_DUCKDB_MEMORY", "2GB"), "preserve_insertion_order": False}
-    if os.environ.get("POND_DUCKDB_TEMP"):
-        config["temp_directory"] = os.environ["POND_DUCKDB_TEMP"]
+    env = Runtime.now()
+    config = {"memory_limit": env.duckdb_memory, "preserve_insertion_order": False}
+    if env.duckdb_temp:
+        config["temp_directory"] = env.duckdb_temp
     return duckdb.connect(config=config)

@@ -34,11 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pond.core.errors import ConfigError, ContractError
+from pond.core.runtime import Runtime
 from pond.telemetry.contract import validate_table
 from pond.telemetry.io import COUNTERS, day_files, find_table, read_raw
 from pond.telemetry.storage import Location, is_url, location, parquet_file, read_parquet, write_parquet
 
-SCRATCH_ENV = "POND_SCRATCH"
+SCRATCH_ENV = Runtime.variable("scratch")
 ROW = "_row"                                      # the local engine's row position of a VM
 KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one folder per partition each
 
@@ -46,7 +47,7 @@ KINDS = ("vms", "ids", "has_counters", "counters")  # what split writes, one fol
 def scratch_folder(tmp: Path, stage: str) -> Location:
     """Where the dask engine's workers exchange files: a fresh folder under ``POND_SCRATCH`` (a path
     every worker sees, or a storage URL), else beside the stage's output in ``tmp``."""
-    base = os.environ.get(SCRATCH_ENV)
+    base = Runtime.now().scratch
     if not base:
         return tmp / ".shuffle"
     return location(base) / f"{stage}-{socket.gethostname()}-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}"

@@ -17,8 +17,8 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.model_selection import StratifiedGroupKFold, train_test_split
 
-from pond.models.li_curves import cutoff_curve, li_at_fp
 from pond.models.li import BASELINES, make_li_model
+from pond.models.li_curves import cutoff_curve, li_at_fp
 from pond.models.li_rule import CounterRule
 from pond.models.runtime import insensitive_proba
 

@@ -11,24 +11,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from pond.core.runtime import Runtime
+
 LOCAL_DIR = Path("data/mlflow")
 
 
+EXPERIMENT_ENV = Runtime.variable("mlflow_experiment")
+
+
 def experiment() -> str:
-    return os.environ.get("POND_MLFLOW_EXPERIMENT", "pond")
+    return Runtime.now().mlflow_experiment
 
 
 @contextmanager
 def default_experiment(name: str) -> Iterator[None]:
     """Runs inside go to ``name`` unless POND_MLFLOW_EXPERIMENT says otherwise; the process's
     environment is as it was afterwards (a backtest must not send later runs astray)."""
-    before = os.environ.get("POND_MLFLOW_EXPERIMENT")
-    os.environ["POND_MLFLOW_EXPERIMENT"] = before or name
+    before = os.environ.get(EXPERIMENT_ENV)
+    os.environ[EXPERIMENT_ENV] = before or name
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop("POND_MLFLOW_EXPERIMENT", None)
+            os.environ.pop(EXPERIMENT_ENV, None)
 
 
 def _local_uri() -> str:
@@ -36,7 +41,7 @@ def _local_uri() -> str:
 
 
 def tracking_uri() -> str:
-    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    uri = Runtime.now().mlflow_tracking_uri
     if uri:
         return uri
     LOCAL_DIR.mkdir(parents=True, exist_ok=True)
@@ -46,7 +51,7 @@ def tracking_uri() -> str:
 @contextmanager
 def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> Iterator[Any]:
     # Usage telemetry would try to reach the internet from every nightly run; operators may opt in.
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault(Runtime.variable("mlflow_disable_telemetry"), Runtime.now().mlflow_disable_telemetry)
     import mlflow
 
     uri = tracking_uri()

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from pond.core.errors import ConfigError
 from pond.core.params import explain
+from pond.core.runtime import Runtime
 from pond.serving.settings import Settings
 
 # (option, settings field, type): the path options first (predict takes those four)
@@ -86,7 +87,7 @@ def _multiprocess_metrics_dir() -> None:
     """An empty PROMETHEUS_MULTIPROC_DIR for the workers' metric files (serving.observability)."""
     from pond.serving.observability import MULTIPROC_ENV
 
-    given = os.environ.get(MULTIPROC_ENV)
+    given = Runtime.now().prometheus_multiproc_dir
     path = Path(given) if given else Path(tempfile.mkdtemp(prefix="pond-metrics-"))
     path.mkdir(parents=True, exist_ok=True)
     for stale in path.glob("*.db"):      # values of an earlier run would be summed in

@@ -15,7 +15,9 @@ import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from pond.core.runtime import Runtime
+
+MULTIPROC_ENV = Runtime.variable("prometheus_multiproc_dir")
 
 LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -40,7 +42,7 @@ class Metrics:
 
     def exposition(self) -> tuple[bytes, str]:
         """The text /metrics returns: this process's registry, or every worker's values summed."""
-        if os.environ.get(MULTIPROC_ENV):
+        if Runtime.now().prometheus_multiproc_dir:
             registry = CollectorRegistry()
             MultiProcessCollector(registry)
             return generate_latest(registry), CONTENT_TYPE_LATEST
@@ -49,7 +51,7 @@ class Metrics:
     @staticmethod
     def worker_exit() -> None:
         """Drop this worker's live gauges from the sum (multiprocess mode only)."""
-        if os.environ.get(MULTIPROC_ENV):
+        if Runtime.now().prometheus_multiproc_dir:
             mark_process_dead(os.getpid())
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import ContractError, ModelError
-from pond.models.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
 from pond.features.build import lab_features
 from pond.models.li import BASELINES, li_labels, make_li_model, training_set
+from pond.models.li_curves import cutoff_curve, li_at_fp, mean_band, split_study, threshold_table
 from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
 from pond.models.runtime import onnx_p_insensitive, session
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.models.li_select import FOREST, candidates, nested, select
 from pond.models.li_rule import CounterRule, export_rule
+from pond.models.li_select import FOREST, candidates, nested, select
 from pond.models.runtime import onnx_p_insensitive, session
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from pond.core.errors import ConfigError
 from pond.core.params import Params
-from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.features.build import FeatureParams, vm_features
 from pond.models.decision import pool_gb
 from pond.models.onnx_export import (
@@ -23,6 +22,7 @@ from pond.models.onnx_export import (
 )
 from pond.models.runtime import session
 from pond.models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
+from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
 from pond.telemetry import request
 

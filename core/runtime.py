@@ -1,0 +1,70 @@
+"""The environment variables the pipeline reads, one typed model (issue 51): each variable's name, default and
+meaning are written here once, every reader goes through ``Runtime.now()``, and the configuration reference
+(`pond docs`) lists them from this model. The service's own variables are ``serving.settings.Settings``.
+
+Read when used, not at import: a command sets some of them for what it runs (``pond --quiet``, ``--scheduler``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Runtime(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    mlflow_tracking_uri: str | None = Field(
+        None, alias="MLFLOW_TRACKING_URI",
+        description="every stage and `pond serve`: the MLflow tracking server and registry; unset: SQLite "
+                    "under data/mlflow (`POND_MLFLOW_TRACKING_URI` wins for the service)")
+    mlflow_experiment: str = Field("pond", alias="POND_MLFLOW_EXPERIMENT",
+                                   description="train_li, train_um, backtest, register: the MLflow experiment runs are logged to")
+    mlflow_disable_telemetry: str = Field(
+        "true", alias="MLFLOW_DISABLE_TELEMETRY",
+        description="set for MLflow when a run starts: its usage telemetry stays off unless this is false")
+    duckdb_memory: str = Field("2GB", alias="POND_DUCKDB_MEMORY",
+                               description="features, backtest: DuckDB's memory cap; joins past it spill to disk")
+    duckdb_temp: str | None = Field(
+        None, alias="POND_DUCKDB_TEMP",
+        description="where DuckDB spills joins past POND_DUCKDB_MEMORY (unset: .tmp in the working directory); "
+                    "a fleet-sized join can spill tens of GB")
+    quiet: bool = Field(False, alias="POND_QUIET", description="no progress lines (`pond --quiet` sets it)")
+    dask_scheduler_address: str | None = Field(
+        None, alias="DASK_SCHEDULER_ADDRESS",
+        description="with `engine.backend: dask`, a running Dask scheduler (tcp://host:8786; `pond --scheduler` "
+                    "sets it); unset: the stage starts a LocalCluster")
+    scratch: str | None = Field(
+        None, alias="POND_SCRATCH",
+        description="with `engine.backend: dask`, where the workers exchange files: a path every worker sees, or "
+                    "a storage URL (s3://bucket/scratch; raw tables on this machine's disk are copied there "
+                    "first); unset: the output's temporary folder")
+    prometheus_multiproc_dir: str | None = Field(
+        None, alias="PROMETHEUS_MULTIPROC_DIR",
+        description="`pond serve --workers N` (N > 1): where the workers' metric files are summed from; unset: a "
+                    "new temporary directory")
+
+    @field_validator("quiet", mode="before")
+    @classmethod
+    def _quiet(cls, value: object) -> bool:
+        """Any value but empty, 0, false or no silences (as before this model)."""
+        return str(value).strip().lower() not in ("", "0", "false", "no")
+
+    @field_validator("mlflow_tracking_uri", "duckdb_temp", "dask_scheduler_address", "scratch",
+                     "prometheus_multiproc_dir", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return value or None
+
+    @classmethod
+    def now(cls, environ: Mapping[str, str] | None = None) -> "Runtime":
+        """The variables as the process's environment (or ``environ``) holds them now."""
+        env = os.environ if environ is None else environ
+        return cls.model_validate({f.alias: env[f.alias] for f in cls.model_fields.values() if f.alias in env})
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable of ``field``."""
+        return cls.model_fields[field].alias or field
