@@ -7,17 +7,10 @@ when the committed files differ, so the documentation cannot drift from the code
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Literal
 
-import annotated_types as at
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
-
-from pond.core.errors import PondError
+from pond.core.docs import params_rows, render_dag, settings_rows, table, variable_rows, with_dag
 from pond.core.params import INJECTED, Params
 from pond.core.runtime import Runtime
 from pond.serving.cli import SETTING_OPTIONS
@@ -25,92 +18,13 @@ from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
 README = Path("README.md")
-DAG_BEGIN, DAG_END = "<!-- dvc dag: begin (pond docs) -->", "<!-- dvc dag: end -->"
-
+INJECTED_KEYS = {".".join((*path, key)) for path, key in INJECTED.items()}   # set from base.*, not keys
+OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
 SCRIPT_ENVIRONMENT = (
     ("POND_ROLE", "dev", "scripts/setup.sh: which lock to install: serve, train or dev"),
     ("POND_TEST_WORKERS", "2", "scripts/test.sh: processes the tests run in (pytest-xdist); 0: in one process"),
 )
-
-
-def _allowed(info: FieldInfo) -> str:
-    """The constraints pydantic enforces, in words."""
-    bounds = []
-    for m in info.metadata:
-        for cls, attr, op in ((at.Ge, "ge", ">="), (at.Gt, "gt", ">"), (at.Le, "le", "<="), (at.Lt, "lt", "<")):
-            if isinstance(m, cls):
-                bounds.append(f"{op} {getattr(m, attr):g}")
-        if isinstance(m, at.MinLen):
-            bounds.append(f"length >= {m.min_length}")
-    return ", ".join(bounds)
-
-
-TYPE_NAMES = {"str | datetime.date": "date (YYYY-MM-DD)", "tuple[float, ...]": "list of numbers",
-              "tuple[int, ...]": "list of integers", "float | None": "number or null", "float": "number",
-              "int": "integer", "str": "text", "bool": "boolean"}
-
-
-def _type(annotation: Any) -> str:
-    if getattr(annotation, "__origin__", None) is Literal:
-        return " or ".join(str(a) for a in annotation.__args__)
-    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    return TYPE_NAMES.get(text, text)
-
-
-def _default(info: FieldInfo) -> str:
-    if info.default_factory is not None:
-        return ""
-    value = info.get_default()
-    if value is None:
-        return "null"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) + "]"
-    if hasattr(value, "get_secret_value"):
-        return "(secret)"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _injected_keys() -> set[str]:
-    return {".".join((*path, key)) for path, key in INJECTED.items()}
-
-
-def params_rows(model: type[BaseModel] = Params, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
-    """(key, type, default, allowed, meaning) of every key params.yaml may set, depth first."""
-    rows = []
-    for name, info in model.model_fields.items():
-        key = f"{prefix}{name}"
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            rows += params_rows(annotation, key + ".")
-        elif key not in _injected_keys():
-            rows.append((key, _type(annotation), _default(info), _allowed(info), info.description or ""))
-    return rows
-
-
-def settings_rows() -> list[tuple[str, str, str, str]]:
-    """(variable, option, default, meaning) of every service setting."""
-    options = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
-    rows = []
-    for name, info in Settings.model_fields.items():
-        variable = Settings.env_var(name)
-        allowed = _allowed(info)
-        meaning = (info.description or "") + (f" ({allowed})" if allowed else "")
-        rows.append((variable, options.get(name, ""), _default(info), meaning))
-    return rows
-
-
-def runtime_rows() -> list[tuple[str, str, str]]:
-    """(variable, default, meaning) of every environment variable the pipeline reads, then the scripts'."""
-    rows = [(info.alias or name, _default(info) if info.get_default() is not None else "unset",
-             info.description or "") for name, info in Runtime.model_fields.items()]
-    return rows + list(SCRIPT_ENVIRONMENT)
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    cell = lambda v: str(v).replace("|", "\\|")   # noqa: E731
-    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + \
-           ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
 
 
 def render_reference() -> str:
@@ -126,47 +40,26 @@ def render_reference() -> str:
         "error naming the key. `generate.lab.seed`, `generate.fleet.seed` and `features.as_of` are not keys: they",
         "are set from `base.seed` and `base.as_of`. `generate` matters only to the built-in fleet.",
         "",
-        *_table(("key", "type", "default", "allowed", "meaning"), [
-            (f"`{k}`", t, f"`{d}`" if d else "", a, m) for k, t, d, a, m in params_rows()]),
+        *table(("key", "type", "default", "allowed", "meaning"), [
+            (f"`{k}`", t, f"`{d}`" if d else "", a, m) for k, t, d, a, m in params_rows(Params, INJECTED_KEYS)]),
         "",
         "## The service (`pond serve`, `pond predict`)",
         "",
         "A command-line option wins over its environment variable, which wins over the default.",
         "",
-        *_table(("variable", "option", "default", "meaning"), [
-            (f"`{v}`", f"`{o}`" if o else "", f"`{d}`" if d else "", m) for v, o, d, m in settings_rows()]),
+        *table(("variable", "option", "default", "meaning"), [
+            (f"`{v}`", f"`{o}`" if o else "", f"`{d}`" if d else "", m)
+            for v, o, d, m in settings_rows(Settings, OPTIONS)]),
         "",
         "## Other environment variables",
         "",
         "Read when a command uses them (`core/runtime.py`); `pond --quiet` and `--scheduler` set two of them.",
         "",
-        *_table(("variable", "default", "meaning"), [
-            (f"`{v}`", f"`{d}`" if d != "unset" else d, m) for v, d, m in runtime_rows()]),
+        *table(("variable", "default", "meaning"), [
+            (f"`{v}`", f"`{d}`" if d != "unset" else d, m) for v, d, m in variable_rows(Runtime, SCRIPT_ENVIRONMENT)]),
         "",
     ]
     return "\n".join(sections)
-
-
-def render_dag(cwd: Path = Path(".")) -> str:
-    """``dvc dag --md`` of the repository: a Mermaid flowchart that GitHub draws."""
-    dvc = Path(sys.executable).with_name("dvc")
-    try:
-        out = subprocess.run([str(dvc) if dvc.exists() else "dvc", "dag", "--md"], cwd=cwd, capture_output=True,
-                             text=True, check=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise PondError(f"docs: `dvc dag --md` failed ({getattr(exc, 'stderr', exc)}). Fix: install the train "
-                        "role (POND_ROLE=train bash scripts/setup.sh) and run from the repository root") from None
-    return out.stdout.strip().replace("\t", "    ")
-
-
-def with_dag(readme: str, dag: str) -> str:
-    """The README with the text between the dag markers replaced by ``dag``."""
-    if DAG_BEGIN not in readme or DAG_END not in readme:
-        raise PondError(f"docs: README.md has no {DAG_BEGIN} ... {DAG_END} markers. Fix: put them back where the "
-                        "pipeline picture goes")
-    head, rest = readme.split(DAG_BEGIN, 1)
-    _, tail = rest.split(DAG_END, 1)
-    return f"{head}{DAG_BEGIN}\n{dag}\n{DAG_END}{tail}"
 
 
 def stale(root: Path = Path(".")) -> list[str]:
@@ -187,7 +80,8 @@ def run(check: bool, root: Path = Path(".")) -> int:
             print(f"docs: {path} is out of date. Fix: run `pond docs` and commit it", file=sys.stderr)
         return 1 if behind else 0
     (root / REFERENCE).parent.mkdir(parents=True, exist_ok=True)
-    for path, text in ((REFERENCE, render_reference()), (README, with_dag((root / README).read_text(), render_dag(root)))):
+    readme = with_dag((root / README).read_text(), render_dag(root))
+    for path, text in ((REFERENCE, render_reference()), (README, readme)):
         tmp = (root / path).with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(root / path)

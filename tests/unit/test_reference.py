@@ -6,8 +6,9 @@ import re
 
 import yaml
 
+from pond.core.docs import params_rows
 from pond.core.params import Params
-from pond.pipelines.reference import REFERENCE, params_rows, render_reference, stale
+from pond.pipelines.reference import INJECTED_KEYS, REFERENCE, render_reference, stale
 from pond.serving.settings import Settings
 from tests.conftest import ROOT
 
@@ -30,12 +31,12 @@ def test_committed_docs_are_generated_from_the_code():
 def test_every_params_key_is_documented():
     text = render_reference()
     committed = _leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
-    keys = [k for k, *_ in params_rows()]
+    keys = [k for k, *_ in params_rows(Params, INJECTED_KEYS)]
     every_field = set(_leaves(Params().model_dump())) - {"generate.lab.seed", "generate.fleet.seed", "features.as_of"}
     assert set(committed) <= set(keys) == every_field and len(keys) == len(set(keys)) == 86
     for key in keys:
         assert f"| `{key}` |" in text, key
-    assert all(row[4] for row in params_rows()), "every key has a meaning"
+    assert all(row[4] for row in params_rows(Params, INJECTED_KEYS)), "every key has a meaning"
 
 
 def test_every_environment_variable_the_code_reads_is_documented():
