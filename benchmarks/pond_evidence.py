@@ -24,7 +24,7 @@ import yaml
 from pond.core.params import load
 from pond.evaluation.fixed_pools import fixed_share_savings
 from pond.evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days, place
-from pond.pipelines import generate
+from pond.telemetry.fleet import generate
 from pond.telemetry.io import read_tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,8 @@ def main() -> None:
         raw["generate"]["fleet"]["n_days"] = n_days
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(raw))
-            generate.run(load(Path(tmp) / "params.yaml"), Path(tmp) / "raw", False)
+            g = load(Path(tmp) / "params.yaml").generate
+            generate(g.lab, g.fleet, Path(tmp) / "raw", g.variant)
             vms = read_tables(Path(tmp) / "raw", ["vms"])["vms"]
         for rule in ("first_fit", "best_fit"):
             placed = place(vms, rule=rule)
