@@ -4,7 +4,7 @@ onnxmltools writes each categorical split as a chain of equality nodes, one per 
 nightly UM model that is 16,533 BRANCH_EQ nodes beside 1,762 numeric ones (and 3,100 leaves), and
 ONNX Runtime walks every chain (19 us per VM). TreeEnsemble v5 has BRANCH_MEMBER: one node tests
 a whole category set, so the same trees need 1,238 of them beside the 1,762 numeric ones
-(``python -m benchmarks.onnx_nodes``). The
+(``python -m benchmarks.analyses.onnx_nodes``). The
 conversion follows LightGBM's own decision rules (include/LightGBM/tree.h):
 
 - numeric ``<=``: NaN goes the default side when ``missing_type`` is NaN, else it counts as 0.0;

@@ -1,6 +1,6 @@
 """Issue 13: where the regret of a 14-night backtest comes from. After `benchmarks/backtest_variants.py`:
 
-    python -m benchmarks.regret_anatomy [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.analyses.regret_anatomy [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 Per variant, from the saved nights (no model is trained again):
 - the best *fixed* threshold pair in hindsight: the one pair that, used on every night, gives the most mean

@@ -1,7 +1,7 @@
 """Issue 13 what-if: where the fleet's LI errors come from, and a history rule that removes most of them.
 After `benchmarks/backtest_variants.py`:
 
-    python -m benchmarks.history_spread [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.analyses.history_spread [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 A VM is scored from its history key (customer, VM type, region): the counters of the key's earlier VMs, summed.
 A customer may run more than one workload under one key, and then the history describes a mix. This script:
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.regret_anatomy import Replay, replay, summary, variants_cli, with_confidence
+from benchmarks.analyses.regret_anatomy import Replay, replay, summary, variants_cli, with_confidence
 from pond.core.days import end_of
 from pond.evaluation.combined import slowdown_at
 from pond.evaluation.regret import realized_grid

@@ -1,6 +1,6 @@
 """Issue 13's LI criterion on both built-in variants, without the rest of the night:
 
-    python -m benchmarks.li_selection            (about 2 minutes on 2 cores)
+    python -m benchmarks.analyses.li_selection            (about 2 minutes on 2 cores)
 
 Builds each variant's lab from params.yaml (``generate.lab``, ``base.seed``) and runs exactly
 `train_li`'s selection (``models.li_select``: nested cross-validation, workloads as groups) per
@@ -23,7 +23,7 @@ from pond.models.li_select import FOREST, candidates, nested, select
 from pond.models.li_train import FP_GRID_PCT
 from pond.telemetry.fleet.lab import build_lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def main() -> None:
     params = load(ROOT / "params.yaml")

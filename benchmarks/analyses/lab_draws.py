@@ -1,7 +1,7 @@
 """Why `pond calibrate`'s lab checks pass on few draws (issue 47): per seed and variant, the lab's 158 workloads
 against Pond's figures, beside the 1,000-workload population they are drawn from:
 
-    python -m benchmarks.lab_draws [--seeds 40 41 ... 49]
+    python -m benchmarks.analyses.lab_draws [--seeds 40 41 ... 49]
 
 Builds only the lab (``telemetry.fleet.lab.build_lab``, seconds per draw), with params.yaml's ``generate.lab``.
 One line per (variant, seed): the lab checks that fail, and the population's full-pool slowdown shares at 182% and
@@ -21,7 +21,7 @@ from pond.core.params import load
 from pond.evaluation.calibration import lab_checks
 from pond.telemetry.fleet.lab import VARIANTS, build_lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def shares(truth, ratio: float) -> list[float]:
     s = truth[(truth.spilled_pct == 100) & np.isclose(truth.latency_ratio, ratio)].slowdown_pct

@@ -1,8 +1,8 @@
 """How well the QoS monitor's flags stand for the LI error rate on the fleet (optimize.monitor), measured on a
 backtest's nights, where each next day's VMs carry their truth:
 
-    python -m benchmarks.monitor_evidence                       # data/backtest (dvc repro's nights)
-    python -m benchmarks.monitor_evidence /tmp/pond-bv-43m/pond/data/backtest --thresholds 0.6 0.8
+    python -m benchmarks.analyses.monitor_evidence                       # data/backtest (dvc repro's nights)
+    python -m benchmarks.analyses.monitor_evidence /tmp/pond-bv-43m/pond/data/backtest --thresholds 0.6 0.8
 
 Per night and LI threshold, among the VMs with history the night's model calls insensitive (P >= threshold): how
 many, the share truly sensitive, the share the monitor flags (own counters, P(exceed) >= --qos), and flags over

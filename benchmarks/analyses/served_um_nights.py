@@ -1,6 +1,6 @@
 """Issue 13: does the served UM-only policy's evidence bound its next day? After `benchmarks/backtest_variants.py`:
 
-    python -m benchmarks.served_um_nights [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.analyses.served_um_nights [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 The served policy (``optimize.serve: um_only``) takes the largest UM target whose ``optimize.confidence`` quantile of
 tonight's OP, predicted from the UM backtest nights (each night's `um/heldout_nights.parquet`, outcomes known by its
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.regret_anatomy import replay, variants_cli, with_confidence
+from benchmarks.analyses.regret_anatomy import replay, variants_cli, with_confidence
 from pond.optimize.solver import best, next_night
 from pond.optimize.tonight import um_candidates
 

@@ -1,6 +1,6 @@
 """Issue 13 what-if: would slowdown labels from the fleet close the regret? After `benchmarks/backtest_variants.py`:
 
-    python -m benchmarks.fleet_labels [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
+    python -m benchmarks.analyses.fleet_labels [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
 Pond takes LI labels from lab runs *and* from A/B tests of internal workloads that report their performance
 (§4.4). The contract's optional `vm_slowdowns` carries the latter, and `optimize` counts them
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.regret_anatomy import Replay, replay, summary
+from benchmarks.analyses.regret_anatomy import Replay, replay, summary
 from pond.core.days import end_of
 from pond.evaluation.combined import slowdown_at
 from pond.evaluation.truth import truth_table

@@ -1,6 +1,6 @@
 """Why the optimized policy does not save DRAM in `simulate` (issue 14), measured, after `dvc repro`:
 
-    python -m benchmarks.sizing_diagnosis
+    python -m benchmarks.analyses.sizing_diagnosis
 
 The same sizing as `pond simulate` (evaluation.sizing, pool-aware first fit, 0.1% moves, pools of 8,
 16 and 32 sockets) for the combined policy at 1.82 and static 15% / 50% pools, in three settings:
@@ -28,7 +28,7 @@ from pond.evaluation.sizing import fleet_sizing
 from pond.evaluation.sizing_report import summarize_sizing
 from pond.models.names import static_policy_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def main() -> None:
     ap = argparse.ArgumentParser()

@@ -1,6 +1,6 @@
 """Issue 13: this checkout's solver on the saved nights of finished acceptance runs, without running them again.
 
-    python -m benchmarks.resolve_runs /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
+    python -m benchmarks.analyses.resolve_runs /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
 
 Each DIR/VARIANT is a work dir of `benchmarks/backtest_variants.py`, or any folder laid out the same way: ``backtest``
 (a `pond backtest --out` folder), ``features``, ``li``, ``raw`` and ``params.yaml``. Per night, `optimize`'s inputs
@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.regret_anatomy import replay, summary
+from benchmarks.analyses.regret_anatomy import replay, summary
 from pond.core.params import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def resolve(wd: Path) -> tuple[str, str]:
     """(the solver's pair, UM only) re-chosen on every saved night of ``wd`` with this checkout's params."""

@@ -1,6 +1,6 @@
 """Issue 13: the fleet's slowdown reports (`vm_slowdowns`) on the saved nights of finished acceptance runs.
 
-    python -m benchmarks.fleet_reports /tmp/pond-bv-43n ... [--variants pond walks] [--shares 0.1 0.2]
+    python -m benchmarks.analyses.fleet_reports /tmp/pond-bv-43n ... [--variants pond walks] [--shares 0.1 0.2]
 
 ``generate.fleet.internal_share`` adds `vm_slowdowns` to a fleet and changes nothing else in it (the same VMs,
 counters and lab: `tests/data/test_fleet.py`), so the models and nights of a run made without reports are those of a
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.regret_anatomy import replay, summary
+from benchmarks.analyses.regret_anatomy import replay, summary
 from pond.core.params import load
 from pond.telemetry.fleet import build_lab, build_vms
 from pond.telemetry.fleet.vms import build_vm_slowdowns

@@ -1,6 +1,6 @@
 """Node counts of the UM model's ONNX graph: ours (set-membership splits) vs onnxmltools' conversion.
 
-Run after `dvc repro`: `python -m benchmarks.onnx_nodes` (reads data/models/um/um_lightgbm.txt).
+Run after `dvc repro`: `python -m benchmarks.analyses.onnx_nodes` (reads data/models/um/um_lightgbm.txt).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from pond.models.lgbm_onnx import LEQ, MEMBER
 from pond.models.onnx_export import export_um, export_um_onnxmltools
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 V5_NAMES = {LEQ: "BRANCH_LEQ", MEMBER: "BRANCH_MEMBER"}
 
