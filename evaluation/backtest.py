@@ -177,11 +177,10 @@ def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.nda
 
 def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list) -> dict[str, Any]:
     """``metrics/backtest.json``."""
-    within = int((nights.realized_unmitigated <= nights.budget).sum())        # what the QoS monitor left slowed
-    raw = int((nights.realized_mispredictions <= nights.budget).sum())
     return {
-        "nights": len(nights), "nights_skipped_no_vms": skipped, "nights_within_budget": within,
-        "nights_within_budget_raw": raw,
+        "nights": len(nights), "nights_skipped_no_vms": skipped,
+        "nights_within_budget": int((nights.realized_unmitigated <= nights.budget).sum()),   # left slowed
+        "nights_within_budget_raw": int((nights.realized_mispredictions <= nights.budget).sum()),
         "realized_unmitigated_max": float(nights.realized_unmitigated.max()),
         "mitigations_max": float(nights.mitigations.max()),
         "nights_within_budget_sla_alpha": int((nights.realized_unmitigated_sla_alpha <= nights.budget).sum()),
@@ -196,22 +195,20 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
         "best_fixed_pair": None if fixed is None else pair(candidates, fixed)}
 
 
-def summary_line(nights: pd.DataFrame) -> str:
-    within = int((nights.realized_unmitigated <= nights.budget).sum())
-    raw = int((nights.realized_mispredictions <= nights.budget).sum())
-    worst = int((nights.realized_worst_case <= nights.budget).sum())
-    return (f"backtest: {len(nights)} nights; realized mispredictions within the budget on {within} of {len(nights)} "
-            f"after the QoS monitor, {raw} before it (worst case, censored VMs counted overpredicted: {worst}); "
-            f"pool share {nights.realized_pool.mean():.1%} on average; mean regret {100 * nights.regret.mean():.2f} "
-            f"points (max {100 * nights.regret.max():.2f}) against each night's best pair in hindsight, "
-            f"{100 * nights.regret_fixed.mean():.2f} against the best pair fixed over the nights")
+def summary_line(m: dict[str, Any]) -> str:
+    """The stage's last line, from ``summary``'s figures."""
+    return (f"backtest: {m['nights']} nights; realized mispredictions within the budget on "
+            f"{m['nights_within_budget']} of {m['nights']} after the QoS monitor, {m['nights_within_budget_raw']} "
+            f"before it (worst case, censored VMs counted overpredicted: {m['nights_within_budget_worst_case']}); "
+            f"pool share {m['realized_pool_mean']:.1%} on average; mean regret {100 * m['regret_mean']:.2f} points "
+            f"(max {100 * m['regret_max']:.2f}) against each night's best pair in hindsight, "
+            f"{100 * m['regret_fixed_mean']:.2f} against the best pair fixed over the nights")
 
 
 def pair(candidates: list, at: tuple[int, int]) -> dict[str, float | None]:
     """A candidate pair by its indices, as a policy names it (None: that model off)."""
     t = float(candidates[0][at[0]])
     return {"li_threshold": t if np.isfinite(t) else None, "um_target_op": candidates[1][at[1]]}
-
 
 
 def plot_nights(nights: pd.DataFrame, path: Path) -> None:

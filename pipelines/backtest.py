@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from pond.core.cluster import session
@@ -52,8 +51,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
                     columns=[c for c in table_columns(path) if c in drift])
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
-    rows, skipped = [], []
-    grids: list[tuple[np.ndarray, np.ndarray]] = []
+    rows, skipped, grids = [], [], []        # grids: each night's (pool, left slowed) over the candidate pairs
     with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client, \
             snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
@@ -74,9 +72,10 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             del cust, hist                         # the night's stages read the files
             with silenced():                       # one line per night (above), not train_um's own
                 um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
-            policy = optimize.run(p, li_dir, night / "um", feats, BundlePaths.of(night).policy, night / "optimize.json",
+            policy_path = BundlePaths.of(night).policy       # optimize writes it, evaluate reads it
+            policy = optimize.run(p, li_dir, night / "um", feats, policy_path, night / "optimize.json",
                                   night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir)
-            ev = evaluate.run(BundlePaths.of(night).policy, li_dir, night / "um", feats, raw_dir, night / "evaluation",
+            ev = evaluate.run(policy_path, li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots", p.engine, client, p.qos)
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
             night_scores(p, night, li_dir, day, history, policy, raw_dir)
@@ -93,7 +92,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
     plot_nights(nights, plots_dir / "backtest.png")
+    m = summary(nights, len(skipped), fixed, candidates)
     if metrics_path is not None:
-        write_json(metrics_path, summary(nights, len(skipped), fixed, candidates))
-    print(f"{summary_line(nights)} -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
+        write_json(metrics_path, m)
+    print(f"{summary_line(m)} -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
     return nights
