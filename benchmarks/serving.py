@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from pond.models.bundle import BundlePaths
+from pond.models.policy import read_policy
 from pond.serving.columnar import ARROW_STREAM
 from pond.serving.engine import Engine
 from pond.serving.offline import request_columns, time_one_by_one
@@ -72,8 +73,8 @@ def _pct(x: list[float]) -> dict[str, float]:
 def _requests(day_offset: int = 1) -> pd.DataFrame:
     """Request columns of the VMs created on as-of + ``day_offset``, in arrival order."""
     vmf = pd.read_parquet(ROOT / "data/features/vm_features.parquet")
-    policy = json.loads(PATHS.policy.read_text())
-    day = (pd.Timestamp(policy["as_of"]) + pd.Timedelta(days=day_offset)).date()
+    policy = read_policy(PATHS.policy)
+    day = (pd.Timestamp(policy.as_of) + pd.Timedelta(days=day_offset)).date()
     vmf = vmf[vmf.day == day].sort_values("created_at", kind="stable")
     return vmf[list(REQUEST_FIELDS)].reset_index(drop=True)
 
@@ -294,10 +295,10 @@ def main() -> None:
                 proc.wait(timeout=30)
 
     tracking = os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{ROOT / 'data/mlflow/mlflow.db'}")
-    policy = json.loads(PATHS.policy.read_text())
-    uri = _latest_forest_uri(tracking, "li_" + Path(policy["li"]["model"]).stem.replace(".", "_"))
+    policy = read_policy(PATHS.policy)
+    uri = _latest_forest_uri(tracking, "li_" + Path(policy.li.model).stem.replace(".", "_"))
     history = pd.read_parquet(PATHS.snapshot_dir / "workload_history.parquet")
-    rows = vms[list(KEY)].merge(history, on=list(KEY)).reindex(columns=policy["li"]["features"])
+    rows = vms[list(KEY)].merge(history, on=list(KEY)).reindex(columns=policy.li.features)
     port = _free_port()
     peer = _start([sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local",
                    "-p", str(port), "-w", "1"], {**env, "MLFLOW_TRACKING_URI": tracking},

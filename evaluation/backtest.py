@@ -31,7 +31,7 @@ from pond.features.shuffle import scratch_folder
 from pond.models.bundle import BundlePaths
 from pond.models.inference import Models, score
 from pond.models.names import at_ratio
-from pond.models.policy import read_policy
+from pond.models.policy import Policy, read_policy
 from pond.optimize.monitor import monitor_scores
 from pond.optimize.solver import error_rate, regret
 from pond.optimize.tonight import li_candidates, solve
@@ -60,12 +60,12 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
     return out
 
 
-def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams
+def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams
                  ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
     realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
     candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
-    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy["latency_ratio"], policy["pdm"])
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy.latency_ratio, policy.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
     offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
@@ -74,17 +74,17 @@ def night_regret(policy: dict, li_dir: Path, um_dir: Path, decisions: Path, qos:
     night = pd.read_parquet(decisions)
     pool, mis = realized_grid(night, thresholds, offsets, q)
     left = unmitigated_grid(night, thresholds, offsets, q, qos.threshold, qos.max_mitigated_share)
-    i = int(np.flatnonzero(np.isclose(thresholds, policy["li"]["threshold"]))[0]) if policy["li"]["enabled"] else 0
-    j = 1 + targets.index(policy["um"]["target_op"]) if policy["um"]["enabled"] else 0
-    out = regret(pool, left, policy["misprediction_budget"], (i, j))
-    out["regret_raw"] = regret(pool, mis, policy["misprediction_budget"], (i, j))["regret"]
+    i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
+    j = 1 + targets.index(policy.um.target_op) if policy.um.enabled else 0
+    out = regret(pool, left, policy.misprediction_budget, (i, j))
+    out["regret_raw"] = regret(pool, mis, policy.misprediction_budget, (i, j))["regret"]
     out["chosen_mispredictions"] = float(mis[i, j])
     out["chosen_unmitigated"] = float(left[i, j])
     return out, pool, left, [thresholds, [None, *targets]]
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
-                 policy: dict, raw_dir: Location | None = None) -> None:
+                 policy: Policy, raw_dir: Location | None = None) -> None:
     """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
     next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
     `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
@@ -93,7 +93,7 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
         path = night / f"{at_ratio('policy', ratio)}.json"
-        if np.isclose(ratio, policy["latency_ratio"]):
+        if np.isclose(ratio, policy.latency_ratio):
             path.write_text(BundlePaths.of(night).policy.read_text())
             cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
             cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
@@ -139,14 +139,14 @@ def snapshots(nights: list[Params], raw_dir: Location, tmp: Path,
     yield [partial(snapshot, vms, counters, events, p.features) for p in nights]
 
 
-def night_row(as_of: str, policy: dict, ev: dict[str, Any], regret: dict[str, float], um: dict[str, Any],
+def night_row(as_of: str, policy: Policy, ev: dict[str, Any], regret: dict[str, float], um: dict[str, Any],
               drift: dict[str, Any]) -> dict[str, Any]:
     """One line of ``nights.csv``: what the night chose, expected and realized, its regret and its inputs' drift."""
     return {
         "as_of": as_of, "evaluation_day": ev["day"], "budget": ev["budget"],
-        "li_threshold": policy["li"]["threshold"], "um_target_op": policy["um"]["target_op"],
-        "expected_pool": policy["expected"]["pool_share"],
-        "expected_mispredictions": policy["expected"]["mispredictions"],
+        "li_threshold": policy.li.threshold, "um_target_op": policy.um.target_op,
+        "expected_pool": policy.expected.pool_share,
+        "expected_mispredictions": policy.expected.mispredictions,
         "realized_pool": ev["combined"]["pool_share"],
         "realized_mispredictions": ev["combined"]["mispredictions_conservative"],
         "realized_unmitigated": ev["combined"]["mispredictions_unmitigated"],
@@ -154,12 +154,12 @@ def night_row(as_of: str, policy: dict, ev: dict[str, Any], regret: dict[str, fl
         "mitigated_gb_share": ev["combined"]["mitigated_gb_share"],
         "sla_alpha_gb_share": ev["combined"]["sla_alpha_gb_share"],
         "realized_unmitigated_sla_alpha": ev["combined"]["mispredictions_unmitigated_sla_alpha"],
-        "monitor_flag_rate": policy["fleet_monitor"]["flag_rate"],
+        "monitor_flag_rate": policy.fleet_monitor.flag_rate,
         "served_unmitigated": ev["served"]["mispredictions_unmitigated"],
         "realized_severe": ev["combined"]["mispredictions_severe"],
         "realized_worst_case": ev["combined"]["mispredictions_worst_case"],
         "censored": ev["combined"]["censored"], "fp_source": ev["combined"]["fp_source"],
-        "li_method": policy["li"]["method"], **regret,
+        "li_method": policy.li.method, **regret,
         "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
         **drift,
     }

@@ -60,13 +60,13 @@ def summary(bundle_dir: Path) -> dict[str, Any]:
     policy = read_policy(BundlePaths.of(bundle_dir).policy)
     metrics = bundle.metrics(bundle_dir, "evaluate")
     ev = metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
-    size = {k: (Path(bundle_dir) / k / policy[k]["model"]).stat().st_size for k in ("li", "um")}
+    size = {k: (Path(bundle_dir) / k / getattr(policy, k).model).stat().st_size for k in ("li", "um")}
     return {
-        "as_of": policy["as_of"], "served": served_name(policy), "li_threshold": policy["li"]["threshold"],
-        "um_target_op": policy["um"]["target_op"],
-        "expected_li": policy["li"]["expected_li"], "expected_um": policy["um"]["expected_um"],
-        "expected_pool": policy["expected"]["pool_share"], "expected_fp": policy["li"]["expected_fp"],
-        "expected_op": policy["um"]["expected_op"], "expected_mispredictions": policy["expected"]["mispredictions"],
+        "as_of": policy.as_of, "served": served_name(policy), "li_threshold": policy.li.threshold,
+        "um_target_op": policy.um.target_op,
+        "expected_li": policy.li.expected_li, "expected_um": policy.um.expected_um,
+        "expected_pool": policy.expected.pool_share, "expected_fp": policy.li.expected_fp,
+        "expected_op": policy.um.expected_op, "expected_mispredictions": policy.expected.mispredictions,
         "realized_pool": ev.get("pool_share"), "realized_li": ev.get("li_share"), "realized_um": ev.get("um_share"),
         "realized_fp": ev.get("false_positives"), "realized_op": ev.get("overpredictions"),
         "realized_mispredictions": ev.get("mispredictions_conservative"),
@@ -84,5 +84,5 @@ def curves(bundle_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     p = BundlePaths.of(bundle_dir)
     policy = read_policy(p.policy)
     li = pd.read_parquet(p.li_dir / "heldout_curves.parquet")
-    li = li[np.isclose(li.latency_ratio, policy["latency_ratio"]) & np.isclose(li.pdm, policy["pdm"])]
+    li = li[np.isclose(li.latency_ratio, policy.latency_ratio) & np.isclose(li.pdm, policy.pdm)]
     return li.sort_values("fp"), pd.read_parquet(p.um_dir / "heldout_curves.parquet").sort_values("op")

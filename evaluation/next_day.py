@@ -27,7 +27,7 @@ from pond.models.bundle import BundlePaths
 from pond.models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.inference import Models, Scores, score
 from pond.models.names import static_policy_name
-from pond.models.policy import read_policy
+from pond.models.policy import Policy, read_policy
 from pond.optimize.monitor import monitor_scores, own_rows
 from pond.telemetry.io import read_tables
 from pond.telemetry.storage import Location
@@ -44,16 +44,16 @@ class Judged:
     notes: list[str]
 
 
-def judge(policy: dict[str, Any], vms: pd.DataFrame, s: Scores, models: Models, raw_dir: Location,
+def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir: Location,
           qos: QosParams) -> Judged:
     """Every policy of the night on the next day's ``vms`` (``s``: their scores)."""
-    day = next_day(policy["as_of"])
+    day = next_day(policy.as_of)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
-    table, source = truth_table(raw_dir, policy["latency_ratio"])
-    measured = measured_truth(raw_dir, policy["latency_ratio"], vms)
+    table, source = truth_table(raw_dir, policy.latency_ratio)
+    measured = measured_truth(raw_dir, policy.latency_ratio, vms)
     if measured is not None and len(measured):
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
-    rate = policy["li"]["error_rate"]
+    rate = policy.li.error_rate
     own = own_rows(vms, raw_dir)
     p_exceed = monitor_scores(models, vms, raw_dir, own)
     workload = vms["workload_id"] if "workload_id" in vms.columns else pd.Series(np.nan, index=vms.index, dtype=object)
@@ -66,13 +66,13 @@ def judge(policy: dict[str, Any], vms: pd.DataFrame, s: Scores, models: Models, 
     with np.errstate(invalid="ignore"):     # SLA-alpha restores only insensitive calls: a flagged VM some policy calls
         callable_flagged = (p_exceed >= qos.threshold) & has_history & (p >= lowest)
     keep = alpha_keep(own, callable_flagged, raw_dir, policy, qos.alpha_neighbors)
-    metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy["misprediction_budget"],
+    metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy.misprediction_budget,
                                "history_share": float(has_history.mean()), "truth_source": source}
     served = pd.DataFrame()
     for name, (knobs, um_raw) in variants.items():
         d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-        out = sla_alpha(realize(vms, d, table, policy["pdm"], measured, p_exceed, qos), keep, table, workload,
-                        policy["pdm"])
+        out = sla_alpha(realize(vms, d, table, policy.pdm, measured, p_exceed, qos), keep, table, workload,
+                        policy.pdm)
         metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
         if name == "served":
             served = out.assign(p_insensitive=p, has_history=has_history, um_raw=raw,
@@ -115,10 +115,10 @@ def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosPa
     s = score(models, vms, pd.read_parquet(paths.snapshot_dir / "workload_history.parquet"))
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
                policy_knobs(policy)["served"])
-    table, _ = truth_table(raw_dir, policy["latency_ratio"])
-    out = realize(vms, d, table, policy["pdm"], measured_truth(raw_dir, policy["latency_ratio"], vms),
+    table, _ = truth_table(raw_dir, policy.latency_ratio)
+    out = realize(vms, d, table, policy.pdm, measured_truth(raw_dir, policy.latency_ratio, vms),
                   monitor_scores(models, vms, raw_dir), qos)
-    rate = policy["li"]["error_rate"]
+    rate = policy.li.error_rate
     return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 
 
@@ -140,15 +140,15 @@ def metric_rows(metrics: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{"policy": k, **v} for k, v in metrics.items() if isinstance(v, dict)])
 
 
-def alpha_keep(own: pd.DataFrame, flagged: np.ndarray, raw_dir: Location, policy: dict, k: int) -> np.ndarray:
+def alpha_keep(own: pd.DataFrame, flagged: np.ndarray, raw_dir: Location, policy: Policy, k: int) -> np.ndarray:
     """Per VM, the share of its memory SLA-alpha keeps on the pool if it is mitigated (``evaluation.sla_alpha``),
     predicted from its own counters; worked out for the ``flagged`` rows only (NaN elsewhere)."""
     tables = read_tables(raw_dir, ["workloads", "slowdowns"])
     lab = lab_features(tables["workloads"]).set_index("workload_id")
-    curves = spill_table(tables["slowdowns"], policy["latency_ratio"])
+    curves = spill_table(tables["slowdowns"], policy.latency_ratio)
     keep = np.full(len(own), np.nan)
     rows = np.flatnonzero(flagged)
-    features = [c for c in policy["li"]["features"] if c in lab.columns]
+    features = [c for c in policy.li.features if c in lab.columns]
     keep[rows] = keep_on_pool_pct(nearest_curves(own.iloc[rows].reindex(columns=features), lab, curves, k),
-                                  policy["pdm"])
+                                  policy.pdm)
     return keep

@@ -62,7 +62,7 @@ from pond.evaluation.trace import Span, Window, facts, gather_window, read_trace
 from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.names import at_ratio, capped_policy_name, static_policy_name
-from pond.models.policy import read_policy
+from pond.models.policy import Policy, read_policy
 from pond.telemetry.io import release_unused_memory
 from pond.telemetry.storage import Location, remove_tree
 
@@ -75,7 +75,7 @@ def backtest_nights(backtest_dir: Path) -> list[Path]:
     return nights
 
 
-def night_knobs(policy: dict, caps: tuple[float, ...]) -> dict[str, PolicyKnobs]:
+def night_knobs(policy: Policy, caps: tuple[float, ...]) -> dict[str, PolicyKnobs]:
     """The night's policies, its combined policy under each pool cap (``combined_cap15pct``), and
     the one it serves under its own name (``served_name``) where that is none of them."""
     knobs = policy_knobs(policy)
@@ -106,7 +106,7 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
         scored[idx] = True
         for ratio in ratios:
             policy = read_policy(night / f"{at_ratio('policy', ratio)}.json")
-            rates[ratio].append(policy["li"]["error_rate"])
+            rates[ratio].append(policy.li.error_rate)
             for name, knobs in night_knobs(policy, caps).items():
                 d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
                 got = decide(mem[idx], s.has_history.to_numpy(), s[at_ratio("p_insensitive", ratio)].to_numpy(),

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from pond.core.errors import ModelError
+from pond.models.policy import read_policy
 from pond.telemetry import request
 from pond.telemetry.atomic import sha256_file
 
@@ -44,14 +45,14 @@ class BundlePaths:
 def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: pd.DataFrame,
              window: dict[str, Any]) -> dict[str, Any]:
     """Copy the night's serving inputs into ``dst`` (a fresh directory); return bundle.json's content."""
-    policy = json.loads(paths.policy.read_text())
+    policy = read_policy(paths.policy)
     (dst / "li").mkdir(parents=True)
     (dst / "um").mkdir()
     (dst / "metrics").mkdir()
     shutil.copy2(paths.policy, dst / "policy.json")
-    for name in (policy["li"]["model"], "manifest.json", "heldout_curves.parquet"):
+    for name in (policy.li.model, "manifest.json", "heldout_curves.parquet"):
         shutil.copy2(paths.li_dir / name, dst / "li" / name)
-    for name in (policy["um"]["model"], "manifest.json", "heldout_curves.parquet"):
+    for name in (policy.um.model, "manifest.json", "heldout_curves.parquet"):
         shutil.copy2(paths.um_dir / name, dst / "um" / name)
     shutil.copytree(paths.snapshot_dir, dst / "snapshot")
     for stage, path in metrics.items():
@@ -60,8 +61,8 @@ def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: 
     requests[list(request.FIELDS)].head(SAMPLE_REQUESTS).to_parquet(dst / "sample_requests.parquet",
                                                                                index=False)
     files = sorted(p for p in dst.rglob("*") if p.is_file())
-    info = {"as_of": policy["as_of"], "window": window, "li_sha256": policy["li"]["sha256"],
-            "um_sha256": policy["um"]["sha256"], "features": {"li": policy["li"]["features"],
+    info = {"as_of": policy.as_of, "window": window, "li_sha256": policy.li.sha256,
+            "um_sha256": policy.um.sha256, "features": {"li": policy.li.features,
                                                              "um": json.loads((paths.um_dir / "manifest.json").read_text())["features"]},
             "files": {str(p.relative_to(dst)): sha256_file(p) for p in files}}
     (dst / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True))

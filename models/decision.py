@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pond.models.names import capped_policy_name
+from pond.models.policy import Policy
 
 POOL_ONLY, ZNUMA, LOCAL_ONLY = "pool_only", "znuma", "local_only"
 LABELS = (LOCAL_ONLY, ZNUMA, POOL_ONLY)          # indexed by the rule's code
@@ -125,25 +126,20 @@ def decide_one(memory_gb: float, has_history: bool, p_insensitive: float, um_raw
     return Decision(LABELS[code], memory_gb - pool, pool, znuma, u, called)
 
 
-def policy_knobs(policy: dict) -> dict[str, PolicyKnobs]:
+def policy_knobs(policy: Policy) -> dict[str, PolicyKnobs]:
     """The optimized policy and its LI-only / UM-only alternatives, from ``policy.json``; and under
     ``served``, the one the service applies (``serve``: one of them, with its pool cap)."""
-    alt = policy["alternatives"]
-    um = policy["um"]["offset"] if policy["um"]["enabled"] else None
-    knobs = {"combined": PolicyKnobs(policy["li"]["threshold"], um),
-             "li_only": PolicyKnobs(alt["li_only"]["li_threshold"], None),
-             "um_only": PolicyKnobs(None, alt["um_only"]["um_offset"])}
-    serve = _serve(policy)
-    return knobs | {"served": replace(knobs[serve["policy"]], pool_cap=serve["pool_cap"])}
+    alt = policy.alternatives
+    um = policy.um.offset if policy.um.enabled else None
+    knobs = {"combined": PolicyKnobs(policy.li.threshold, um),
+             "li_only": PolicyKnobs(alt["li_only"].li_threshold, None),
+             "um_only": PolicyKnobs(None, alt["um_only"].um_offset)}
+    return knobs | {"served": replace(knobs[policy.serve.policy], pool_cap=policy.serve.pool_cap)}
 
 
-def served_name(policy: dict) -> str:
+def served_name(policy: Policy) -> str:
     """The served policy's name where policies are listed side by side: ``um_only``, ``combined_cap30pct``."""
-    serve = _serve(policy)
-    cap = serve["pool_cap"]
-    return serve["policy"] if cap is None or cap >= 1 else capped_policy_name(serve["policy"], cap)
+    cap = policy.serve.pool_cap
+    return policy.serve.policy if cap is None or cap >= 1 else capped_policy_name(policy.serve.policy, cap)
 
 
-def _serve(policy: dict) -> dict[str, Any]:
-    """``policy.json``'s ``serve``; a policy written before the setting serves Pond's rule."""
-    return policy.get("serve") or {"policy": "combined", "pool_cap": None}

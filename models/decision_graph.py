@@ -216,5 +216,5 @@ def build(li: bytes, li_classes: list[int], um: bytes, knobs: PolicyKnobs) -> on
 def for_policy(policy_path: Path, li_dir: Path, um_dir: Path) -> onnx.ModelProto:
     """The graph of the policy the service applies (its ``served`` knobs), from sha256-verified models."""
     policy = read_policy(policy_path)
-    return build(read_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"]), policy["li"]["classes"],
-                 read_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"]), policy_knobs(policy)["served"])
+    return build(read_verified(li_dir / policy.li.model, policy.li.sha256), policy.li.classes,
+                 read_verified(um_dir / policy.um.model, policy.um.sha256), policy_knobs(policy)["served"])

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pandas as pd
 
 from pond.core.errors import ModelError
+from pond.models.policy import Policy
 from pond.models.runtime import p_insensitive_rows, session, sha256
 from pond.models.um import HEAD, UmEncoder
 from pond.telemetry.request import HISTORY_KEY as KEY
@@ -42,14 +43,14 @@ class ModelFiles:
     um_customer_columns: list[str]
 
     @classmethod
-    def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "ModelFiles":
+    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> "ModelFiles":
         um_manifest = json.loads((um_dir / "manifest.json").read_text())
         features = um_manifest["features"]
         if features[:len(HEAD)] != HEAD:
             raise ModelError(f"{um_dir / 'manifest.json'}: UM features {features[:len(HEAD)]} are not {HEAD}: "
                              "the model was trained by another version of the code; rerun `dvc repro`")
-        return cls(read_verified(li_dir / policy["li"]["model"], policy["li"]["sha256"]), policy["li"]["features"],
-                   policy["li"]["classes"], read_verified(um_dir / policy["um"]["model"], policy["um"]["sha256"]),
+        return cls(read_verified(li_dir / policy.li.model, policy.li.sha256), policy.li.features,
+                   policy.li.classes, read_verified(um_dir / policy.um.model, policy.um.sha256),
                    um_manifest["vocabulary"], features[len(HEAD):])
 
     def load(self) -> "Models":
@@ -66,7 +67,7 @@ class Models:
     um_encoder: UmEncoder
 
     @classmethod
-    def from_policy(cls, policy: dict, li_dir: Path, um_dir: Path) -> "Models":
+    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> "Models":
         return ModelFiles.from_policy(policy, li_dir, um_dir).load()
 
     def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:

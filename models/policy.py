@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pond.core.errors import ModelError
 from pond.core.params import Day
+from pond.telemetry.atomic import write_json
 
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Offset = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]   # shifts a fraction in [0, 1]
@@ -114,12 +115,17 @@ class Policy(_Strict):
     fleet_monitor: FleetMonitor = FleetMonitor(vms_watched=0)   # files written before the monitor's evidence
 
 
-def read_policy(path: Path) -> dict[str, Any]:
-    """The checked policy, as the plain dict the decision code takes; ModelError naming file and field."""
+def read_policy(path: Path) -> Policy:
+    """The checked policy; ModelError naming file and field."""
     return load_policy(path)[0]
 
 
-def load_policy(path: Path) -> tuple[dict[str, Any], bytes]:
+def write_policy(path: Path, policy: Policy) -> None:
+    """``policy.json``, written whole; the one place its text is formatted."""
+    write_json(path, policy.model_dump(mode="json"))
+
+
+def load_policy(path: Path) -> tuple[Policy, bytes]:
     """``read_policy`` and the bytes it was parsed from, read once: whoever labels what it serves with a
     hash of the file must hash these bytes, not read the file again (it may be replaced in between)."""
     try:
@@ -131,7 +137,7 @@ def load_policy(path: Path) -> tuple[dict[str, Any], bytes]:
         raise ModelError(f"{path} is not readable JSON ({type(exc).__name__}: {str(exc)[:120]}); "
                          "regenerate it with `dvc repro`") from None
     try:
-        return Policy.model_validate(raw).model_dump(mode="json"), data
+        return Policy.model_validate(raw), data
     except ValidationError as exc:
         e = exc.errors()[0]
         field = ".".join(str(x) for x in e["loc"]) or "(the whole file)"

@@ -23,6 +23,7 @@ from pond.features.history import KEY
 from pond.models.decision import served_name
 from pond.models.inference import join_history, load_verified
 from pond.models.names import li_model_name
+from pond.models.policy import Policy, write_policy
 from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
 from pond.optimize.monitor import lab_recall, over_recall, own_rows, recall
@@ -232,7 +233,7 @@ class Tonight:
     """What the stage writes: ``policy.json``, its metrics, the frontier and what its x axis counts; and lines
     to print."""
 
-    policy: dict[str, Any]
+    policy: Policy
     metrics: dict[str, Any]
     frontier: pd.DataFrame
     what: str
@@ -240,7 +241,7 @@ class Tonight:
 
     def write(self, policy_path: Path, metrics_path: Path, frontier_path: Path, plot_path: Path, tp: float) -> None:
         """``policy.json``, its metrics, the frontier and its figure (Pond Fig. 20), each written whole."""
-        write_json(policy_path, self.policy)
+        write_policy(policy_path, self.policy)
         write_json(metrics_path, self.metrics)
         frontier_path.parent.mkdir(parents=True, exist_ok=True)
         self.frontier.round(5).to_csv(frontier_path, index=False)
@@ -290,7 +291,7 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     if offset is None:
         raise ModelError(f"UM manifest has no conformal offset for target {targets[j]:g}")
     fp_mean = li_vm[i] * q[i]
-    policy = {
+    raw = {
         "as_of": as_of, "pdm": pdm, "tp": tp, "latency_ratio": ratio,
         "confidence": level, "history_share": h,
         "misprediction_budget": budget,
@@ -311,26 +312,27 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
         "expected": {"pool_share": float(g.pool[i, j]), "mispredictions": float(g.mean[i, j]),
                      "mispredictions_bound": float(g.bound[i, j])},
     }
-    policy["alternatives"] = {}
+    alternatives = {}
     for alt in ("li_only", "um_only"):
         si, sj = VARIANTS[alt]
         c = best(g.pool[si, sj], g.bound[si, sj], budget) or (0, 0)
         ai, aj = (c[0], 0) if alt == "li_only" else (0, c[1])
-        policy["alternatives"][alt] = {
+        alternatives[alt] = {
             "li_threshold": float(li.threshold[ai]) if ai > 0 else None,
             "um_offset": float(offsets[f"{targets[aj]:g}"]) if aj > 0 else None,
             "um_target_op": float(targets[aj]), "expected_pool_share": float(g.pool[ai, aj])}
-    policy["serve"] = {"policy": o.serve, "pool_cap": o.pool_cap}
-    metrics = {"pool_share": policy["expected"]["pool_share"],
-               "mispredictions": policy["expected"]["mispredictions"],
-               "mispredictions_bound": policy["expected"]["mispredictions_bound"],
-               "li_share": float(li_vm[i]), "li_threshold": policy["li"]["threshold"],
+    policy = Policy.model_validate({**raw, "alternatives": alternatives,
+                                    "serve": {"policy": o.serve, "pool_cap": o.pool_cap}})
+    metrics = {"pool_share": policy.expected.pool_share,
+               "mispredictions": policy.expected.mispredictions,
+               "mispredictions_bound": policy.expected.mispredictions_bound,
+               "li_share": float(li_vm[i]), "li_threshold": policy.li.threshold,
                "li_error_rate": float(q[i]), "um_share": float(um_n[j].mean()),
                "um_target_op": float(targets[j]), "um_nights": int(um_n.shape[1]),
                "history_share": h, "fleet_keys": fleet.stats.get("keys", 0),
                "monitor_vms": monitor.stats["vms_watched"]}
-    notes.append(f"optimize: li threshold {policy['li']['threshold']} ({policy['li']['method']}), um target "
-                 f"{policy['um']['target_op']}, pool share {g.pool[i, j]:.3f}, mispredictions {g.mean[i, j]:.4f} "
+    notes.append(f"optimize: li threshold {policy.li.threshold} ({policy.li.method}), um target "
+                 f"{policy.um.target_op}, pool share {g.pool[i, j]:.3f}, mispredictions {g.mean[i, j]:.4f} "
                  f"(bound {g.bound[i, j]:.4f}) within {budget:.3f}; the service applies {served_name(policy)}")
     what = "mispredictions the QoS monitor leaves" if spare is not None else "scheduling mispredictions"
     return Tonight(policy, metrics, frontier(g), what, notes)

@@ -32,7 +32,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
     qos = qos or QosParams()
     policy = read_policy(policy_path)
     files = ModelFiles.from_policy(policy, li_dir, um_dir)
-    day = next_day(policy["as_of"])
+    day = next_day(policy.as_of)
     vms = read_days(features_dir / "vm_features.parquet", day, day)
     if vms.empty:
         raise ConfigError(f"no VMs were created on {day}: move base.as_of earlier")

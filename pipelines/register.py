@@ -45,19 +45,19 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
     gp = params.register
     policy = read_policy(paths.policy)
     evaluation = json.loads((metrics_dir / "evaluate.json").read_text())
-    if evaluation.get("day") != str(next_day(policy["as_of"])):
+    if evaluation.get("day") != str(next_day(policy.as_of)):
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} is not the evaluation of this policy "
-                          f"(as-of {policy['as_of']}): run `dvc repro` so evaluate runs first")
+                          f"(as-of {policy.as_of}): run `dvc repro` so evaluate runs first")
     day = pd.Timestamp(evaluation["day"]).date()
     if "served" not in evaluation:
         raise ConfigError(f"{metrics_dir / 'evaluate.json'} has no row 'served' (written before optimize.serve): "
                           "run `dvc repro` so evaluate runs again")
     day_vms = read_days(features_dir / "vm_features.parquet", day, day)
     candidate = {**evaluation["served"], "served_policy": evaluation["served_policy"]}
-    window = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
+    window = {"as_of": policy.as_of, "evaluation_day": evaluation["day"],
               "train_um_days": params.train_um.train_days, "history_days": params.features.history_days}
     with AtomicDir(bundle_dir) as dst, start_run("register", {"model_name": gp.model_name,
-                                                             "as_of": policy["as_of"]}) as run_:
+                                                             "as_of": policy.as_of}) as run_:
         import mlflow
         from mlflow import MlflowClient
 
@@ -69,7 +69,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
             champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
             bundle.verify(champ_dir)
             champ = bundle_on(champ_dir, day_vms, raw_dir, params.qos)
-        promote, reason = gate(candidate, champ, policy["misprediction_budget"], gp)
+        promote, reason = gate(candidate, champ, policy.misprediction_budget, gp)
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         mlflow.log_artifacts(str(dst), artifact_path="bundle")
         mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],
@@ -78,7 +78,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
         if _registry(f"looking up {gp.model_name}", client.get_registered_model, gp.model_name) is None:
             client.create_registered_model(gp.model_name, description="Pond zNUMA sizing bundle (policy, LI + UM "
                                                                       "ONNX models, feature snapshot)")
-        tags = {"as_of": policy["as_of"], "evaluation_day": evaluation["day"],
+        tags = {"as_of": policy.as_of, "evaluation_day": evaluation["day"],
                 "realized.mispredictions": f"{candidate['mispredictions_conservative']:.6f}",
                 "realized.pool_share": f"{candidate['pool_share']:.6f}", "li_sha256": info["li_sha256"],
                 "um_sha256": info["um_sha256"], "gate.decision": CHAMPION if promote else CHALLENGER,
@@ -90,7 +90,7 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
         client.set_registered_model_alias(gp.model_name, CHAMPION if promote else CHALLENGER, mv.version)
         mlflow.set_tags({"registered_version": mv.version, "gate.decision": tags["gate.decision"],
                          "gate.reason": reason})
-    metrics = {"model_name": gp.model_name, "as_of": policy["as_of"], "promoted": promote,
+    metrics = {"model_name": gp.model_name, "as_of": policy.as_of, "promoted": promote,
                "candidate": {k: candidate[k] for k in ("pool_share", "mispredictions_conservative")},
                "champion_on_same_vms": None if champ is None else
                {k: champ[k] for k in ("pool_share", "mispredictions_conservative")}}

@@ -362,13 +362,13 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
         p, exceeds = eng.qos(req.counters)
         act = exceeds and (req.pool_gb is None or req.pool_gb > 0)
         return _json({"vm_id": req.vm_id, "p_exceeds_pdm": p, "exceeds_pdm": exceeds,
-                      "action": "reconfigure_local" if act else "none", "pdm": eng.policy["pdm"],
+                      "action": "reconfigure_local" if act else "none", "pdm": eng.policy.pdm,
                       "model_version": eng.version})
 
     @app.get("/v1/model", response_model=ModelInfo)
     def model(eng: Current) -> Response:
         return _json({**eng.info, "loaded_at": holder.loaded_at,
-                      "source": source.description, "policy": eng.policy})
+                      "source": source.description, "policy": eng.policy.model_dump(mode="json")})
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

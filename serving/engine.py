@@ -38,7 +38,7 @@ from pond.features.tma import REQUIRED_EVENTS, pmu_features
 from pond.models.bundle import BundlePaths
 from pond.models.decision import PolicyKnobs, decide, decide_one, policy_knobs, served_name
 from pond.models.inference import Models
-from pond.models.policy import load_policy
+from pond.models.policy import Policy, load_policy
 from pond.telemetry import request
 from pond.telemetry.atomic import sha256_file
 from pond.telemetry.request import HISTORY_KEY as KEY
@@ -98,7 +98,7 @@ class Engine:
     once and uses nothing else, so a swap never mixes versions."""
 
     version: str
-    policy: dict[str, Any]
+    policy: Policy
     models: Models
     knobs: PolicyKnobs
     knob_floats: tuple[float, float, float]   # knobs.floats(), as allocate_one passes them
@@ -133,7 +133,6 @@ class Engine:
         cust = np.vstack([customers[cust_cols].to_numpy(np.float32),
                           [[0.0] + [NAN] * (len(cust_cols) - 1)]]).astype(np.float32)
         version = label or version_of(policy_bytes, manifest_bytes)   # of what was read, not of the files now
-        um = policy["um"]
         knobs = policy_knobs(policy)["served"]
         engine = cls(
             version=version, policy=policy, models=models, knobs=knobs, knob_floats=knobs.floats(),
@@ -142,13 +141,13 @@ class Engine:
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
             customer_features_nohist=cust, customer_rows=tuple(map(tuple, cust.tolist())),
             qos_threshold=qos_threshold,
-            info={"version": version, "as_of": policy.get("as_of"), "li_sha256": policy["li"]["sha256"],
-                  "um_sha256": um["sha256"], "history_keys": len(keys), "customers": len(customers),
+            info={"version": version, "as_of": policy.as_of, "li_sha256": policy.li.sha256,
+                  "um_sha256": policy.um.sha256, "history_keys": len(keys), "customers": len(customers),
                   "snapshot_time": snapshot.get("snapshot_time")},
             policy_summary={"served": served_name(policy), "li_threshold": knobs.li_threshold,
                             "um_target_op": _served_target(policy, knobs), "um_offset": knobs.um_offset,
-                            "pool_cap": knobs.pool_cap, "pdm": policy["pdm"], "tp": policy["tp"],
-                            "latency_ratio": policy["latency_ratio"], "as_of": policy.get("as_of")},
+                            "pool_cap": knobs.pool_cap, "pdm": policy.pdm, "tp": policy.tp,
+                            "latency_ratio": policy.latency_ratio, "as_of": policy.as_of},
         )
         shapes_path = paths.snapshot_dir / "request_shapes.parquet"
         if shapes_path.exists():   # older snapshots have none: the cache starts empty
@@ -299,10 +298,10 @@ class Engine:
         return p_exceed, p_exceed >= self.qos_threshold
 
 
-def _served_target(policy: dict[str, Any], knobs: PolicyKnobs) -> float | None:
+def _served_target(policy: Policy, knobs: PolicyKnobs) -> float | None:
     """The OP target behind the served UM offset (None: the served policy does not use UM)."""
     if knobs.um_offset is None:
         return None
-    if policy["serve"]["policy"] == "um_only":
-        return policy["alternatives"]["um_only"]["um_target_op"]
-    return policy["um"]["target_op"]
+    if policy.serve.policy == "um_only":
+        return policy.alternatives["um_only"].um_target_op
+    return policy.um.target_op

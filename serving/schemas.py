@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pond.models.policy import Policy
 from pond.telemetry.request import ID_MAX_LEN, Number, VmRequest
 
 Id = Field(min_length=1, max_length=ID_MAX_LEN)
@@ -91,4 +92,4 @@ class ModelInfo(BaseModel):
     snapshot_time: str | None
     loaded_at: str
     source: str
-    policy: dict
+    policy: Policy

@@ -36,7 +36,7 @@ def served_nights(wd: Path) -> None:
     rows = []
     for night in nights:
         policy = json.loads((night / "policy.json").read_text())
-        target = policy["alternatives"]["um_only"]["um_target_op"]
+        target = policy.alternatives["um_only"].um_target_op
         read = pd.read_parquet(night / "um" / "heldout_nights.parquet")
         op = read.loc[np.isclose(read.target_op, target), ["as_of", "op"]]
         known = later[np.isclose(later.target_op, target) & later.as_of.isin(op.as_of)]

@@ -12,7 +12,7 @@ import pytest
 from pond.core.params import Params
 from pond.evaluation import replay
 from pond.models.decision import decide, policy_knobs
-from pond.models.policy import read_policy
+from pond.models.policy import Serve, read_policy
 from pond.pipelines import simulate
 from pond.telemetry.io import read_tables
 from tests.conftest import small_params
@@ -39,7 +39,7 @@ def test_every_vm_is_decided_by_the_night_before_its_creation(small_raw, small_b
         um = json.loads((night / "um" / "manifest.json").read_text())
         assert pd.Timestamp(um["as_of"]) == pd.Timestamp(night.name)                 # trained that night
         for ratio in (1.82, 2.22):
-            assert read_policy(night / f"policy_r{ratio:g}.json")["as_of"] == night.name
+            assert read_policy(night / f"policy_r{ratio:g}.json").as_of == night.name
 
 
 def test_fallback_before_the_first_night_and_decisions_as_the_night_made_them(small_raw, small_backtest):
@@ -88,11 +88,11 @@ def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
     night = sorted(d for d in small_backtest.iterdir() if (d / "scores.parquet").exists())[0]
     policy = read_policy(night / "policy_r1.82.json")
     assert set(replay.night_knobs(policy, (0.3,))) == {"combined", "li_only", "um_only", "combined_cap30pct"}
-    capped = {**policy, "serve": {"policy": "um_only", "pool_cap": 0.2}}
+    capped = policy.model_copy(update={"serve": Serve(policy="um_only", pool_cap=0.2)})
     knobs = replay.night_knobs(capped, (0.3,))
     assert set(knobs) == {"combined", "li_only", "um_only", "combined_cap30pct", "um_only_cap20pct"}
     assert knobs["um_only_cap20pct"] == policy_knobs(capped)["served"]
-    assert set(replay.night_knobs({**policy, "serve": {"policy": "combined", "pool_cap": 0.3}}, (0.3,))) == \
+    assert set(replay.night_knobs(policy.model_copy(update={"serve": Serve(policy="combined", pool_cap=0.3)}), (0.3,))) == \
         {"combined", "li_only", "um_only", "combined_cap30pct"}
 
 

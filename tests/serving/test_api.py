@@ -162,8 +162,8 @@ def test_health_ready_model_metrics(client, requests_, engine):
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"ready": True, "model_version": engine.version}
     info = client.get("/v1/model").json()
-    assert info["version"] == engine.version and info["li_sha256"] == engine.policy["li"]["sha256"]
-    assert info["policy"]["li"]["threshold"] == engine.policy["li"]["threshold"]
+    assert info["version"] == engine.version and info["li_sha256"] == engine.policy.li.sha256
+    assert info["policy"]["li"]["threshold"] == engine.policy.li.threshold
     new = {**requests_[0], "memory_gb": 123.0}   # a size no VM had: a shape the snapshot cannot have prefilled
     first, again = (client.post("/v1/allocations", json=new).json() for _ in range(2))
     assert first == again

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import ModelError
+from pond.models.policy import Serve
 from pond.serving.engine import Engine
 from pond.serving.observability import Metrics
 from pond.serving.reload import EngineHolder, FileSource
@@ -57,8 +58,8 @@ def test_policy_values_are_checked(paths, edit, field):
 def test_a_policy_from_before_the_serve_setting_serves_ponds_rule(paths):
     _edit_policy(paths, lambda p: p.pop("serve"))
     eng = Engine.load(paths)
-    assert eng.policy["serve"] == {"policy": "combined", "pool_cap": None} and eng.policy_summary["served"] == "combined"
-    assert eng.knobs.li_threshold == eng.policy["li"]["threshold"] and eng.knobs.pool_cap is None
+    assert eng.policy.serve == Serve(policy="combined", pool_cap=None) and eng.policy_summary["served"] == "combined"
+    assert eng.knobs.li_threshold == eng.policy.li.threshold and eng.knobs.pool_cap is None
 
 
 def test_unreadable_policy_names_the_file(paths):

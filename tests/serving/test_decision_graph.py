@@ -27,7 +27,7 @@ def inputs(engine, next_day_vms, small_bundle):
     hist = pd.read_parquet(bundle_paths(small_bundle).snapshot_dir / "workload_history.parquet")
     joined = join_history(next_day_vms, hist)
     cols = request.columns_of(next_day_vms)
-    return cols, {"li_X": joined.reindex(columns=engine.policy["li"]["features"]).to_numpy(np.float32),
+    return cols, {"li_X": joined.reindex(columns=engine.policy.li.features).to_numpy(np.float32),
                   "has_history": joined["n_vms"].notna().to_numpy(), "um_X": engine.um_inputs(cols),
                   "memory_gb": np.asarray(cols["memory_gb"], np.float64)}
 
@@ -41,11 +41,11 @@ def _policies(engine):
 def test_the_graph_answers_as_the_service_does(engine, inputs, small_bundle):
     cols, feeds = inputs
     policy, p = engine.policy, bundle_paths(small_bundle)
-    li = read_verified(p.li_dir / policy["li"]["model"], policy["li"]["sha256"])
-    um = read_verified(p.um_dir / policy["um"]["model"], policy["um"]["sha256"])
+    li = read_verified(p.li_dir / policy.li.model, policy.li.sha256)
+    um = read_verified(p.um_dir / policy.um.model, policy.um.sha256)
     called = 0
     for name, knobs in _policies(engine).items():
-        graph = session(build(li, policy["li"]["classes"], um, knobs).SerializeToString())
+        graph = session(build(li, policy.li.classes, um, knobs).SerializeToString())
         got = dict(zip([o.name for o in graph.get_outputs()], graph.run(None, feeds)))
         want = dataclasses.replace(engine, knobs=knobs).allocate(cols)
         assert np.array(LABELS)[got["decision"]].tolist() == want["decision"].tolist(), name
@@ -94,7 +94,7 @@ def test_a_deployed_single_counter_rule_is_embedded_as_it_is(engine, inputs, sma
     known = feeds["li_X"][~np.isnan(feeds["li_X"]).all(axis=1)]
     rule = CounterRule(feature=3).fit(known)
     li = export_rule(rule, feeds["li_X"].shape[1])
-    um = read_verified(p.um_dir / policy["um"]["model"], policy["um"]["sha256"])
+    um = read_verified(p.um_dir / policy.um.model, policy.um.sha256)
     p_rule = onnx_p_insensitive(session(li), feeds["li_X"], [0, 1]).astype(np.float64)
     p_rule = np.where(np.isnan(feeds["li_X"]).all(axis=1), np.nan, p_rule)
     raw = engine.models.um.run(None, {"X": feeds["um_X"]})[0].ravel().astype(np.float64)

@@ -86,7 +86,7 @@ def test_version_names_the_policy_it_decides_with(small_bundle, tmp_path, monkey
     monkeypatch.setattr(engine_module, "verify_snapshot", replaced_meanwhile)
     engine = Engine.load(bundle_paths(tmp_path))
     manifest = (tmp_path / "features" / "snapshot" / "manifest.json").read_bytes()
-    assert engine.policy["li"]["threshold"] == json.loads(a)["li"]["threshold"] != 0.0
+    assert engine.policy.li.threshold == json.loads(a)["li"]["threshold"] != 0.0
     assert engine.version == version_of(a, manifest) != version_of(b, manifest)
 
 
@@ -121,6 +121,6 @@ def test_service_follows_the_registry_alias(small_bundle, tmp_path, next_day_vms
     with TestClient(create_app(settings)) as client_:
         assert client_.get("/readyz").json()["model_version"] == "pond-znuma/v1"
         client.set_registered_model_alias("pond-znuma", "champion", 2)
-        assert client_.app.state.holder.refresh()            # what the poller does every interval
+        assert client_.app.state.service.holder.refresh()            # what the poller does every interval
         assert client_.post("/v1/allocations", json=req).json()["model_version"] == "pond-znuma/v2"
-        assert not client_.app.state.holder.refresh()        # unchanged alias: nothing reloaded
+        assert not client_.app.state.service.holder.refresh()        # unchanged alias: nothing reloaded

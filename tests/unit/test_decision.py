@@ -8,6 +8,7 @@ import pytest
 
 from pond.evaluation.combined import outcomes, slowdown_at, summarize
 from pond.models.decision import Decision, PolicyKnobs, decide, decide_one, policy_knobs, pool_gb, served_name
+from pond.models.policy import Alternative, LiPolicy, Policy, Serve, UmPolicy
 
 
 def test_decision_paths_and_gb_rounding():
@@ -113,10 +114,13 @@ def test_pool_gb_rounds_down_whole_gb_for_any_shape():
     assert got.tolist() == [[8.0, 0.0], [1.0, 4.0], [0.0, 1.0]]   # 0.8 GB -> 0; 1.6 GB -> 1; clipped to [0, 1]
 
 
-def _policy(serve: dict | None) -> dict:
-    p = {"li": {"threshold": 0.6}, "um": {"enabled": True, "offset": 0.12},
-         "alternatives": {"li_only": {"li_threshold": 0.7}, "um_only": {"um_offset": 0.05}}}
-    return p if serve is None else {**p, "serve": serve}
+def _policy(serve: dict | None) -> Policy:
+    """Only the fields the knobs read (``model_construct`` leaves the rest unset)."""
+    alternatives = {"li_only": Alternative.model_construct(li_threshold=0.7),
+                    "um_only": Alternative.model_construct(um_offset=0.05)}
+    fields = {"li": LiPolicy.model_construct(threshold=0.6), "alternatives": alternatives,
+              "um": UmPolicy.model_construct(enabled=True, offset=0.12)}
+    return Policy.model_construct(**fields, **({} if serve is None else {"serve": Serve(**serve)}))
 
 
 @pytest.mark.parametrize("serve, knobs, name", [
