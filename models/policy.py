@@ -121,8 +121,9 @@ def read_policy(path: Path) -> Policy:
 
 
 def write_policy(path: Path, policy: Policy) -> None:
-    """``policy.json``, written whole; the one place its text is formatted."""
-    write_json(path, policy.model_dump(mode="json"))
+    """``policy.json``, written whole; the one place its text is formatted. Only the fields that were set:
+    a default the writer did not give (the monitor's counts when it is off) is not claimed as measured."""
+    write_json(path, policy.model_dump(mode="json", exclude_unset=True))
 
 
 def load_policy(path: Path) -> tuple[Policy, bytes]:

@@ -7,10 +7,10 @@ import asyncio
 import orjson
 from prometheus_client import generate_latest
 
-from pond.serving.app import allocation_row
 from pond.serving.hot import ANSWER_ENTRIES, Answers, request_fields
 from pond.serving.observability import Metrics, Tally, add_observations
 from pond.serving.protocol import CoalescedWrites
+from pond.serving.responses import allocation_row
 from tests.serving.conftest import request_of
 
 
@@ -130,7 +130,7 @@ def test_a_batch_validates_only_what_the_fast_path_declines_and_locates_errors_i
     import pytest
     from fastapi.exceptions import RequestValidationError
 
-    from pond.serving.app import parse_batch
+    from pond.serving.batch import parse_batch
     from pond.telemetry.request import FIELDS
 
     day = [request_of(r) for r in next_day_vms.itertuples()]

@@ -1,0 +1,50 @@
+"""The operator's endpoints: the QoS monitor's check, what is served, the probes and Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from pond.serving.dependencies import CurrentEngine, ServiceDep
+from pond.serving.responses import json_response
+from pond.serving.schemas import ModelInfo, QosRequest, QosResponse
+
+router = APIRouter()
+
+
+@router.post("/v1/qos", response_model=QosResponse)
+def qos(req: QosRequest, eng: CurrentEngine) -> Response:
+    """Plain ``def``: FastAPI's thread pool runs it, and ONNX Runtime releases the GIL."""
+    p, exceeds = eng.qos(req.counters)
+    act = exceeds and (req.pool_gb is None or req.pool_gb > 0)
+    return json_response({"vm_id": req.vm_id, "p_exceeds_pdm": p, "exceeds_pdm": exceeds,
+                          "action": "reconfigure_local" if act else "none", "pdm": eng.policy.pdm,
+                          "model_version": eng.version})
+
+
+@router.get("/v1/model", response_model=ModelInfo)
+def model(eng: CurrentEngine, svc: ServiceDep) -> Response:
+    return json_response({**eng.info, "loaded_at": svc.holder.loaded_at, "source": svc.holder.source.description,
+                          "policy": eng.policy.model_dump(mode="json")})
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(svc: ServiceDep) -> Response:
+    eng = svc.holder.engine
+    if eng is None:
+        return json_response({"ready": False, "reason": svc.holder.last_error or "loading"}, 503)
+    return json_response({"ready": True, "model_version": eng.version})
+
+
+@router.get("/metrics")
+async def prometheus(svc: ServiceDep) -> Response:
+    svc.tally.flush()       # on the event loop, the only place the hot path's tally changes
+    body, media_type = await asyncio.to_thread(svc.metrics.exposition)
+    return Response(body, media_type=media_type)
