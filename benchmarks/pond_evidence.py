@@ -5,7 +5,7 @@ and by the length of the window each server and pool buys its peak over (issue 4
 
 For each trace length in ``--days`` the built-in fleet is generated in a temporary folder (``generate.fleet.n_days``
 set, every other key of params.yaml as committed). Per scheduler rule (``simulate.packing``), the VMs are placed
-on the server a provider buys (``evaluation.stranding``), then printed, one JSON line each:
+on the server a provider buys (``simulator.stranding``), then printed, one JSON line each:
 - Fig. 2a: the mean stranded share of the cluster-days near 75% and 85% of cores scheduled;
 - Fig. 3: DRAM saved by a fixed 10 / 30 / 50% of every VM on pools of 8 / 16 / 32 / 64 sockets, in Pond's
   accounting (each server and pool buys its own peak), over windows of 7, 28 and (when the trace is long enough)
@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from pond.core.params import load
-from pond.evaluation.fixed_pools import fixed_share_savings
-from pond.evaluation.stranding import WARMUP_DAYS, by_utilization, cluster_days, place
+from pond.simulator.fixed_pools import fixed_share_savings
+from pond.simulator.stranding import WARMUP_DAYS, by_utilization, cluster_days, place
 from pond.telemetry.fleet import generate
 from pond.telemetry.io import read_tables
 

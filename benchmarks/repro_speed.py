@@ -55,7 +55,7 @@ def import_path(repo: Path) -> str:
 
 def repro(repo: Path, store: Path) -> dict[str, float]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}", "PYTHONPATH": import_path(repo)}
-    where = subprocess.check_output([sys.executable, "-c", "from pond.pipelines import cli; print(cli.__file__)"],
+    where = subprocess.check_output([sys.executable, "-c", "import pond.core; print(pond.core.__file__)"],
                                     cwd="/", env=env, text=True)
     if not Path(where.strip()).is_relative_to(repo):
         raise SystemExit(f"the stages would run {where.strip()}, not {repo}'s code")

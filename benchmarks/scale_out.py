@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # The peak is the process's VmHWM, not getrusage's ru_maxrss: Linux carries a parent's peak across fork and
 # exec into the child's ru_maxrss, so a stage started by this script, after it held GBs itself (nightly_inputs
 # at 10M VMs), reported this script's peak as its own (4.65 GiB for the stage and both workers alike).
-WRAPPER = ("import sys; from pond.pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+WRAPPER = ("import sys; from importlib.metadata import entry_points; "
+           "(pond,) = entry_points(group='console_scripts', name='pond'); rc = pond.load()(sys.argv[1:]); "
+           "print('PEAK_RSS_KB', next("
            "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
 
 

@@ -1,5 +1,5 @@
 """`simulate`'s pool-aware sizing of one cluster and one policy, three ways: its pool sizes sharing
-their exact replays (``evaluation.pool_fit.Replays``, what `simulate` does), each pool size reusing
+their exact replays (``simulator.pool_fit.Replays``, what `simulate` does), each pool size reusing
 only its own, and no reuse at all (what it did before). All three must give the same table; the
 script checks it and prints the replays run and the wall time of each.
 
@@ -21,11 +21,11 @@ import pandas as pd
 import yaml
 
 from pond.core.params import Params
-from pond.evaluation import pool_fit
-from pond.evaluation.pool_sim import place
 from pond.evaluation.replay import measured_window, nightly_decisions, read_trace
-from pond.evaluation.sizing import distinct_sizing, in_window
 from pond.models.names import at_ratio
+from pond.simulator import pool_fit
+from pond.simulator.pool_sim import place
+from pond.simulator.sizing import distinct_sizing, in_window
 
 
 def main() -> None:

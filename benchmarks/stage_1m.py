@@ -106,7 +106,9 @@ def main() -> None:
     argv = features if args.stage == "features" else STAGES[args.stage](wd)
     # The child reports its own peak RSS, VmHWM (RUSAGE_CHILDREN would also count `generate`; and the child's
     # ru_maxrss starts at this process's peak, which Linux carries across fork and exec: nightly_inputs above).
-    wrapper = ("import sys; from pond.pipelines.cli import main; rc = main(sys.argv[1:]); print('PEAK_RSS_KB', next("
+    wrapper = ("import sys; from importlib.metadata import entry_points; "
+               "(pond,) = entry_points(group='console_scripts', name='pond'); rc = pond.load()(sys.argv[1:]); "
+               "print('PEAK_RSS_KB', next("
                "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))); sys.exit(rc)")
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{wd / 'mlflow.db'}")
     t = time.perf_counter()

@@ -3,7 +3,7 @@
 ``engine.backend: dask`` hands the work that grows with the fleet to Dask: in `features` the workers
 read the raw tables and write the VM features themselves, one task per creation day and then per
 customer partition (``features.shuffle``); in `simulate`, the workers read and place the trace by
-cluster partitions and hand back only the window's VMs (``evaluation.trace``), then one sizing task
+cluster partitions and hand back only the window's VMs (``simulator.trace``), then one sizing task
 per cluster and policy (the local code each, so both engines give the same tables); in `evaluate`, the scoring of the day's VMs,
 one slice per worker (``models.inference.score_in_parts``: the same scores); in `backtest`, every night's snapshot,
 one task per customer partition after one split of the fleet (``features.partitioned.partitioned_snapshots``); and the

@@ -6,6 +6,9 @@ looking at a failed nightly job, not the author of the code.
 
 from __future__ import annotations
 
+import errno
+import sys
+
 
 class PondError(Exception):
     """Base class of every error this project raises on purpose."""
@@ -47,3 +50,25 @@ class ModelError(PondError):
 
 class RegistryError(PondError):
     """The model registry (MLflow) failed or answered something unexpected: nothing was promoted."""
+
+
+def resource_error(exc: BaseException) -> str | None:
+    """What ran out, and how to fix it, when ``exc`` is Python's or DuckDB's running out of memory or
+    of disk to spill to; None for any other error. duckdb is looked up, not imported: the service's
+    install has none."""
+    duckdb = sys.modules.get("duckdb")
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else type(exc).__name__
+    spilling = duckdb is not None and isinstance(exc, (duckdb.IOException, duckdb.OutOfMemoryException)) and (
+        "No space left on device" in text or "max_temp_directory_size" in text)
+    if spilling:
+        return (f"out of disk space ({first}). DuckDB spills joins past POND_DUCKDB_MEMORY to POND_DUCKDB_TEMP "
+                "(default: .tmp in the working directory), up to 90% of that disk's free space. Fix: point "
+                "POND_DUCKDB_TEMP at a larger disk, raise POND_DUCKDB_MEMORY, or set engine.backend: dask")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return f"out of disk space{where} ({first}). Fix: free space on that disk, or write the outputs to another one"
+    if isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException)):
+        return (f"out of memory ({first}). Fix: raise POND_DUCKDB_MEMORY (default 2GB), run on a machine with more "
+                "memory, or set engine.backend: dask")
+    return None

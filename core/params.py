@@ -323,6 +323,7 @@ class EngineParams(Section):
 
 
 INJECTED = {("generate", "lab"): "seed", ("generate", "fleet"): "seed", ("features",): "as_of"}
+INJECTED_KEYS = {".".join((*path, key)) for path, key in INJECTED.items()}   # set from base.*, not params keys
 
 
 class BaseParams(Section):
@@ -408,8 +409,15 @@ with warnings.catch_warnings():
                 data["optimize"]["latency_ratio"] = latency_ratio
             return Params(**data)
 
+        def with_backend(self, backend: str | None) -> "Params":
+            """The same parameters on another engine (``pond --engine``); None keeps the file's."""
+            if backend is None:
+                return self
+            return self.model_copy(update={"engine": self.engine.model_copy(update={"backend": backend})})
 
-def load(path: Path | str = "params.yaml") -> Params:
+
+def load(path: Path | str = "params.yaml", backend: str | None = None) -> Params:
+    """The params file, checked; ``backend`` overrides ``engine.backend`` (``pond --engine``)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root or pass --params")
@@ -419,4 +427,4 @@ def load(path: Path | str = "params.yaml") -> Params:
         raise ConfigError(f"{path} is not valid YAML ({exc}); fix the file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold one mapping of sections (base, generate, features, ...)")
-    return Params(**data)
+    return Params(**data).with_backend(backend)

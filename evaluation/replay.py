@@ -1,10 +1,10 @@
 """The `simulate` stage's replay: the DRAM a provider must buy with and without pools, in steady state (Pond
 §6.1, §6.5, Fig. 3 and 21), and how large the pools should be.
 
-The whole trace is placed (``evaluation.pool_sim.place``; on Dask by cluster partitions on the workers,
-``evaluation.trace``); DRAM is measured over a window only,
+The whole trace is placed (``simulator.pool_sim.place``; on Dask by cluster partitions on the workers,
+``simulator.trace``); DRAM is measured over a window only,
 after a warm-up that fills servers as production does, so only the VMs alive in the window are
-decided and replayed (``evaluation.sizing``).
+decided and replayed (``simulator.sizing``).
 
 - Nightly (built-in fleet, or an import with model inputs): the window is the next days of the
   `backtest` nights. A VM created on one of them is decided by the policy and models of the night
@@ -12,7 +12,7 @@ decided and replayed (``evaluation.sizing``).
   per ``simulate.latency_ratios``, beside static pools (15%: Fig. 21's strawman). No model is
   trained here, and none saw the VM it decides.
 - Static only (``--static-only``, e.g. an Azure V2 vmtable without model inputs): the window
-  starts ``warmup_days`` after the first day of the trace's arrivals (``evaluation.trace.bulk_start``:
+  starts ``warmup_days`` after the first day of the trace's arrivals (``simulator.trace.bulk_start``:
   not its oldest VM, which an export of the VMs alive over a month may hold from years before); static
   policies only, each splitting every VM of the trace, the warm-up's too (Pond's Fig. 3: no model decides
   anything, so nothing falls back).
@@ -24,7 +24,7 @@ warm-up VMs hold half of the memory in use in the window's first days, so DRAM i
 of them still decided by the night before its creation).
 
 Placement: the trace's servers when it names them (VMs stay, the few that no longer fit move);
-otherwise each policy is placed by a pool-aware first fit (``evaluation.pool_fit``), as Pond's
+otherwise each policy is placed by a pool-aware first fit (``simulator.pool_fit``), as Pond's
 scheduler places a VM knowing its split, or, with ``simulate.placement: keep``, the all-local first
 fit's servers are kept under every policy as a trace's own (then a fixed split can only lower the
 sum of per-server and per-pool peaks, as in Pond's Fig. 3). ``simulate.pool_caps`` replays the night's combined
@@ -32,7 +32,7 @@ policy with no VM over a share of its memory on the pool (``models.decision``): 
 decisions, spread evenly, which per-server and per-pool peaks reward.
 
 Bought ahead (``simulate.buy_days``): the measured window's first days buy each cluster's DRAM, the rest
-judges it (``evaluation.sizing``): arrivals that no longer fit are counted, and a cluster over the move
+judges it (``simulator.sizing``): arrivals that no longer fit are counted, and a cluster over the move
 budget buys more. Savings, mispredictions and per-server peaks are then those of the judged days.
 
 The metrics' ``answer`` is, per ratio, the nightly policy within the budget that saves the most;
@@ -56,13 +56,13 @@ from pond.core.params import Params, SimParams
 from pond.evaluation.combined import outcomes, summarize
 from pond.evaluation.qos import summarize as monitor_summary
 from pond.evaluation.qos import watch
-from pond.evaluation.sizing import fleet_sizing, fleet_sizing_by_cluster
-from pond.evaluation.sizing_report import sizing_metrics, summarize_sizing
-from pond.evaluation.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.names import at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
+from pond.simulator.sizing import fleet_sizing, fleet_sizing_by_cluster
+from pond.simulator.sizing_report import sizing_metrics, summarize_sizing
+from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.telemetry.io import release_unused_memory
 from pond.telemetry.storage import Location, remove_tree
 
@@ -205,7 +205,7 @@ def _window(s: Span, nights: list[Path] | None, sp: SimParams) -> tuple[tuple[in
 
 def _placed_window(params: Params, client: Any | None, raw_dir: Location, nights: list[Path] | None, pack_by: str,
                    scratch: Location | None) -> tuple[Span, Window, tuple[int, int], str]:
-    """The trace placed and cut to the window: in this process, or by the workers (``evaluation.trace``)."""
+    """The trace placed and cut to the window: in this process, or by the workers (``simulator.trace``)."""
     sp = params.simulate
     if client is None:
         vms = read_trace(raw_dir)

@@ -8,7 +8,7 @@ With a *pool cap* ``c < 1`` no VM puts more than ``floor(c * memory_gb)`` on the
 insensitive gets a zNUMA of exactly that, any other at most that. The models say how much of a VM
 may go to the pool; the cap says how much of it a provider wants there. Pools sized by per-server
 and per-pool peaks reward an even share on every server over whole VMs on the pool
-(``evaluation.pool_fit``). A capped VM never has more on the pool than the uncapped rule gives it,
+(``simulator.pool_fit``). A capped VM never has more on the pool than the uncapped rule gives it,
 so it cannot be mispredicted where the uncapped decision was not.
 
 The rule is written once, as a compiled scalar function (``_kernels``). ``decide`` runs it over

@@ -19,6 +19,7 @@ from pond.core.days import next_day
 from pond.core.errors import ConfigError
 from pond.core.params import Params
 from pond.core.progress import progress, silenced
+from pond.core.tracking import BACKTEST
 from pond.evaluation.backtest import (
     days_read,
     input_drift,
@@ -33,7 +34,6 @@ from pond.evaluation.backtest import (
 )
 from pond.models.bundle import BundlePaths
 from pond.pipelines import evaluate, optimize, train_um
-from pond.pipelines.tracking import default_experiment
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_days, table_columns
 from pond.telemetry.storage import Location
@@ -52,7 +52,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
     rows, skipped, grids = [], [], []        # grids: each night's (pool, left slowed) over the candidate pairs
-    with default_experiment("pond-backtest"), AtomicDir(out_dir) as tmp, session(params.engine) as client, \
+    with AtomicDir(out_dir) as tmp, session(params.engine) as client, \
             snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
             as_of = p.base.as_of
@@ -71,7 +71,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
             del cust, hist                         # the night's stages read the files
             with silenced():                       # one line per night (above), not train_um's own
-                um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client)
+                um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client,
+                                  BACKTEST)
             policy_path = BundlePaths.of(night).policy       # optimize writes it, evaluate reads it
             policy = optimize.run(p, li_dir, night / "um", feats, policy_path, night / "optimize.json",
                                   night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir)

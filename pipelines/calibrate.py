@@ -19,9 +19,9 @@ from pond.evaluation.calibration import (
     shape_checks,
     stranding_checks,
 )
-from pond.evaluation.fixed_pools import fixed_share_savings
-from pond.evaluation.packing import Rule
-from pond.evaluation.stranding import by_utilization, cluster_days, place
+from pond.simulator.fixed_pools import fixed_share_savings
+from pond.simulator.packing import Rule
+from pond.simulator.stranding import by_utilization, cluster_days, place
 from pond.telemetry.atomic import write_json
 from pond.telemetry.io import read_tables
 from pond.telemetry.storage import Location

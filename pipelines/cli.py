@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pond.core.errors import ConfigError, PondError
+from pond.core.errors import ConfigError, PondError, resource_error
 from pond.core.progress import QUIET_ENV, environ
 
 if TYPE_CHECKING:
@@ -153,28 +152,6 @@ def _params_if_any(path: Path) -> "Params | None":
     return load(path) if path.exists() else None
 
 
-def resource_error(exc: BaseException) -> str | None:
-    """What ran out, and how to fix it, when ``exc`` is Python's or DuckDB's running out of memory or
-    of disk to spill to; None for any other error. duckdb is looked up, not imported: the service's
-    install has none."""
-    duckdb = sys.modules.get("duckdb")
-    text = str(exc).strip()
-    first = text.splitlines()[0][:200] if text else type(exc).__name__
-    spilling = duckdb is not None and isinstance(exc, (duckdb.IOException, duckdb.OutOfMemoryException)) and (
-        "No space left on device" in text or "max_temp_directory_size" in text)
-    if spilling:
-        return (f"out of disk space ({first}). DuckDB spills joins past POND_DUCKDB_MEMORY to POND_DUCKDB_TEMP "
-                "(default: .tmp in the working directory), up to 90% of that disk's free space. Fix: point "
-                "POND_DUCKDB_TEMP at a larger disk, raise POND_DUCKDB_MEMORY, or set engine.backend: dask")
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        where = f" writing {exc.filename}" if exc.filename else ""
-        return f"out of disk space{where} ({first}). Fix: free space on that disk, or write the outputs to another one"
-    if isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException)):
-        return (f"out of memory ({first}). Fix: raise POND_DUCKDB_MEMORY (default 2GB), run on a machine with more "
-                "memory, or set engine.backend: dask")
-    return None
-
-
 def _storage_failure(exc: BaseException) -> str | None:
     from pond.telemetry.storage import storage_failure
     return storage_failure(exc)
@@ -226,11 +203,9 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         from pond.core.params import Params, load
         if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():
-            params = Params()        # a template needs no project: outside the repository, the defaults
+            params = Params().with_backend(args.engine)   # a template needs no project: the defaults
         else:
-            params = load(args.params)
-        if args.engine:
-            params = params.model_copy(update={"engine": params.engine.model_copy(update={"backend": args.engine})})
+            params = load(args.params, args.engine)
         if args.stage == "template":
             from pond.pipelines import template, validate
             template.run(params, args.out, args.days, args.vms_per_day)

@@ -15,9 +15,9 @@ import pandas as pd
 from pond.core.errors import ConfigError, RegistryError
 from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
+from pond.core.tracking import not_found, tracking_uri
 from pond.evaluation import compare
 from pond.models.bundle import BundlePaths
-from pond.pipelines.tracking import not_found, tracking_uri
 from pond.telemetry.atomic import AtomicDir
 from pond.telemetry.request import FIELDS as REQUEST_FIELDS
 

@@ -12,8 +12,8 @@ import pandas as pd
 from pond.core.cluster import run_all, session
 from pond.core.params import FeatureParams, Params
 from pond.core.progress import Steps
+from pond.features import partitioned
 from pond.features.build import empty_inputs, facts, lab_features, request_shapes, snapshot, summary, vm_features
-from pond.features.partitioned import partitioned_features
 from pond.features.shuffle import scratch_folder
 from pond.features.tma import require_events
 from pond.telemetry.atomic import AtomicDir, sha256_file, write_json
@@ -42,8 +42,8 @@ def _dask(params: Params, raw_dir: Location, counters: pd.DataFrame | Location, 
     scratch = scratch_folder(tmp, "features")
     try:
         with session(e) as client:
-            done = partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir, counters,
-                                        events, p, e.partitions, scratch, vm_file, ROW_GROUP)
+            done = partitioned.partitioned_features(lambda fn, tasks: run_all(client, fn, tasks), raw_dir,
+                                                    counters, events, p, e.partitions, scratch, vm_file, ROW_GROUP)
     finally:
         remove_tree(scratch)
     if done is not None and done.uploaded_bytes:

@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 from pond.core.docs import params_rows, render_dag, settings_rows, table, variable_rows, with_dag
-from pond.core.params import INJECTED, Params
+from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
 from pond.serving.cli import SETTING_OPTIONS
 from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
 README = Path("README.md")
-INJECTED_KEYS = {".".join((*path, key)) for path, key in INJECTED.items()}   # set from base.*, not keys
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
 SCRIPT_ENVIRONMENT = (

@@ -14,12 +14,12 @@ import pandas as pd
 from pond.core.days import next_day
 from pond.core.errors import ConfigError, RegistryError
 from pond.core.params import Params
+from pond.core.tracking import not_found, start_run
 from pond.evaluation.gate import gate
 from pond.evaluation.next_day import bundle_on
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.models.policy import read_policy
-from pond.pipelines.tracking import not_found, start_run
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_days
 from pond.telemetry.storage import Location

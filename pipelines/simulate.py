@@ -14,8 +14,8 @@ from typing import Any
 from pond.core.cluster import session
 from pond.core.params import Params
 from pond.evaluation.replay import backtest_nights, replay
-from pond.evaluation.sizing_report import plot_savings, print_report
 from pond.features.shuffle import scratch_folder
+from pond.simulator.sizing_report import plot_savings, print_report
 from pond.telemetry.atomic import AtomicDir, remove_leftovers, write_json, writer_tag
 from pond.telemetry.storage import Location, absolute, remove_tree
 

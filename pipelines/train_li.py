@@ -23,8 +23,8 @@ import pandas as pd
 
 from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
+from pond.core.tracking import start_run
 from pond.models.li_train import TrainedLi, train
-from pond.pipelines.tracking import start_run
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_tables
 from pond.telemetry.storage import Location

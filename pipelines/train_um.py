@@ -21,22 +21,22 @@ from pond.core.cluster import session
 from pond.core.errors import ConfigError
 from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
+from pond.core.tracking import NIGHTLY, start_run
 from pond.models.dask_fit import workers_of
 from pond.models.um import customer_columns_of
 from pond.models.um_protocol import creation_days, night_columns
 from pond.models.um_train import rows_of, train
-from pond.pipelines.tracking import start_run
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import table_columns
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
-        plots_dir: Path, client: Any = None) -> dict[str, Any]:
+        plots_dir: Path, client: Any = None, experiment: str = NIGHTLY) -> dict[str, Any]:
     """``client``: the caller's Dask client (`backtest` keeps one for all its nights); without it,
-    ``engine.backend: dask`` starts a session for this stage."""
+    ``engine.backend: dask`` starts a session for this stage. ``experiment``: where MLflow logs the run."""
     if client is None and params.engine.backend != "local":
         with session(params.engine) as own:
-            return run(params, features_dir, out_dir, metrics_path, plots_dir, own)
+            return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     path = features_dir / "vm_features.parquet"
     columns = night_columns(table_columns(path))
@@ -47,7 +47,8 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
                           "rerun it (`dvc repro`)")
     # the rows first: a table that cannot be read leaves no failed MLflow run behind
     with rows_of(path, creation_days(as_of, p), columns, seed, client) as vf, \
-            start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}) as _, AtomicDir(out_dir) as tmp:
+            start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}, default_experiment=experiment) as _, \
+            AtomicDir(out_dir) as tmp:
         import mlflow
         if client is not None:
             print(f"train_um: LightGBM on Dask (lightgbm.dask), {len(workers_of(client))} workers")

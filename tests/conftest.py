@@ -12,6 +12,17 @@ from pond.telemetry.fleet import FleetParams, LabParams, generate
 from pond.telemetry.io import read_tables
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _packages() -> tuple[str, ...]:
+    """The project's packages as folders, in pyproject's order (the one list the structural tests walk)."""
+    import tomllib
+
+    names = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    return tuple(n.split(".")[1] for n in names if n.count(".") == 1)
+
+
+PACKAGES = _packages()
 FIXTURES = ROOT / "tests" / "fixtures"
 SMALL_FLEET = FleetParams(seed=5, n_days=12, vms_per_day=300, n_customers=120, new_customers_per_day=2)
 
@@ -65,15 +76,28 @@ def small_params(variant: str = "pond") -> dict:
     return params
 
 
+def run_pond(argv: list[str]) -> int:
+    """The installed ``pond`` command (its console-script entry point), run in this process: tests drive a
+    stage as an operator does, and no test imports a module of ``pipelines/`` (tests/unit/test_import_root.py)."""
+    from importlib.metadata import entry_points
+
+    (command,) = entry_points(group="console_scripts", name="pond")
+    return command.load()(argv)
+
+
+def params_file(path: Path, params: dict) -> Path:
+    """``params`` as a params.yaml at ``path``, for ``pond --params``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
 NIGHT = ("features", "train_li", "train_um", "optimize", "evaluate")
 
 
 def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str = "pond") -> Path:
     """The nightly stages on ``raw`` with small_params(), in-process, outputs under ``wd``."""
-    from pond.pipelines.cli import main
-
-    wd.mkdir(parents=True, exist_ok=True)
-    (wd / "params.yaml").write_text(yaml.safe_dump(small_params(variant)))
+    params_file(wd / "params.yaml", small_params(variant))
     argv = {
         "features": ["--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
         "train_li": ["--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
@@ -88,7 +112,7 @@ def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str
                      "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")],
     }
     for stage in stages:
-        assert main(["--params", str(wd / "params.yaml"), stage, *argv[stage]]) == 0, stage
+        assert run_pond(["--params", str(wd / "params.yaml"), stage, *argv[stage]]) == 0, stage
     return wd
 
 
@@ -127,11 +151,14 @@ def small_walks_bundle(tmp_path_factory, small_walks_raw) -> Path:
 @pytest.fixture(scope="session")
 def small_backtest(tmp_path_factory, small_raw, small_bundle) -> Path:
     """`pond backtest` (2 nights ending at SMALL_AS_OF) on the small fleet; its per-night outputs."""
-    from pond.core.params import Params
-    from pond.pipelines import backtest
-
     wd = tmp_path_factory.mktemp("backtest")
     with own_mlflow(wd):
-        backtest.run(Params(**small_params()), None, small_raw, small_bundle / "features", small_bundle / "li",
-                     wd / "out", wd / "plots", wd / "backtest.json")
+        assert run_pond(["--params", str(params_file(wd / "params.yaml", small_params())), "backtest",
+                         *backtest_args(small_raw, small_bundle, wd)]) == 0
     return wd / "out"
+
+
+def backtest_args(raw: Path, bundle: Path, wd: Path) -> list[str]:
+    """``pond backtest``'s paths: inputs from ``raw`` and a night's ``bundle``, outputs under ``wd``."""
+    return ["--raw", str(raw), "--features", str(bundle / "features"), "--li", str(bundle / "li"),
+            "--out", str(wd / "out"), "--plots", str(wd / "plots"), "--metrics", str(wd / "backtest.json")]

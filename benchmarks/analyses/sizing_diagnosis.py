@@ -2,7 +2,7 @@
 
     python -m benchmarks.analyses.sizing_diagnosis
 
-The same sizing as `pond simulate` (evaluation.sizing, pool-aware first fit, 0.1% moves, pools of 8,
+The same sizing as `pond simulate` (simulator.sizing, pool-aware first fit, 0.1% moves, pools of 8,
 16 and 32 sockets) for the combined policy at 1.82 and static 15% / 50% pools, in three settings:
 - ``as_is``: the stage's own (warm-up VMs, created before the first modelled night, all local);
 - ``late_window``: the same decisions, DRAM measured over the last days of the window only, after
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from pond.core.params import load
-from pond.evaluation.pool_sim import place
 from pond.evaluation.replay import nightly_decisions, read_trace, row_name, static_decisions
-from pond.evaluation.sizing import fleet_sizing
-from pond.evaluation.sizing_report import summarize_sizing
 from pond.models.names import static_policy_name
+from pond.simulator.pool_sim import place
+from pond.simulator.sizing import fleet_sizing
+from pond.simulator.sizing_report import summarize_sizing
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from pond.pipelines.cli import main
 from pond.serving.app import create_app
 from pond.telemetry.io import read_tables
-from tests.conftest import small_params
+from tests.conftest import run_pond, small_params
 from tests.serving.conftest import settings_for
 
 pytestmark = pytest.mark.slow
@@ -79,7 +78,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     raw, wd = tmp_path / "raw", tmp_path
-    assert main(["import", str(foreign), "--out", str(raw)]) == 0
+    assert run_pond(["import", str(foreign), "--out", str(raw)]) == 0
     imported = read_tables(raw)["vms"]
     assert imported.workload_id.isna().all() and set(imported.vm_type) <= set(FOREIGN_NAMES)
     for col, names in FREE_NAMES.items():        # kept as written, every one of them
@@ -112,7 +111,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
          "--out", str(wd / "bundle"), "--metrics", str(wd / "m/register.json")],
     ]
     for argv in stages:
-        assert main(p + argv) == 0, argv[0]
+        assert run_pond(p + argv) == 0, argv[0]
     out = capsys.readouterr().out
 
     features = json.loads((wd / "m/features.json").read_text())
@@ -138,7 +137,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     requests = pd.concat([requests, requests.head(3).assign(vm_id=lambda d: d.vm_id + "-new", customer_id="never-seen",
                                                             vm_type="t9g.huge", region="moon-1", os="plan9")])
     requests.to_csv(tmp_path / "requests.csv", index=False)
-    assert main(["predict", str(tmp_path / "requests.csv"), "--out", str(tmp_path / "alloc.parquet"),
+    assert run_pond(["predict", str(tmp_path / "requests.csv"), "--out", str(tmp_path / "alloc.parquet"),
                  "--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
                  "--snapshot", str(wd / "features" / "snapshot")]) == 0
     offline = pd.read_parquet(tmp_path / "alloc.parquet")

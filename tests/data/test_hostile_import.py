@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from pond.evaluation.readiness import check
-from pond.pipelines.cli import main
 from pond.telemetry.contract import TABLES
 from pond.telemetry.io import read_tables
+from tests.conftest import run_pond
 
 
 @pytest.fixture()
@@ -28,7 +28,7 @@ def src(tmp_path, small_raw):
 def out(tmp_path, small_raw):
     """A data set already imported: it must survive every failed import untouched."""
     d = tmp_path / "raw"
-    assert main(["import", str(small_raw), "--out", str(d)]) == 0
+    assert run_pond(["import", str(small_raw), "--out", str(d)]) == 0
     return d
 
 
@@ -38,7 +38,7 @@ def _snapshot(d):
 
 def _refused(src, out, capsys, *fragments):
     before = _snapshot(out)
-    assert main(["import", str(src), "--out", str(out)]) == 2
+    assert run_pond(["import", str(src), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     for f in fragments:
@@ -96,13 +96,13 @@ def test_partial_replaces_only_the_tables_given_and_validates_the_whole(src, out
     only = src / "only"
     only.mkdir()
     slow[slow.repetition == 0].to_csv(only / "slowdowns.csv", index=False)
-    assert main(["import", str(only), "--out", str(out), "--partial"]) == 0
+    assert run_pond(["import", str(only), "--out", str(out), "--partial"]) == 0
     t = read_tables(out)
     assert (t["slowdowns"].repetition == 0).all() and len(t["vms"]) == len(pd.read_parquet(small_raw / "vms.parquet"))
     # a partial table that breaks the whole set (slowdowns of unknown workloads) is refused
     slow.assign(workload_id="nobody/measured").to_csv(only / "slowdowns.csv", index=False)
     before = _snapshot(out)
-    assert main(["import", str(only), "--out", str(out), "--partial"]) == 2
+    assert run_pond(["import", str(only), "--out", str(out), "--partial"]) == 2
     assert "unknown workloads" in capsys.readouterr().err and _snapshot(out) == before
 
 
@@ -214,5 +214,5 @@ def test_a_csv_cut_mid_row_is_refused_as_cut_off(src, out, capsys, cut):
 def test_a_csv_without_its_last_line_end_is_read_whole(src, tmp_path):
     vms = _as_csv(src, "vms")
     (src / "vms.csv").write_text(vms.to_csv(index=False).rstrip("\n"))
-    assert main(["import", str(src), "--out", str(tmp_path / "whole")]) == 0
+    assert run_pond(["import", str(src), "--out", str(tmp_path / "whole")]) == 0
     assert len(read_tables(tmp_path / "whole", ["vms"])["vms"]) == len(vms)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pond.pipelines.cli import main
 from pond.serving.offline import request_columns
 from pond.telemetry.importers import azure_vms, perf_workloads
 from pond.telemetry.io import read_raw, read_tables
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, run_pond
 
 # what a spreadsheet or a type-guessing reader turns into something else: numbers, floats, dates, missing values
 LOOKALIKES = ["000", "001", "01", "1", "1e5", "1E5", "1.0", "-0", "+1", "0x1A", "2026-01-05", "12/31/2025",
@@ -28,7 +27,7 @@ def test_lookalike_ids_survive_template_and_import(tmp_path, monkeypatch):
     """The template's rows with every id replaced, as the issue's user did, import unchanged."""
     monkeypatch.chdir(tmp_path)
     from tests.conftest import ROOT
-    assert main(["--params", str(ROOT / "params.yaml"), "--quiet", "template", "tpl", "--days", "3",
+    assert run_pond(["--params", str(ROOT / "params.yaml"), "--quiet", "template", "tpl", "--days", "3",
                  "--vms-per-day", "200"]) == 0
     t = {name: pd.read_csv(tmp_path / "tpl" / f"{name}.csv", dtype=str, keep_default_na=False)
          for name in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns")}
@@ -45,7 +44,7 @@ def test_lookalike_ids_survive_template_and_import(tmp_path, monkeypatch):
     src.mkdir()
     for name, df in t.items():
         df.to_csv(src / f"{name}.csv", index=False)
-    assert main(["--quiet", "import", str(src), "--out", str(tmp_path / "raw")]) == 0
+    assert run_pond(["--quiet", "import", str(src), "--out", str(tmp_path / "raw")]) == 0
     got = read_tables(tmp_path / "raw", ["workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns"])
     assert got["vms"].vm_id.tolist() == t["vms"].vm_id.tolist()
     for col in ("customer_id", "cluster_id", "server_id", "region", "os"):

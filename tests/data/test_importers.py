@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import InputFormatError
-from pond.pipelines.cli import main
 from pond.telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
 from pond.telemetry.io import read_tables
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, run_pond
 
 
 def test_parse_perf_stat():
@@ -102,7 +101,7 @@ def _vmtable_with(tmp_path, row: int, field: int | None, value: str | None) -> s
 ])
 def test_a_vmtable_with_bad_fields_names_the_field_not_what_it_became(tmp_path, capsys, row, field, value, why):
     """A time that is not a number used to be reported as a missing created_at, a short row as an unknown bucket."""
-    assert main(["import", "--azure-vmtable", _vmtable_with(tmp_path, row, field, value), "--out",
+    assert run_pond(["import", "--azure-vmtable", _vmtable_with(tmp_path, row, field, value), "--out",
                  str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
     assert why in err and "Fix:" in err and not (tmp_path / "raw").exists(), err
@@ -135,7 +134,7 @@ def test_perf_runs_at_a_url_are_the_local_runs():
 ])
 def test_an_unreadable_vmtable_is_named_and_nothing_is_written(tmp_path, capsys, name, content, why):
     (tmp_path / name).write_bytes(content)
-    assert main(["import", "--azure-vmtable", str(tmp_path / name), "--out", str(tmp_path / "raw")]) == 2
+    assert run_pond(["import", "--azure-vmtable", str(tmp_path / name), "--out", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
     assert f"table 'vms': cannot read {tmp_path / name}: {why}" in err and "Fix:" in err
     assert not (tmp_path / "raw").exists()
@@ -152,14 +151,14 @@ def test_a_truncated_compressed_contract_table_is_named(tmp_path, small_raw, cap
     packed = gzip.compress((folder / "vms.csv").read_bytes())
     (folder / "vms.csv").unlink()
     (folder / "vms.csv.gz").write_bytes(packed[: len(packed) // 2])
-    assert main(["import", str(folder), "--out", str(tmp_path / "raw")]) == 2
+    assert run_pond(["import", str(folder), "--out", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
     assert f"table 'vms': cannot read {folder / 'vms.csv.gz'}: the compressed file is truncated" in err
     assert not (tmp_path / "raw").exists()
 
 
 def test_a_missing_perf_meta_file_is_named(tmp_path, capsys):
-    assert main(["import", "--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(tmp_path / "meta.csv"),
+    assert run_pond(["import", "--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(tmp_path / "meta.csv"),
                  "--out", str(tmp_path / "raw")]) == 2
     assert f"table 'workloads': cannot read {tmp_path / 'meta.csv'}: the file cannot be read" in capsys.readouterr().err
 
@@ -171,7 +170,7 @@ def test_a_perf_run_that_is_not_text_is_named(tmp_path, capsys):
     perf = tmp_path / "perf"
     shutil.copytree(FIXTURES / "perf", perf)
     (perf / "gapbs_bfs-road.run1.csv").write_bytes(b"PERFILE2\x68\x00\xff\xfe binary")
-    assert main(["import", "--perf-dir", str(perf), "--perf-meta", str(perf / "meta.csv"),
+    assert run_pond(["import", "--perf-dir", str(perf), "--perf-meta", str(perf / "meta.csv"),
                  "--out", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
     assert f"{perf / 'gapbs_bfs-road.run1.csv'}: not UTF-8 text at byte 10" in err and "Fix:" in err
@@ -183,14 +182,14 @@ def test_import_cli_all_sources(tmp_path, small_raw, capsys):
     perf = ["--perf-dir", str(FIXTURES / "perf"), "--perf-meta", str(FIXTURES / "perf" / "meta.csv")]
     azure = ["--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv")]
     # a lab and a trace are not a data set: no slowdowns, no counters
-    assert main(["import", *perf, *azure, "--out", str(out)]) == 2
+    assert run_pond(["import", *perf, *azure, "--out", str(out)]) == 2
     assert "a full import needs all of" in capsys.readouterr().err and not out.exists()
-    assert main(["import", *azure, "--out", str(out)]) == 0      # a trace alone is the simulator's input
+    assert run_pond(["import", *azure, "--out", str(out)]) == 0      # a trace alone is the simulator's input
     assert len(read_tables(out, ["vms"])["vms"]) == 4
-    rc = main(["import", str(small_raw), "--out", str(out)])
+    rc = run_pond(["import", str(small_raw), "--out", str(out)])
     assert rc == 0 and len(read_tables(out)["vms"]) == len(read_tables(small_raw)["vms"])
     # perf runs replace the lab's workloads only with --partial, and the whole set must still hold
-    assert main(["import", *perf, "--out", str(out), "--partial"]) == 2
+    assert run_pond(["import", *perf, "--out", str(out), "--partial"]) == 2
     assert "slowdowns reference unknown workloads" in capsys.readouterr().err
 
 
@@ -205,7 +204,7 @@ def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):
     out = tmp_path / "raw"
     out.mkdir()
     (out / "vms.csv").write_text("previous import")
-    assert main(["import", str(src), "--out", str(out)]) == 2
+    assert run_pond(["import", str(src), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "table 'vms', column 'memory_gb'" in err and vms.loc[5, "vm_id"] in err
     assert [p.name for p in out.iterdir()] == ["vms.csv"] and (out / "vms.csv").read_text() == "previous import"
@@ -214,9 +213,9 @@ def test_rejected_import_writes_nothing(tmp_path, small_raw, capsys):
 
 def test_azure_trace_simulates_with_static_pools(tmp_path):
     out = tmp_path / "azure"
-    assert main(["import", "--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv"), "--out", str(out)]) == 0
+    assert run_pond(["import", "--azure-vmtable", str(FIXTURES / "azure" / "vmtable.csv"), "--out", str(out)]) == 0
     metrics, plots = tmp_path / "simulate.json", tmp_path / "plots"
-    assert main(["simulate", "--static-only", "--raw", str(out), "--pack-by", "region", "--out", str(tmp_path / "sim"),
+    assert run_pond(["simulate", "--static-only", "--raw", str(out), "--pack-by", "region", "--out", str(tmp_path / "sim"),
                  "--metrics", str(metrics), "--plots", str(plots)]) == 0
     m = json.loads(metrics.read_text())
     # four VMs (1-32 vCPUs, 2-96 GB) fit one 96-vCPU, 768-GB server; the trace is shorter than the warm-up
@@ -224,7 +223,7 @@ def test_azure_trace_simulates_with_static_pools(tmp_path):
     assert set(m["savings_at_headline"]) == {"static_10pct", "static_15pct", "static_30pct", "static_50pct"}
     curves = pd.read_csv(plots / "savings.csv")
     assert (curves.savings_pct == 0).all()   # one server: nothing to share a pool with
-    assert main(["simulate", "--static-only", "--raw", str(out), "--pack-by", "rack", "--out", str(tmp_path / "sim"),
+    assert run_pond(["simulate", "--static-only", "--raw", str(out), "--pack-by", "rack", "--out", str(tmp_path / "sim"),
                  "--metrics", str(metrics), "--plots", str(plots)]) == 2
 
 

@@ -106,8 +106,8 @@ def test_only_the_fleet_tables_may_be_datasets(tmp_path):
 
 
 def test_features_on_the_partitioned_layout_equal_the_single_files(tmp_path, partitioned_raw, small_bundle):
-    from pond.pipelines.cli import main
-    assert main(["--quiet", "--params", str(small_bundle / "params.yaml"), "features", "--raw", str(partitioned_raw),
+    from tests.conftest import run_pond
+    assert run_pond(["--quiet", "--params", str(small_bundle / "params.yaml"), "features", "--raw", str(partitioned_raw),
                  "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 0
     # within a day the dataset's rows come cluster by cluster, so the VMs' order differs; each VM's
     # features, and the snapshot, do not

@@ -12,9 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from pond.pipelines.cli import main
 from pond.telemetry.io import read_tables, write_tables
-from tests.conftest import small_params
+from tests.conftest import run_pond, small_params
 
 pytestmark = pytest.mark.slow
 OUTPUTS = ("vm_features.parquet", "snapshot/customer_percentiles.parquet", "snapshot/workload_history.parquet",
@@ -58,7 +57,7 @@ def _params(wd: Path, backend: str) -> Path:
 
 
 def _features(wd: Path, raw: str, backend: str) -> tuple[Path, str]:
-    assert main(["--quiet", "--params", str(_params(wd, backend)), "features", "--raw", raw,
+    assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "features", "--raw", raw,
                  "--out", str(wd / "features"), "--metrics", str(wd / "f.json")]) == 0
     return wd / "features", (wd / "f.json").read_text()
 
@@ -85,10 +84,10 @@ def test_local_engine_reads_a_bucket_as_a_folder(s3, local, tmp_path, layout):
 
 
 def test_dask_workers_read_the_bucket_and_exchange_through_a_scratch_url(s3, local, tmp_path, monkeypatch, capsys):
-    import pond.pipelines.features as stage
+    from pond.features import partitioned  # the stage calls it through its module, so the spy sees the call
 
     monkeypatch.setenv("POND_SCRATCH", "s3://scratch/nightly")
-    exchanged, real = [], stage.partitioned_features
+    exchanged, real = [], partitioned.partitioned_features
 
     def spy(*args):
         done = real(*args)
@@ -96,7 +95,7 @@ def test_dask_workers_read_the_bucket_and_exchange_through_a_scratch_url(s3, loc
         exchanged.extend(s3.find("scratch/nightly"))     # what the workers wrote, before it is removed
         return done
 
-    monkeypatch.setattr(stage, "partitioned_features", spy)
+    monkeypatch.setattr(partitioned, "partitioned_features", spy)
     _same(_features(tmp_path, "s3://raw/part", "dask"), local, "part")
     assert "copied" not in capsys.readouterr().out       # the workers read the bucket in place
     assert any(f.endswith(".parquet") for f in exchanged)
@@ -116,7 +115,7 @@ def test_local_raw_tables_are_copied_to_a_scratch_url_for_the_workers(s3, local,
 def test_simulate_places_the_trace_on_workers_from_the_bucket_through_a_scratch_url(s3, small_raw, small_backtest,
                                                                                     tmp_path, monkeypatch):
     """The workers read the trace in the bucket and exchange its cluster partitions through the scratch
-    URL (``evaluation.trace``); the tables and metrics are the local engine's on the folder."""
+    URL (``simulator.trace``); the tables and metrics are the local engine's on the folder."""
     import pond.evaluation.replay as stage
 
     monkeypatch.setenv("POND_SCRATCH", "s3://scratch/sim")
@@ -131,7 +130,7 @@ def test_simulate_places_the_trace_on_workers_from_the_bucket_through_a_scratch_
     outs = {}
     for backend, raw in (("local", str(small_raw)), ("dask", "s3://raw/single")):
         wd = tmp_path / backend
-        assert main(["--quiet", "--params", str(_params(wd, backend)), "simulate", "--raw", raw, "--nightly",
+        assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "simulate", "--raw", raw, "--nightly",
                      str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
                      "--plots", str(wd / "plots")]) == 0
         outs[backend] = wd
@@ -158,8 +157,8 @@ def test_csv_tables_in_a_bucket_on_the_workers(s3, small_raw, tmp_path, monkeypa
 
 def test_validate_and_import_read_a_bucket(s3, small_raw, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)             # no params.yaml here: the tables alone, as a team's first try
-    assert main(["validate", "s3://raw/part"]) == 0
-    assert main(["import", "s3://raw/single", "--out", str(tmp_path / "imported")]) == 0
+    assert run_pond(["validate", "s3://raw/part"]) == 0
+    assert run_pond(["import", "s3://raw/single", "--out", str(tmp_path / "imported")]) == 0
     got, want = read_tables(tmp_path / "imported"), read_tables(small_raw)
     for name in want:
         pd.testing.assert_frame_equal(got[name], want[name], check_exact=True)
@@ -167,6 +166,6 @@ def test_validate_and_import_read_a_bucket(s3, small_raw, tmp_path, capsys, monk
 
 def test_a_missing_bucket_is_named(s3, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["import", "s3://no-such-bucket/raw", "--out", str(tmp_path / "imported")]) == 2
+    assert run_pond(["import", "s3://no-such-bucket/raw", "--out", str(tmp_path / "imported")]) == 2
     assert capsys.readouterr().err == "pond import: error: s3://no-such-bucket/raw is not a directory of contract tables\n"
     assert not (tmp_path / "imported").exists()

@@ -71,13 +71,13 @@ def test_scrambled_future_leaves_policy_and_models_identical(small_raw, tmp_path
 
 
 def _optimize(bundle: Path, raw: Path, out: Path, params: Path | None = None) -> dict:
-    from pond.pipelines.cli import main
+    from tests.conftest import run_pond
 
     out.mkdir(parents=True)
     args = ["--params", str(params or bundle / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
             "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
             "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
-    assert main(args) == 0
+    assert run_pond(args) == 0
     return json.loads((out / "policy.json").read_text())
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pond.core.errors import ConfigError, ContractError
 from pond.core.params import LabParams, SimParams
-from pond.evaluation.trace import facts, gather_window, read_trace, span, split_trace, window_of
+from pond.simulator.trace import facts, gather_window, read_trace, span, split_trace, window_of
 from pond.telemetry.fleet import generate
 from pond.telemetry.io import read_tables, write_tables
 from tests.conftest import SMALL_FLEET

@@ -8,9 +8,8 @@ import yaml
 
 from pond.core.params import Params
 from pond.evaluation.readiness import REPRO, STATIC, check
-from pond.pipelines.cli import main
 from pond.telemetry.contract import TABLES
-from tests.conftest import small_params
+from tests.conftest import run_pond, small_params
 
 
 def _vms_only(small_tables, d):
@@ -24,7 +23,7 @@ def test_built_in_fleet_feeds_every_command(small_raw, tmp_path, capsys):
     assert all(state[t].startswith("ok (") for t in TABLES) and not any(problems.values())
     assert state["vm_slowdowns"].startswith("absent (optional: slowdowns measured on fleet VMs")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
-    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 0
+    assert run_pond(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 0
     assert "BLOCKED" not in capsys.readouterr().out
 
 
@@ -46,7 +45,7 @@ def test_a_night_outside_the_trace_names_the_days_that_fit(small_raw, tmp_path, 
     assert "nor can any other day with these params" in problems[REPRO][0]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**late, "backtest": {"nights": 2}, "base": {"seed": 5,
                                                            "as_of": "2026-03-01"}}))
-    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 1
+    assert run_pond(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 1
     assert "a day from 2026-01-05 to 2026-01-11" in capsys.readouterr().out
 
 
@@ -57,7 +56,7 @@ def test_vms_alone_names_what_each_command_lacks(small_tables, tmp_path, capsys)
     repro = next(v for k, v in problems.items() if k.startswith("dvc repro"))
     assert [m.split(" ")[0] for m in repro] == ["workloads", "slowdowns", "vm_counters"]
     assert problems["pond simulate --static-only (DRAM with static pools, no models)"] == []
-    assert main(["validate", str(d)]) == 1
+    assert run_pond(["validate", str(d)]) == 1
     out = capsys.readouterr().out
     assert "BLOCKED dvc repro" in out and "ready   pond simulate --static-only" in out
 
@@ -79,7 +78,7 @@ def test_one_bad_table_does_not_hide_the_others(small_raw, tmp_path):
 
 def test_import_ends_with_what_the_tables_feed(small_raw, tmp_path, capsys):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
-    assert main(["--params", str(tmp_path / "params.yaml"), "import", str(small_raw), "--out", str(tmp_path / "raw")]) == 0
+    assert run_pond(["--params", str(tmp_path / "params.yaml"), "import", str(small_raw), "--out", str(tmp_path / "raw")]) == 0
     out = capsys.readouterr().out
     assert "import: wrote" in out and "ready   dvc repro" in out
 
@@ -92,7 +91,7 @@ def test_committed_templates_are_the_template_format(tmp_path):
     state, problems = check(ROOT / "docs/byo/templates", Params())
     assert all(s.startswith("ok (") for s in state.values()), state
     assert "nor can any other day with these params" in problems[REPRO][0]
-    assert main(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
+    assert run_pond(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
     for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns"):
         committed = pd.read_csv(ROOT / "docs/byo/templates" / f"{table}.csv", nrows=0).columns.tolist()
         assert committed == pd.read_csv(tmp_path / "t" / f"{table}.csv", nrows=0).columns.tolist(), table
@@ -159,19 +158,19 @@ def test_an_azure_v1_vmtable_feeds_the_static_simulation_and_says_why_nothing_el
             for i, (c, e, k) in enumerate(zip(created, ended, cores))]
     (tmp_path / "vmtable.csv").write_text("\n".join(rows) + "\n")
     raw = tmp_path / "raw"
-    assert main(["--quiet", "import", "--azure-vmtable", str(tmp_path / "vmtable.csv"), "--out", str(raw)]) == 0
+    assert run_pond(["--quiet", "import", "--azure-vmtable", str(tmp_path / "vmtable.csv"), "--out", str(raw)]) == 0
     assert sorted(pd.read_parquet(raw / "vms.parquet").memory_gb.unique().tolist()) == [0.75, 1.75, 3.5, 7.0, 14.0]
     capsys.readouterr()
     state, problems = check(raw, Params(**small_params()))
     assert problems[STATIC] == []
     assert "vms has no untouched_fraction on any VM" in " ".join(problems[REPRO])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
-    assert main(["--params", str(tmp_path / "params.yaml"), "validate", str(raw)]) == 1
+    assert run_pond(["--params", str(tmp_path / "params.yaml"), "validate", str(raw)]) == 1
     out = capsys.readouterr().out
     assert f"ready   {STATIC}" in out
     blocked = [line for line in out.splitlines() if line.strip().startswith("- ")]
     assert blocked and all(": " in line and line.split(": ", 1)[1].strip() for line in blocked), out
-    assert main(["--quiet", "--params", str(tmp_path / "params.yaml"), "simulate", "--static-only", "--raw", str(raw),
+    assert run_pond(["--quiet", "--params", str(tmp_path / "params.yaml"), "simulate", "--static-only", "--raw", str(raw),
                  "--out", str(tmp_path / "sim"), "--metrics", str(tmp_path / "sim.json"),
                  "--plots", str(tmp_path / "plots")]) == 0
 
@@ -195,10 +194,10 @@ def test_every_blocked_line_names_its_reason(small_tables, tmp_path):
 def test_a_params_file_named_that_does_not_exist_is_refused_not_skipped(small_raw, tmp_path, capsys):
     """Named with --params, a missing file is an error (it used to validate silently without params); left out,
     ./params.yaml is used when there is one."""
-    from pond.pipelines.cli import main
+    from tests.conftest import run_pond
 
     for stage in (["validate", str(small_raw)],
                   ["calibrate", "--raw", str(small_raw), "--metrics", str(tmp_path / "m.json")]):
-        assert main(["--params", str(tmp_path / "typo.yaml"), *stage]) == 2
+        assert run_pond(["--params", str(tmp_path / "typo.yaml"), *stage]) == 2
         assert f"--params {tmp_path / 'typo.yaml'}: no such file" in capsys.readouterr().err
     assert not (tmp_path / "m.json").exists()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pond.core.params import Params
-from tests.conftest import small_params
+from tests.conftest import backtest_args, params_file, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -15,8 +14,6 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("variant", ["pond", "walks"])
 def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     """Both built-in fleet variants (issue 13): the walks fleet's mechanisms differ, the contract does not."""
-    from pond.pipelines import backtest
-
     if variant == "pond":        # the shared fixture: simulate's tests replay its nights
         out = request.getfixturevalue("small_backtest")
         nights = pd.read_csv(out / "nights.csv")
@@ -24,8 +21,9 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
         raw, bundle = request.getfixturevalue("small_walks_raw"), request.getfixturevalue("small_walks_bundle")
         monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
         out = tmp_path / "out"
-        nights = backtest.run(Params(**small_params(variant)), 2, raw, bundle / "features", bundle / "li",
-                              out, tmp_path / "plots")
+        assert run_pond(["--params", str(params_file(tmp_path / "params.yaml", small_params(variant))), "backtest",
+                         "2", *backtest_args(raw, bundle, tmp_path)]) == 0
+        nights = pd.read_csv(out / "nights.csv")
     assert len(nights) == 2 and (out / "nights.csv").exists()
     for night in nights.as_of:       # what simulate decides the next day with: a policy per ratio, the scores
         assert {"policy_r1.82.json", "policy_r2.22.json", "scores.parquet"} <= {p.name for p in (out / night).iterdir()}
@@ -45,15 +43,13 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     assert (nights.mitigations <= 0.01 + 1e-12).all() and (nights.false_alarms <= nights.mitigations).all()
 
 
-def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(small_raw, small_bundle, tmp_path):
+def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(small_raw, small_bundle, tmp_path,
+                                                                                capsys):
     """An imported trace with a gap: the night cannot be judged, so it is skipped and counted; when every
     night is skipped, backtest stops with a message naming the days, before training anything."""
-    from pond.core.errors import ConfigError
-    from pond.pipelines import backtest
-
     params = small_params()
     params["base"]["as_of"] = "2026-01-12"          # the small fleet's last day: nothing is created after it
-    with pytest.raises(ConfigError, match="no VM was created on the day after any of the 1 nights ending 2026-01-12"):
-        backtest.run(Params(**params), 1, small_raw, small_bundle / "features", small_bundle / "li",
-                     tmp_path / "out", tmp_path / "plots")
+    assert run_pond(["--params", str(params_file(tmp_path / "params.yaml", params)), "backtest", "1",
+                     *backtest_args(small_raw, small_bundle, tmp_path)]) == 2
+    assert "no VM was created on the day after any of the 1 nights ending 2026-01-12" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -15,14 +15,13 @@ import yaml
 from pond.core.cluster import session
 from pond.core.errors import ConfigError
 from pond.core.params import EngineParams, Params
-from pond.evaluation.trace import cluster_partitions
 from pond.features.shuffle import customer_partition
 from pond.models.um_protocol import fit_night, night
-from pond.pipelines.cli import main
+from pond.simulator.trace import cluster_partitions
 from pond.telemetry.contract import TRUTH_FILE
 from pond.telemetry.fleet import FleetParams, LabParams, generate
 from pond.telemetry.io import cluster_bytes, read_tables, write_tables
-from tests.conftest import SMALL_AS_OF, own_mlflow, small_params
+from tests.conftest import SMALL_AS_OF, backtest_args, own_mlflow, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +35,7 @@ def _params(wd: Path, backend: str) -> Path:
 
 
 def _features(raw: Path, wd: Path, backend: str) -> Path:
-    assert main(["--quiet", "--params", str(_params(wd, backend)), "features", "--raw", str(raw),
+    assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "features", "--raw", str(raw),
                  "--out", str(wd / "features"), "--metrics", str(wd / "f.json")]) == 0
     return wd / "features"
 
@@ -81,7 +80,7 @@ def test_a_bad_row_read_on_a_worker_is_named(tmp_path, small_raw, capsys):
     tables["vms"].loc[100, "deleted_at"] = tables["vms"].loc[100, "created_at"] - pd.Timedelta(hours=1)
     write_tables(tmp_path / "raw", tables, partitioned=True)
     params = _params(tmp_path, "dask")
-    assert main(["--quiet", "--params", str(params), "features", "--raw", str(tmp_path / "raw"),
+    assert run_pond(["--quiet", "--params", str(params), "features", "--raw", str(tmp_path / "raw"),
                  "--out", str(tmp_path / "features"), "--metrics", str(tmp_path / "f.json")]) == 2
     err = capsys.readouterr().err
     assert "table 'vms', column 'deleted_at': deleted_at is before created_at" in err and bad in err
@@ -109,7 +108,7 @@ def _by_day_only(raw: Path) -> None:
 @pytest.mark.parametrize("layout", ["single files", "partitioned by day and cluster", "partitioned by day"])
 def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, layout):
     """The local engine on the single files; on Dask, the trace is placed by cluster partitions
-    (``evaluation.trace``) from any layout, and sized per cluster and policy. With cluster folders
+    (``simulator.trace``) from any layout, and sized per cluster and policy. With cluster folders
     the 12 clusters are spread over the 5 partitions by size; without, a hash of each."""
     outs = {}
     for backend in ("local", "dask"):
@@ -132,7 +131,7 @@ def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, layou
                 load = pd.Series(sizes).groupby(pd.Series(assigned)).sum()
                 assert sorted(assigned) == sorted(clusters.unique()) and sorted(load.index) == [0, 1, 2, 3, 4]
                 assert load.max() - load.min() <= max(sizes.values())    # no partition a cluster from the lightest
-        assert main(["--quiet", "--params", str(params), "simulate", "--raw", str(raw),
+        assert run_pond(["--quiet", "--params", str(params), "simulate", "--raw", str(raw),
                      "--nightly", str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
                      "--plots", str(wd / "plots")]) == 0
         outs[backend] = wd
@@ -146,7 +145,7 @@ def test_evaluate_is_identical(tmp_path, small_raw, small_bundle, capsys):
     outs = {}
     for backend in ("local", "dask"):
         wd = tmp_path / backend
-        assert main(["--quiet", "--params", str(_params(wd, backend)), "evaluate", "--policy",
+        assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "evaluate", "--policy",
                      str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
                      "--features", str(small_bundle / "features"), "--raw", str(small_raw), "--out", str(wd / "ev"),
                      "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")]) == 0
@@ -312,7 +311,7 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
         with own_mlflow(wd):
             if backend == "local":
                 _features(raw, wd, "local")
-            assert main(["--quiet", "--params", params, "train_um", "--features", str(tmp_path / "local" / "features"),
+            assert run_pond(["--quiet", "--params", params, "train_um", "--features", str(tmp_path / "local" / "features"),
                          "--out", str(wd / "um"), "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")]) == 0
         metrics[backend] = json.loads((wd / "um.json").read_text())
     local, dask = metrics["local"], metrics["dask"]
@@ -357,15 +356,13 @@ def test_backtest_on_dask_never_reads_the_vms_table(tmp_path, small_raw, small_b
     """A night of `pond backtest` on Dask: its snapshot is the local engine's (the small fleet's backtest
     night), and its process reads the `workloads` table only (the workers read `vms`)."""
     from pond.evaluation import backtest as night_work
-    from pond.pipelines import backtest
 
     asked: list[list[str]] = []
     real = night_work.read_tables
     monkeypatch.setattr(night_work, "read_tables", lambda raw, names: asked.append(names) or real(raw, names))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    params = Params(**yaml.safe_load(_params(tmp_path, "dask").read_text()))
-    backtest.run(params, 1, small_raw, small_bundle / "features", small_bundle / "li", tmp_path / "out",
-                 tmp_path / "plots")
+    assert run_pond(["--params", str(_params(tmp_path, "dask")), "backtest", "1",
+                     *backtest_args(small_raw, small_bundle, tmp_path)]) == 0
     assert asked == [["workloads"]]
     for name in ("customer_percentiles.parquet", "workload_history.parquet"):
         got = pd.read_parquet(tmp_path / "out" / SMALL_AS_OF / "features" / "snapshot" / name)

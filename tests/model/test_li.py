@@ -100,18 +100,21 @@ def test_parity_check_fails_loudly(li_data):
 
 @pytest.mark.slow
 def test_train_li_stage(small_raw, tmp_path, monkeypatch):
-    from pond.core.params import Params
-    from pond.pipelines import features as features_stage
-    from pond.pipelines import train_li
+    from tests.conftest import params_file, run_pond
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    params = Params(base={"seed": 1, "as_of": "2026-01-08"},
-                    train_li={"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3,
-                              "select_splits": 2, "cv_folds": 3, "oof_repeats": 1})
-    features_stage.run(params, small_raw, tmp_path / "features", tmp_path / "m" / "features.json")
+    params = str(params_file(tmp_path / "params.yaml", {
+        "base": {"seed": 1, "as_of": "2026-01-08"},
+        "train_li": {"latency_ratios": [1.82, 2.22], "pdms": [5], "n_splits": 3, "select_splits": 2, "cv_folds": 3,
+                     "oof_repeats": 1}}))
+    assert run_pond(["--params", params, "features", "--raw", str(small_raw), "--out", str(tmp_path / "features"),
+                     "--metrics", str(tmp_path / "m" / "features.json")]) == 0
     out = tmp_path / "li"
-    metrics = train_li.run(params, tmp_path / "features", small_raw, out, tmp_path / "m" / "li.json", tmp_path / "plots")
+    assert run_pond(["--params", params, "train_li", "--features", str(tmp_path / "features"), "--raw", str(small_raw),
+                     "--out", str(out), "--metrics", str(tmp_path / "m" / "li.json"),
+                     "--plots", str(tmp_path / "plots")]) == 0
+    metrics = json.loads((tmp_path / "m" / "li.json").read_text())
     assert set(metrics) == {"r1.82_pdm5", "r2.22_pdm5"}
     assert {"random_forest.li_at_fp2", "dram_bound.li_at_fp2", "memory_bound.li_at_fp2",
             "l3_miss_latency.li_at_fp2"} <= set(metrics["r1.82_pdm5"])

@@ -24,14 +24,14 @@ pytestmark = pytest.mark.slow
 
 
 def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None) -> dict:
-    from pond.pipelines.cli import main
+    from tests.conftest import run_pond
 
     out.mkdir(parents=True)
     (out / "params.yaml").write_text(yaml.safe_dump(params or small_params()))
     args = ["--params", str(out / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
             "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
             "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
-    assert main(args) == 0
+    assert run_pond(args) == 0
     return json.loads((out / "policy.json").read_text())
 
 

@@ -7,8 +7,7 @@ import shutil
 
 import pytest
 
-from pond.pipelines.cli import main
-from tests.conftest import small_params
+from tests.conftest import run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +31,7 @@ def _night(small_bundle, small_raw, store, name: str, without_li: bool = False, 
         shutil.copy2(small_bundle / src, d / "metrics" / dst)
     common = ["--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
               "--features", str(small_bundle / "features"), "--raw", str(small_raw)]
-    assert main(["evaluate", "--policy", str(d / "policy.json"), *common, "--out", str(d / "evaluation"),
+    assert run_pond(["evaluate", "--policy", str(d / "policy.json"), *common, "--out", str(d / "evaluation"),
                  "--metrics", str(d / "metrics" / "evaluate.json"), "--plots", str(d / "plots")]) == 0
     return ["register", "--policy", str(d / "policy.json"), *common, "--metrics-dir", str(d / "metrics"),
             "--out", str(d / "bundle"), "--metrics", str(d / "register.json")]
@@ -51,7 +50,7 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     import yaml
     params.write_text(yaml.safe_dump(small_params()))
     first = _night(small_bundle, small_raw, store, "night1")
-    assert main(["--params", str(params), *first]) == 0
+    assert run_pond(["--params", str(params), *first]) == 0
     from pond.models.bundle import verify
     assert verify(store / "night1" / "bundle")["as_of"] == json.loads((small_bundle / "policy.json").read_text())["as_of"]
     champion = _version(store, "champion")
@@ -60,7 +59,7 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
 
     # same models, LI switched off: the pool share collapses -> challenger
     second = _night(small_bundle, small_raw, store, "night2", without_li=True)
-    assert main(["--params", str(params), *second]) == 0
+    assert run_pond(["--params", str(params), *second]) == 0
     challenger = _version(store, "challenger")
     assert str(challenger.version) == "2" and challenger.tags["gate.decision"] == "challenger"
     assert "below the champion's" in challenger.tags["gate.reason"]
@@ -71,7 +70,7 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
 
     capsys.readouterr()
     out = tmp_path / "compare"
-    assert main(["--params", str(params), "compare", "champion", "2", "--out", str(out)]) == 0
+    assert run_pond(["--params", str(params), "compare", "champion", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "pond-znuma/v1" in text and "pond-znuma/v2" in text and "per_vm_p99_us" in text
     import pandas as pd
@@ -81,12 +80,12 @@ def test_gate_promotes_then_rejects_and_compare_prints_both(small_bundle, small_
     assert (out / "curves.png").stat().st_size > 0
     drift = pd.read_csv(out / "drift.csv")
     assert (drift.psi == 0).all() and (drift.ks == 0).all()     # same snapshot in both versions
-    assert main(["--params", str(params), "compare", "champion", "7"]) == 2   # no version 7: a clear error
+    assert run_pond(["--params", str(params), "compare", "champion", "7"]) == 2   # no version 7: a clear error
     assert table.loc["served", "pond-znuma/v1"] == "combined"
 
     # the operator switches the service to UM only: less on the pool, by choice; judged on the budget alone
     third = _night(small_bundle, small_raw, store, "night3", serve="um_only")
-    assert main(["--params", str(params), *third]) == 0
+    assert run_pond(["--params", str(params), *third]) == 0
     champion = _version(store, "champion")
     assert str(champion.version) == "3" and "changed from combined to um_only" in champion.tags["gate.reason"]
     reg = json.loads((store / "night3" / "register.json").read_text())
@@ -115,7 +114,7 @@ def test_gate_fails_closed_on_a_registry_error(small_bundle, small_raw, store, t
     params.write_text(yaml.safe_dump(small_params()))
     argv = _night(small_bundle, small_raw, store, "night")
     monkeypatch.setattr(MlflowClient, call, failure)
-    assert main(["--params", str(params), *argv]) == 2
+    assert run_pond(["--params", str(params), *argv]) == 2
     err = capsys.readouterr().err
     assert "pond register: error:" in err and "nothing was registered or promoted" in err
     assert not (store / "night" / "bundle").exists() and not (store / "night" / "register.json").exists()
@@ -129,7 +128,7 @@ def test_not_found_is_the_only_absence():
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
 
-    from pond.pipelines.tracking import not_found
+    from pond.core.tracking import not_found
     assert not_found(MlflowException("Registered Model with name=x not found", error_code=RESOURCE_DOES_NOT_EXIST))
     assert not_found(MlflowException("Registered model alias champion not found.", error_code=INVALID_PARAMETER_VALUE))
     assert not not_found(MlflowException("bad alias name", error_code=INVALID_PARAMETER_VALUE))

@@ -9,13 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.core.params import Params
 from pond.evaluation import replay
 from pond.models.decision import decide, policy_knobs
 from pond.models.policy import Serve, read_policy
-from pond.pipelines import simulate
 from pond.telemetry.io import read_tables
-from tests.conftest import small_params
+from tests.conftest import params_file, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +21,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def sim(small_raw, small_backtest, tmp_path_factory):
     wd = tmp_path_factory.mktemp("sim")
-    metrics = simulate.run(Params(**small_params()), small_raw, small_backtest, wd / "simulate.json", wd / "plots",
-                           wd / "out")
-    return wd, metrics
+    assert run_pond(["--params", str(params_file(wd / "params.yaml", small_params())), "simulate", "--raw", str(small_raw),
+                     "--nightly", str(small_backtest), "--metrics", str(wd / "simulate.json"), "--plots",
+                     str(wd / "plots"), "--out", str(wd / "out")]) == 0
+    return wd, json.loads((wd / "simulate.json").read_text())
 
 
 def test_every_vm_is_decided_by_the_night_before_its_creation(small_raw, small_backtest):
@@ -98,7 +97,7 @@ def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
 
 def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
     """A trace's first creation says nothing when an export holds VMs created years before its month."""
-    from pond.evaluation.trace import bulk_start
+    from pond.simulator.trace import bulk_start
 
     day = pd.Timestamp("2026-01-01", tz="UTC")
     days = pd.Series([1, 40, 300, 310, 290, 1], index=[pd.Timestamp("2019-03-04", tz="UTC"), day,
@@ -108,8 +107,8 @@ def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
 
 
 def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
-    from pond.pipelines.cli import main
     from pond.telemetry.io import write_tables
+    from tests.conftest import run_pond
 
     tables = read_tables(small_raw)
     old = tables["vms"].copy()
@@ -119,7 +118,7 @@ def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
     got = {}
     for name, raw in (("export", small_raw), ("with_2019", tmp_path / "old")):
         metrics = tmp_path / f"{name}.json"
-        assert main(["simulate", "--static-only", "--raw", str(raw), "--out", str(tmp_path / name), "--metrics",
+        assert run_pond(["simulate", "--static-only", "--raw", str(raw), "--out", str(tmp_path / name), "--metrics",
                      str(metrics), "--plots", str(tmp_path / f"{name}_plots")]) == 0
         got[name] = json.loads(metrics.read_text())
     assert got["with_2019"]["window"] == got["export"]["window"] and got["export"]["window_vms"] > 1000
@@ -132,7 +131,7 @@ def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw,
     afresh per policy (pool_aware, the default), the same static pools can raise it."""
     import yaml
 
-    from pond.pipelines.cli import main
+    from tests.conftest import run_pond
 
     got = {}
     for placement in ("keep", "pool_aware"):
@@ -140,7 +139,7 @@ def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw,
         params["simulate"]["placement"] = placement
         (tmp_path / f"{placement}.yaml").write_text(yaml.safe_dump(params))
         metrics = tmp_path / f"{placement}.json"
-        assert main(["--quiet", "--params", str(tmp_path / f"{placement}.yaml"), "simulate", "--static-only",
+        assert run_pond(["--quiet", "--params", str(tmp_path / f"{placement}.yaml"), "simulate", "--static-only",
                      "--raw", str(small_raw), "--out", str(tmp_path / placement), "--metrics", str(metrics),
                      "--plots", str(tmp_path / f"{placement}_plots")]) == 0
         got[placement] = json.loads(metrics.read_text())["policies"]
@@ -156,7 +155,7 @@ def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw,
     topped up; the per-server peaks are those of the judged days, where a fixed split still never costs."""
     import yaml
 
-    from pond.pipelines.cli import main
+    from tests.conftest import run_pond
 
     got = {}
     for days in (0, 2):
@@ -164,7 +163,7 @@ def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw,
         params["simulate"] |= {"placement": "keep", "buy_days": days}
         (tmp_path / f"{days}.yaml").write_text(yaml.safe_dump(params))
         metrics = tmp_path / f"{days}.json"
-        assert main(["--quiet", "--params", str(tmp_path / f"{days}.yaml"), "simulate", "--static-only",
+        assert run_pond(["--quiet", "--params", str(tmp_path / f"{days}.yaml"), "simulate", "--static-only",
                      "--raw", str(small_raw), "--out", str(tmp_path / str(days)), "--metrics", str(metrics),
                      "--plots", str(tmp_path / f"{days}_plots")]) == 0
         got[days] = (json.loads(metrics.read_text()), pd.read_csv(tmp_path / str(days) / "sizing_by_cluster.csv"))

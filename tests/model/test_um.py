@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from pond.core.errors import ConfigError
-from pond.core.params import Params
 from pond.features.build import FeatureParams, vm_features
 from pond.models.decision import pool_gb
 from pond.models.onnx_export import (
@@ -25,6 +25,7 @@ from pond.models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit
 from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
 from pond.models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
 from pond.telemetry import request
+from tests.conftest import params_file, run_pond
 
 
 @pytest.fixture(scope="module")
@@ -197,15 +198,16 @@ def test_unknown_category_takes_missing_branch(vmf):
 
 @pytest.mark.slow
 def test_train_um_stage(vmf, tmp_path, monkeypatch):
-    from pond.pipelines import train_um
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "features").mkdir()
     vmf.to_parquet(tmp_path / "features" / "vm_features.parquet")
-    params = Params(base={"seed": 2, "as_of": "2026-01-09"},
-                    train_um={"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 3,
-                              "alphas": [0.01, 0.05, 0.2], "target_grid": [0.02, 0.04, 0.1]})
-    m = train_um.run(params, tmp_path / "features", tmp_path / "um", tmp_path / "m.json", tmp_path / "plots")
+    params = params_file(tmp_path / "params.yaml", {
+        "base": {"seed": 2, "as_of": "2026-01-09"},
+        "train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 3,
+                     "alphas": [0.01, 0.05, 0.2], "target_grid": [0.02, 0.04, 0.1]}})
+    assert run_pond(["--params", str(params), "train_um", *_train_um_paths(tmp_path, "um", "m.json")]) == 0
+    m = json.loads((tmp_path / "m.json").read_text())
     assert m["backtest_nights"] == 3 and 0 <= m["calibrated.nights_within_target"] <= 1
     assert m["onnx_parity_max_abs_diff"] < 1e-4
     manifest = json.loads((tmp_path / "um" / "manifest.json").read_text())
@@ -219,25 +221,32 @@ def test_train_um_stage(vmf, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_changed_percentile_list_reaches_the_model_or_fails_loudly(small_raw, tmp_path, monkeypatch):
-    from pond.pipelines import features as features_stage
-    from pond.pipelines import train_um
+def test_a_changed_percentile_list_reaches_the_model_or_fails_loudly(small_raw, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     small = {"train_um": {"train_days": 6, "calib_days": 1, "calib_lag_days": 1, "backtest_nights": 2,
                           "alphas": [0.05], "target_grid": [0.04]}}
-    params = Params(base={"seed": 2, "as_of": "2026-01-09"}, features={"percentiles": [50, 75]}, **small)
-    features_stage.run(params, small_raw, tmp_path / "features", tmp_path / "f.json")
-    train_um.run(params, tmp_path / "features", tmp_path / "um", tmp_path / "m.json", tmp_path / "plots")
+    params = params_file(tmp_path / "params.yaml", {"base": {"seed": 2, "as_of": "2026-01-09"},
+                                                    "features": {"percentiles": [50, 75]}, **small})
+    assert run_pond(["--params", str(params), "features", "--raw", str(small_raw), "--out", str(tmp_path / "features"),
+                     "--metrics", str(tmp_path / "f.json")]) == 0
+    assert run_pond(["--params", str(params), "train_um", *_train_um_paths(tmp_path, "um", "m.json")]) == 0
     manifest = json.loads((tmp_path / "um" / "manifest.json").read_text())
     assert manifest["features"][-3:] == ["cust_n", "cust_p50", "cust_p75"]
     assert "cust_p75" in (tmp_path / "um" / "um_lightgbm.txt").read_text()
     snapshot = pd.read_parquet(tmp_path / "features" / "snapshot" / "customer_percentiles.parquet")
     assert snapshot["cust_p75"].notna().any() and "cust_p80" not in snapshot
-    stale = Params(base={"seed": 2, "as_of": "2026-01-09"}, features={"percentiles": [50, 80]}, **small)
-    with pytest.raises(ConfigError, match=r"features.percentiles gives \['cust_n', 'cust_p50', 'cust_p80'\]"):
-        train_um.run(stale, tmp_path / "features", tmp_path / "um2", tmp_path / "m2.json", tmp_path / "plots")
+    stale = params_file(tmp_path / "stale.yaml", {"base": {"seed": 2, "as_of": "2026-01-09"},
+                                                  "features": {"percentiles": [50, 80]}, **small})
+    capsys.readouterr()
+    assert run_pond(["--params", str(stale), "train_um", *_train_um_paths(tmp_path, "um2", "m2.json")]) == 2
+    assert "features.percentiles gives ['cust_n', 'cust_p50', 'cust_p80']" in capsys.readouterr().err
     assert not (tmp_path / "um2").exists()
+
+
+def _train_um_paths(wd: Path, out: str, metrics: str) -> list[str]:
+    return ["--features", str(wd / "features"), "--out", str(wd / out), "--metrics", str(wd / metrics),
+            "--plots", str(wd / "plots")]
 
 
 def test_the_model_encodes_from_the_night_columns_alone(small_bundle):

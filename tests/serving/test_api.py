@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from pond.core.errors import ConfigError
 from pond.features.tma import pmu_features
-from pond.pipelines.cli import main
 from pond.serving.app import create_app
+from tests.conftest import run_pond
 from tests.serving.conftest import request_of, settings_for
 
 
@@ -29,7 +29,7 @@ def test_single_batch_and_predict_cli_agree(client, requests_, small_bundle, tmp
     argv = ["predict", str(tmp_path / "req.csv"), "--out", str(tmp_path / "alloc.parquet"),
             "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
             "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
-    assert main(argv) == 0
+    assert run_pond(argv) == 0
     offline = pd.read_parquet(tmp_path / "alloc.parquet")
     for k in ("vm_id", "decision", "local_gb", "pool_gb", "znuma_gb", "untouched_fraction", "has_history",
               "customer_history", "model_version"):
@@ -48,7 +48,7 @@ def test_ids_padded_with_spaces_find_what_the_export_holds(client, requests_, sm
     assert any(a["customer_history"] for a in plain)
     assert client.post("/v1/allocations/batch", json={"requests": padded}).json()["allocations"] == plain
     pd.DataFrame(padded).to_csv(tmp_path / "req.csv", index=False)
-    assert main(["predict", str(tmp_path / "req.csv"), "--out", str(tmp_path / "alloc.csv"), "--policy",
+    assert run_pond(["predict", str(tmp_path / "req.csv"), "--out", str(tmp_path / "alloc.csv"), "--policy",
                  str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
                  "--snapshot", str(small_bundle / "features" / "snapshot")]) == 0
     offline = pd.read_csv(tmp_path / "alloc.csv")

@@ -15,8 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from pond.pipelines.cli import main
-from tests.conftest import ROOT, small_params
+from tests.conftest import ROOT, run_pond, small_params
 from tests.model.test_registry import _night
 from tests.serving.conftest import request_of
 from tests.serving.test_uvicorn import _free_port
@@ -68,9 +67,9 @@ def test_register_and_serve_through_a_registry_server(mlflow_server, small_bundl
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(small_params()))
     store = tmp_path / "nights"
-    assert main(["--params", str(params), *_night(small_bundle, small_raw, store, "night1")]) == 0
+    assert run_pond(["--params", str(params), *_night(small_bundle, small_raw, store, "night1")]) == 0
     # same models, LI off: the gate keeps version 1 as champion and makes version 2 the challenger
-    assert main(["--params", str(params), *_night(small_bundle, small_raw, store, "night2", without_li=True)]) == 0
+    assert run_pond(["--params", str(params), *_night(small_bundle, small_raw, store, "night2", without_li=True)]) == 0
     registry = MlflowClient(tracking_uri=mlflow_server, registry_uri=mlflow_server)
     assert registry.get_model_version_by_alias("pond-znuma", "champion").version in ("1", 1)
     assert not (tmp_path / "mlruns").exists() and not (ROOT / "mlruns" / "models").exists()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from pond.core.errors import ConfigError
-from pond.pipelines.cli import build_parser
-from pond.serving.cli import settings_from
+from pond.serving.cli import SETTING_OPTIONS, add_setting_options, settings_from
 from pond.serving.settings import Settings
+from tests.conftest import run_pond
 
 
 @pytest.fixture(autouse=True)
@@ -19,12 +20,19 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
+def _options(options: tuple, argv: tuple[str, ...]) -> argparse.Namespace:
+    """The options `pond serve` (all) and `pond predict` (the four paths) add, parsed."""
+    parser = argparse.ArgumentParser()
+    add_setting_options(parser, options)
+    return parser.parse_args(argv)
+
+
 def _serve(*argv: str):
-    return settings_from(build_parser().parse_args(["serve", *argv]))
+    return settings_from(_options(SETTING_OPTIONS, argv))
 
 
 def _predict(*argv: str):
-    return settings_from(build_parser().parse_args(["predict", "req.csv", "--out", "out.parquet", *argv]))
+    return settings_from(_options(SETTING_OPTIONS[:4], argv))
 
 
 @pytest.mark.parametrize("make", [_serve, _predict])
@@ -62,7 +70,7 @@ def test_tracking_uri_from_either_variable(monkeypatch):
 
 def test_help_names_the_variables(capsys):
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--help"])
+        run_pond(["serve", "--help"])
     out = capsys.readouterr().out
     for var in ("POND_POLICY", "POND_LI_DIR", "POND_UM_DIR", "POND_SNAPSHOT_DIR", "POND_HOST", "POND_PORT"):
         assert var in out

@@ -11,10 +11,9 @@ import threading
 import pytest
 
 from pond.core.errors import ConfigError
-from pond.pipelines.cli import main
 from pond.telemetry.atomic import AtomicDir, exchange, remove_leftovers, write_atomic, write_json, writer_tag
 from pond.telemetry.io import holds_tables
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_pond
 
 
 def test_exchange_swaps_two_directories(tmp_path):
@@ -92,7 +91,7 @@ def test_a_folder_is_replaced_only_where_nothing_else_would_be_lost(tmp_path, mo
     (tmp_path / "tables" / "vms.csv").write_text("the user's rows, in place of the template's")
     monkeypatch.chdir(tmp_path)
     before = _untouched(tmp_path)
-    assert main(["--params", str(ROOT / "params.yaml"), "template", out]) == 2
+    assert run_pond(["--params", str(ROOT / "params.yaml"), "template", out]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Fix:" in err and len(err.strip().splitlines()) == 1, err
     assert _untouched(tmp_path) == before

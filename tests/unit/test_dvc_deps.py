@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "telemetry", "features", "models", "serving", "optimize", "evaluation", "pipelines")
 
 
 def _module_file(name: str) -> Path | None:

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.evaluation.fixed_pools import fixed_share_savings, peaks
-from pond.evaluation.packing import ServerShape
-from pond.evaluation.stranding import place
+from pond.simulator.fixed_pools import fixed_share_savings, peaks
+from pond.simulator.packing import ServerShape
+from pond.simulator.stranding import place
 
 T0 = pd.Timestamp("2026-01-01", tz="UTC")
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import PACKAGES, ROOT
 
-PACKAGES = ("core", "telemetry", "features", "models", "serving", "optimize", "evaluation", "pipelines")
 CODE = (*PACKAGES, "benchmarks", "tests")
 
 

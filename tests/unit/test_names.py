@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pond.models import names
-from tests.conftest import ROOT
+from tests.conftest import PACKAGES, ROOT
 
 
 def test_names_by_example():
@@ -27,7 +27,7 @@ def test_a_fraction_is_named_as_rounded_not_truncated():
 
 def test_no_stage_or_evaluation_module_spells_a_name_itself():
     spelled = re.compile(r'f"static_\{|f"r\{ratio|f"[^"]*_pdm\{|f"[a-z_]*_r\{')
-    offenders = [f"{p.relative_to(ROOT)}:{i}" for d in ("pipelines", "evaluation", "optimize", "serving", "benchmarks")
+    offenders = [f"{p.relative_to(ROOT)}:{i}" for d in ("pipelines", "simulator", "evaluation", "optimize", "serving", "benchmarks")
                  for p in sorted((ROOT / d).glob("*.py")) for i, line in enumerate(p.read_text().splitlines(), 1)
                  if spelled.search(line)]
     assert not offenders, offenders
@@ -36,8 +36,7 @@ def test_no_stage_or_evaluation_module_spells_a_name_itself():
 def test_a_bundle_folder_is_laid_out_by_one_owner():
     """A night's or a bundle's ``policy.json`` is found through ``models.bundle.BundlePaths`` (issue 51: the file
     name was spelled in 9 files); the CLI's and the service's default paths are documentation, not joins."""
-    joins = [f"{p.relative_to(ROOT)}:{i}" for d in ("core", "telemetry", "features", "models", "optimize", "serving",
-                                                    "evaluation", "pipelines")
+    joins = [f"{p.relative_to(ROOT)}:{i}" for d in PACKAGES
              for p in sorted((ROOT / d).rglob("*.py"))
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if '/ "policy.json"' in line and p.relative_to(ROOT).as_posix() != "models/bundle.py"]

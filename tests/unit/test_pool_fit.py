@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.evaluation.pool_fit import Replays, events, replay, servers_for, size
-from pond.evaluation.sizing import fleet_sizing
+from pond.simulator.pool_fit import Replays, events, replay, servers_for, size
+from pond.simulator.sizing import fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
 # 0-100 s, arriving a, b, c, d. The all-local first fit put a, b on server 0 and c, d on server 1.

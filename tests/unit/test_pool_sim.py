@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pond.evaluation.packing import ServerShape, first_fit
-from pond.evaluation.pool_sim import Placement, SimParams, Sweep, place
-from pond.evaluation.sizing import fleet_sizing
+from pond.simulator.packing import ServerShape, first_fit
+from pond.simulator.pool_sim import Placement, SimParams, Sweep, place
+from pond.simulator.sizing import fleet_sizing
 
 # Servers of 4 vCPUs and 10 GB. a runs 0-10 s with 6 GB; b (5-9 s, 6 GB) cannot join a (4 GB
 # free) and opens server 1; c arrives at 10 s, the second a leaves (departures go first), so it

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from pond.core.errors import ConfigError
 from pond.core.progress import Steps, line, progress, silenced
+from tests.conftest import run_pond
 
 
 def test_line_has_count_elapsed_and_eta():
@@ -53,15 +55,19 @@ def test_pond_quiet_and_scheduler_hold_for_the_call_only(monkeypatch):
     process silent, so a test of progress lines passed or failed with the order the tests ran in."""
     import os
 
-    from pond.pipelines import cli, features
+    from pond.core import params
 
     seen = []
-    monkeypatch.setattr(features, "run", lambda *a, **k: seen.append((os.environ.get("POND_QUIET"),
-                                                                       os.environ.get("DASK_SCHEDULER_ADDRESS"))))
+
+    def load(path, backend=None):   # what a stage meets first: read the environment there, then stop
+        seen.append((os.environ.get("POND_QUIET"), os.environ.get("DASK_SCHEDULER_ADDRESS")))
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(params, "load", load)
     monkeypatch.delenv("POND_QUIET", raising=False)
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://before:8786")
-    assert cli.main(["--quiet", "--scheduler", "tcp://127.0.0.1:8786", "features"]) == 0
+    assert run_pond(["--quiet", "--scheduler", "tcp://127.0.0.1:8786", "features"]) == 2
     assert seen == [("1", "tcp://127.0.0.1:8786")]
     assert "POND_QUIET" not in os.environ and os.environ["DASK_SCHEDULER_ADDRESS"] == "tcp://before:8786"
-    assert cli.main(["features"]) == 0
+    assert run_pond(["features"]) == 2
     assert seen[-1] == (None, "tcp://before:8786")

@@ -7,8 +7,9 @@ import errno
 import duckdb
 import pytest
 
+from pond.core.errors import resource_error
 from pond.features.db import connect
-from pond.pipelines import cli
+from tests.conftest import run_pond
 
 
 @pytest.mark.parametrize("exc, says", [
@@ -23,23 +24,23 @@ from pond.pipelines import cli
      "out of disk space (Out of Memory Error: failed to offload"),
 ])
 def test_running_out_is_named_with_its_fix(exc, says):
-    assert says in cli.resource_error(exc)
+    assert says in resource_error(exc)
 
 
 def test_other_errors_are_not_taken_for_running_out():
-    assert cli.resource_error(duckdb.IOException("IO Error: No files found that match the pattern")) is None
-    assert cli.resource_error(OSError(errno.ENOENT, "No such file or directory")) is None
-    assert cli.resource_error(ValueError("bad")) is None
+    assert resource_error(duckdb.IOException("IO Error: No files found that match the pattern")) is None
+    assert resource_error(OSError(errno.ENOENT, "No such file or directory")) is None
+    assert resource_error(ValueError("bad")) is None
 
 
 def test_a_stage_that_runs_out_of_disk_exits_3_with_the_fix(monkeypatch, capsys):
-    from pond.pipelines import features
+    from pond.core import params
 
     def full(*args, **kwargs):
         raise duckdb.IOException('IO Error: Could not write file ".tmp/duckdb_temp_9.tmp": No space left on device')
 
-    monkeypatch.setattr(features, "run", full)
-    assert cli.main(["--quiet", "features"]) == 3
+    monkeypatch.setattr(params, "load", full)     # the first thing a stage does, made to run out of disk
+    assert run_pond(["--quiet", "features"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("pond features: error: out of disk space") and "POND_DUCKDB_TEMP" in err
 

@@ -8,16 +8,14 @@ import re
 import pytest
 
 from pond.core.runtime import Runtime
-from tests.conftest import ROOT
-
-PACKAGES = ("core", "telemetry", "features", "models", "serving", "optimize", "evaluation", "pipelines")
+from tests.conftest import PACKAGES, ROOT
 
 
 def test_defaults_are_what_an_unset_environment_meant():
     r = Runtime.now({})
     assert (r.mlflow_tracking_uri, r.mlflow_experiment, r.mlflow_disable_telemetry, r.duckdb_memory, r.duckdb_temp,
             r.quiet, r.dask_scheduler_address, r.scratch, r.prometheus_multiproc_dir) == \
-        (None, "pond", "true", "2GB", None, False, None, None, None)
+        (None, None, "true", "2GB", None, False, None, None, None)
 
 
 @pytest.mark.parametrize(("value", "quiet"), [("", False), ("0", False), ("false", False), (" No ", False),
@@ -34,7 +32,7 @@ def test_an_empty_variable_is_unset_and_others_are_ignored():
 def test_no_module_reads_the_environment_by_hand():
     """Writes (a command setting a variable for what it runs) and save/restore stay; reads go through Runtime."""
     reads = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[[^\]]+\](?!\s*=)")
-    allowed = {"core/runtime.py", "core/progress.py", "pipelines/tracking.py"}   # the last two save and restore
+    allowed = {"core/runtime.py", "core/progress.py"}   # the last saves and restores
     found = [f"{p.relative_to(ROOT)}:{i}" for d in PACKAGES for p in sorted((ROOT / d).rglob("*.py"))
              if p.relative_to(ROOT).as_posix() not in allowed
              for i, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]

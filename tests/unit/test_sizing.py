@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.evaluation.sizing import approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
+from pond.simulator.sizing import approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
 
 # One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
 #   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
@@ -165,7 +165,7 @@ def test_a_returned_vm_that_no_longer_fits_its_server_moves():
     """Two servers of one cluster, L bought as 4 GB on [0, 60): at 100 s v0's 8 GB come back to server 0, which has
     4 GB: the second part must move, and server 1 is full with v1's 4 GB: it fits nowhere (stuck), so the cluster
     tops up to 8 GB per server."""
-    from pond.evaluation.sizing import returned
+    from pond.simulator.sizing import returned
 
     s, e, c, h, k, m, p = returned(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64),
                                    np.array([0, 1]), np.ones(2), np.array([8.0, 4.0]), np.array([8.0, 0.0]),

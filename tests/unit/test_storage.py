@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import ConfigError, ContractError
-from pond.pipelines.cli import main
 from pond.telemetry.io import cluster_bytes, day_files, find_table, read_raw, read_tables, table_columns, write_tables
 from pond.telemetry.storage import is_url, location, remove_tree, storage_failure
+from tests.conftest import run_pond
 
 
 @pytest.fixture()
@@ -50,7 +50,7 @@ def test_a_scheme_without_its_package_is_named():
 
 def test_the_cli_refuses_a_url_it_cannot_open(capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["validate", "nosuch://bucket/raw"])
+        run_pond(["validate", "nosuch://bucket/raw"])
     assert exit_.value.code == 2 and "install the fsspec package of 'nosuch://'" in capsys.readouterr().err
 
 
@@ -129,7 +129,7 @@ def test_access_denied_while_reading_a_table_is_not_called_a_broken_file(tmp_pat
         raise PermissionError("Access Denied") from cause
 
     monkeypatch.setattr(pd, "read_parquet", denied)
-    assert main(["validate", memory_url]) == 2
+    assert run_pond(["validate", memory_url]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pond validate: error: storage unreachable (PermissionError: Access Denied)")
     assert "cannot read" not in err
@@ -142,6 +142,6 @@ def test_an_unreachable_endpoint_exits_2_naming_it(monkeypatch, capsys):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")     # the discard port: nothing listens
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     fsspec.filesystem("s3").clear_instance_cache()
-    assert main(["validate", f"s3://pond-{uuid.uuid4().hex[:8]}/raw"]) == 2
+    assert run_pond(["validate", f"s3://pond-{uuid.uuid4().hex[:8]}/raw"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pond validate: error: storage unreachable (EndpointConnectionError") and "127.0.0.1:9" in err

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.evaluation.packing import ServerShape
-from pond.evaluation.stranding import WARMUP_DAYS, bought_server, by_utilization, cluster_days, place
+from pond.simulator.packing import ServerShape
+from pond.simulator.stranding import WARMUP_DAYS, bought_server, by_utilization, cluster_days, place
 
 
 def _vms(rows: list[tuple[float, float, int, float]]) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pond.pipelines.tracking import start_run
+from pond.core.tracking import start_run
 
 
 def test_embedded_store_keeps_artifacts_under_data(tmp_path, monkeypatch):
@@ -19,14 +19,12 @@ def test_embedded_store_keeps_artifacts_under_data(tmp_path, monkeypatch):
     assert not (tmp_path / "mlruns").exists()
 
 
-def test_default_experiment_restores_the_environment(monkeypatch):
-    from pond.pipelines.tracking import default_experiment, experiment
+def test_the_experiment_is_an_argument_the_environment_overrides(monkeypatch):
+    """A backtest names its experiment (``pond-backtest``) instead of setting POND_MLFLOW_EXPERIMENT for the
+    stages it runs; an operator's POND_MLFLOW_EXPERIMENT still sends every run of the process elsewhere."""
+    from pond.core.tracking import BACKTEST, experiment
 
     monkeypatch.delenv("POND_MLFLOW_EXPERIMENT", raising=False)
-    with default_experiment("pond-backtest"):
-        assert experiment() == "pond-backtest"
-    assert experiment() == "pond"
+    assert (experiment(), experiment(BACKTEST)) == ("pond", "pond-backtest")
     monkeypatch.setenv("POND_MLFLOW_EXPERIMENT", "mine")
-    with default_experiment("pond-backtest"):
-        assert experiment() == "mine"
-    assert experiment() == "mine"
+    assert (experiment(), experiment(BACKTEST)) == ("mine", "mine")

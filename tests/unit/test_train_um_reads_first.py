@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from pond.core.errors import ContractError
 from pond.core.params import Params
+from tests.conftest import params_file, run_pond
 
 
-def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
+def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch, capsys):
     import mlflow
 
     from pond.models import um_train
-    from pond.pipelines import train_um
 
     store = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
@@ -28,8 +27,10 @@ def test_an_unreadable_table_leaves_no_mlflow_run(tmp_path, monkeypatch):
         raise ContractError("vm_features", "a row group cannot be decoded", fix="run `pond features` again")
 
     monkeypatch.setattr(um_train, "read_days", unreadable)
-    with pytest.raises(ContractError, match="cannot be decoded"):
-        train_um.run(params, features, tmp_path / "um", tmp_path / "um.json", tmp_path / "plots")
+    assert run_pond(["--params", str(params_file(tmp_path / "params.yaml", {})), "train_um", "--features",
+                     str(features), "--out", str(tmp_path / "um"), "--metrics", str(tmp_path / "um.json"),
+                     "--plots", str(tmp_path / "plots")]) == 2
+    assert "cannot be decoded" in capsys.readouterr().err
     assert not (tmp_path / "um").exists()
     if store.exists():   # the store is created by the first run, so a missing one holds none
         mlflow.set_tracking_uri(f"sqlite:///{store}")

@@ -163,7 +163,7 @@ class Events:
 
 def event_order(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(VM index, is arrival) per event: by time, departures first at equal seconds, then row order.
-    A VM lives at least one second. The trace replay (``evaluation.sizing``) and this one share it."""
+    A VM lives at least one second. The trace replay (``simulator.sizing``) and this one share it."""
     start_s = np.asarray(start_s)
     n = len(start_s)
     t = np.concatenate([np.maximum(end_s, start_s + 1), start_s])

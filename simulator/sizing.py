@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from pond.core.progress import progress, silenced
-from pond.evaluation import pool_fit
-from pond.evaluation.pool_sim import Sweep, global_index
+from pond.simulator import pool_fit
+from pond.simulator.pool_sim import Sweep, global_index
 
 PRECISION_GB = 1.0      # L is bisected to this
 POOL_CANDIDATES = 12    # pool capacities tried by the approximate count
@@ -252,7 +252,7 @@ def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, ho
     the window judges its own sizing (``judged_*`` repeat the fitted figures).
 
     ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
-    afresh, with its split, on as many servers (``evaluation.pool_fit``); ``moves`` are then the
+    afresh, with its split, on as many servers (``simulator.pool_fit``); ``moves`` are then the
     VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move.
 
     ``policies``: per name, each VM's pool GB, or (pool GB, the second its pool memory comes back as local, -1:

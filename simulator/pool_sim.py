@@ -3,7 +3,7 @@
 ``place``: the trace's servers, or first fit where the trace names none. ``Sweep``: the VM
 arrivals and departures sorted once; per grouping (servers, pools of consecutive servers of one
 cluster), each group's level after every event and its peak, exact at second resolution, one
-sorted event sweep per grouping, no per-VM loop. ``evaluation.sizing`` builds on both.
+sorted event sweep per grouping, no per-VM loop. ``simulator.sizing`` builds on both.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 
 from pond.core.errors import ConfigError
 from pond.core.params import SimParams
-from pond.evaluation.packing import ServerShape, assign_servers
+from pond.simulator.packing import ServerShape, assign_servers
 
 
 @dataclass
@@ -37,7 +37,7 @@ def require_group_column(vms: pd.DataFrame, column: str) -> None:
 
 def place(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, params: SimParams,
           cluster_col: str = "cluster_id", trace_servers: bool | None = None) -> Placement:
-    """The trace's servers when every VM names one; otherwise ``params.packing`` on servers (evaluation.packing).
+    """The trace's servers when every VM names one; otherwise ``params.packing`` on servers (simulator.packing).
 
     ``cluster_col`` groups the servers (and pools, which never cross a group); an Azure V2 trace,
     whose cluster stands in for a deployment, is better packed by ``region``. ``trace_servers``:

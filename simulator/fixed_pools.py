@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pond.evaluation.stranding import WARMUP_DAYS, Placed, place
+from pond.simulator.stranding import WARMUP_DAYS, Placed, place
 
 
 def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, lo: int, hi: int,

@@ -12,8 +12,8 @@ import pandas as pd
 
 from pond.core.params import SimParams
 from pond.core.plots import pyplot, save_figure
-from pond.evaluation.pool_sim import Placement
 from pond.models.names import split_ratio
+from pond.simulator.pool_sim import Placement
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
 

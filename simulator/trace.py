@@ -20,9 +20,9 @@ import pandas as pd
 
 from pond.core.errors import ConfigError
 from pond.core.params import SimParams
-from pond.evaluation.pool_sim import Placement, place, require_group_column
-from pond.evaluation.sizing import in_window
 from pond.features.shuffle import ROW, Split, read_partition, require_unique_ids, split, spread, units, upload
+from pond.simulator.pool_sim import Placement, place, require_group_column
+from pond.simulator.sizing import in_window
 from pond.telemetry.io import cluster_bytes, find_table, read_tables
 from pond.telemetry.storage import Location, absolute
 

@@ -5,7 +5,7 @@ use it. Pond measured it on production clusters: the daily average share of stra
 clusters with 75% of cores scheduled and over 10% at about 85%, and the 95th percentile reaches 25% at
 high utilization.
 
-Here the VMs are placed as the pool simulator places a trace that names no server (``evaluation.packing``,
+Here the VMs are placed as the pool simulator places a trace that names no server (``simulator.packing``,
 ``simulate.packing``: first fit, the lowest-numbered server of its cluster where the VM's vCPUs and memory
 fit, or best fit, the one its vCPUs leave the fewest free on; a new one opened when none does), on servers with Pond's cores (96 vCPUs) and the DRAM a provider would have bought for them before the
 measured window: the GB per vCPU the warm-up's VMs rented, times the server's vCPUs, rounded up to
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pond.evaluation.packing import Rule, ServerShape, assign_servers
+from pond.simulator.packing import Rule, ServerShape, assign_servers
 
 WARMUP_DAYS = 7
 DIMM_GB = 32.0          # DRAM is bought in whole DIMMs per server (2 sockets x 8 channels of 16-64 GB)

@@ -1,7 +1,9 @@
 """MLflow tracking: embedded by default (SQLite + local artifacts under data/mlflow), or a server.
 
 `MLFLOW_TRACKING_URI` points every stage at a shared MLflow server instead. Nothing is set at
-import time: `start_run` configures MLflow when a stage actually runs.
+import time: `start_run` configures MLflow when a stage actually runs. Which experiment a run goes to is
+an argument (`backtest` logs its nights' models to ``pond-backtest``); `POND_MLFLOW_EXPERIMENT`, when set,
+overrides it for every run of the process.
 """
 
 from __future__ import annotations
@@ -16,24 +18,13 @@ from pond.core.runtime import Runtime
 LOCAL_DIR = Path("data/mlflow")
 
 
-EXPERIMENT_ENV = Runtime.variable("mlflow_experiment")
+NIGHTLY = "pond"               # the nightly stages' experiment
+BACKTEST = "pond-backtest"     # the models a backtest trains for its past nights
 
 
-def experiment() -> str:
-    return Runtime.now().mlflow_experiment
-
-
-@contextmanager
-def default_experiment(name: str) -> Iterator[None]:
-    """Runs inside go to ``name`` unless POND_MLFLOW_EXPERIMENT says otherwise; the process's
-    environment is as it was afterwards (a backtest must not send later runs astray)."""
-    before = os.environ.get(EXPERIMENT_ENV)
-    os.environ[EXPERIMENT_ENV] = before or name
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(EXPERIMENT_ENV, None)
+def experiment(default: str = NIGHTLY) -> str:
+    """The experiment a run goes to: POND_MLFLOW_EXPERIMENT when set, else ``default``."""
+    return Runtime.now().mlflow_experiment or default
 
 
 def _local_uri() -> str:
@@ -49,7 +40,8 @@ def tracking_uri() -> str:
 
 
 @contextmanager
-def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None) -> Iterator[Any]:
+def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None,
+              default_experiment: str = NIGHTLY) -> Iterator[Any]:
     # Usage telemetry would try to reach the internet from every nightly run; operators may opt in.
     os.environ.setdefault(Runtime.variable("mlflow_disable_telemetry"), Runtime.now().mlflow_disable_telemetry)
     import mlflow
@@ -57,7 +49,7 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
     uri = tracking_uri()
     embedded = uri == _local_uri()   # not the env variable: mlflow.set_tracking_uri sets it for the process
     mlflow.set_tracking_uri(uri)
-    name = experiment()
+    name = experiment(default_experiment)
     if mlflow.get_experiment_by_name(name) is None:
         artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
         mlflow.create_experiment(name, artifact_location=artifacts)
