@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pond.core.params import QosParams
+from pond.evaluation.qos import watch
 from pond.models.decision import POOL_ONLY, ZNUMA
 from pond.models.li import exceeds_pdm
 
@@ -121,7 +123,12 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
     }
 
 
-def realized(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
-             fp_estimate_rate: float = 0.0, measured: pd.Series | None = None) -> dict[str, float | int | str]:
-    """The summary of one policy's decisions on ``vms`` (``measured``: as ``outcomes``)."""
-    return summarize(outcomes(vms, decision, table, pdm, measured), fp_estimate_rate)
+def realize(vms: pd.DataFrame, decisions: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
+            measured: pd.DataFrame | None, p_exceed: np.ndarray, qos: QosParams, created: np.ndarray | None = None,
+            day: np.ndarray | None = None) -> pd.DataFrame:
+    """One policy's decisions judged per VM (``outcomes``) and watched by the QoS monitor (``evaluation.qos``):
+    how `evaluate`, the promotion gate and `simulate` realize a policy. ``created``: the order the monitor's
+    flags come in (default: ``vms.created_at``); ``day``: whose capacity each VM draws on (default: one day)."""
+    created = vms["created_at"].to_numpy() if created is None else created
+    return watch(outcomes(vms, decisions, table, pdm, measured), p_exceed, created, qos.threshold,
+                 qos.max_mitigated_share, day)

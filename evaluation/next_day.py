@@ -16,9 +16,8 @@ import pandas as pd
 
 from pond.core.days import next_day
 from pond.core.params import QosParams
-from pond.evaluation.combined import outcomes, spill_table, summarize
+from pond.evaluation.combined import realize, spill_table, summarize
 from pond.evaluation.qos import summarize as monitor_summary
-from pond.evaluation.qos import watch
 from pond.evaluation.sla_alpha import keep_on_pool_pct, nearest_curves, sla_alpha
 from pond.evaluation.sla_alpha import summarize as alpha_summary
 from pond.evaluation.truth import measured_truth, truth_table
@@ -95,14 +94,6 @@ def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir:
                      f"{c['censored_unresolved']} of their zNUMAs are not yet confirmed either way: mispredictions "
                      f"{c['mispredictions_conservative']:.2%} confirmed, {c['mispredictions_worst_case']:.2%} worst case")
     return Judged(metrics, served, notes)
-
-
-def realize(vms: pd.DataFrame, decisions: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
-            measured: pd.DataFrame | None, p_exceed: np.ndarray, qos: QosParams) -> pd.DataFrame:
-    """One policy's decisions judged per VM (``evaluation.combined``) and watched by the QoS monitor
-    (``evaluation.qos``), as `evaluate` and the promotion gate realize a policy."""
-    return watch(outcomes(vms, decisions, table, pdm, measured), p_exceed, vms["created_at"].to_numpy(),
-                 qos.threshold, qos.max_mitigated_share)
 
 
 def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams | None = None

@@ -53,9 +53,8 @@ import pandas as pd
 from pond.core.cluster import run_all
 from pond.core.errors import ConfigError
 from pond.core.params import Params, SimParams
-from pond.evaluation.combined import outcomes, summarize
+from pond.evaluation.combined import realize, summarize
 from pond.evaluation.qos import summarize as monitor_summary
-from pond.evaluation.qos import watch
 from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.names import at_ratio, capped_policy_name, static_policy_name
@@ -300,9 +299,9 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
         table, _ = truth_table(raw_dir, ratio)
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
-                o = outcomes(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio])
-                out[(row_name(policy, r), ratio)] = watch(o, d["p_exceed"][decided], created, q.threshold,
-                                                       q.max_mitigated_share, created // 86400)
+                out[(row_name(policy, r), ratio)] = realize(vms, {k: v[decided] for k, v in d.items()}, table,
+                                                            params.optimize.pdm, own[ratio], d["p_exceed"][decided],
+                                                            q, created, created // 86400)
     return out
 
 
