@@ -59,7 +59,7 @@ PATHS = BundlePaths(ROOT / "data/policy/policy.json", ROOT / "data/models/li", R
 ARROW = ARROW_STREAM.decode()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -70,7 +70,7 @@ def _pct(x: list[float]) -> dict[str, float]:
     return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1)}
 
 
-def _requests(day_offset: int = 1) -> pd.DataFrame:
+def next_day_requests(day_offset: int = 1) -> pd.DataFrame:
     """Request columns of the VMs created on as-of + ``day_offset``, in arrival order."""
     vmf = pd.read_parquet(ROOT / "data/features/vm_features.parquet")
     policy = read_policy(PATHS.policy)
@@ -109,7 +109,7 @@ def in_process(engine: Engine, vms: pd.DataFrame, repeats: int = 3) -> dict:
     """The next day's requests one at a time, in arrival order, from the cache state the service
     starts the day with (the snapshot's request shapes); repeated, the run with the median p99 kept."""
     cols = request_columns(vms)
-    time_one_by_one(engine, request_columns(_requests(day_offset=0).head(1000)), None)   # warm, on the as-of day
+    time_one_by_one(engine, request_columns(next_day_requests(day_offset=0).head(1000)), None)   # warm, on the as-of day
     start = dict(engine.um_cache)
     runs = sorted((time_one_by_one(engine, cols, start) for _ in range(repeats)), key=lambda r: _pct(r[0])["p99_us"])
     times, ran = runs[len(runs) // 2]
@@ -183,7 +183,7 @@ def _wrk(url: str, connections: int, duration: float, content_type: str, files: 
             "connections": connections, "seconds": duration}
 
 
-def _load(url: str, bodies: list[str], connections: int, duration: float) -> dict:
+def load_json(url: str, bodies: list[str], connections: int, duration: float) -> dict:
     """wrk against ``url``, JSON bodies one per line of a file."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
         fh.write("\n".join(bodies))
@@ -234,7 +234,7 @@ def main() -> None:
     ap.add_argument("--in-process-only", action="store_true", help="skip the HTTP and MLflow measurements")
     args = ap.parse_args()
     engine = Engine.load(PATHS)
-    vms = _requests()
+    vms = next_day_requests()
     out: dict = {"cores": os.cpu_count(), "model_version": engine.version, "in_process": in_process(engine, vms)}
     print(json.dumps({"in_process": out["in_process"]}), flush=True)
     if args.in_process_only:
@@ -249,7 +249,7 @@ def main() -> None:
     servers: dict[str, subprocess.Popen] = {}
 
     def start(name: str, cmd: list[str], ready: str) -> str:
-        port = _free_port()
+        port = free_port()
         servers[name] = _start([*cmd, "--port", str(port)], env, f"http://127.0.0.1:{port}{ready}")
         return f"http://127.0.0.1:{port}"
 
@@ -268,7 +268,7 @@ def main() -> None:
         rounds: dict[str, list[dict]] = {name: [] for name in urls}
         for _ in range(args.rounds):     # alternating, so that a slow minute of the machine hits every target
             for name, url in urls.items():
-                rounds[name].append(_load(url, bodies, args.connections, args.duration))
+                rounds[name].append(load_json(url, bodies, args.connections, args.duration))
         for name, runs in rounds.items():
             median = sorted(runs, key=lambda r: r["throughput_rps"])[len(runs) // 2]   # the median round
             out[name] = {**median, "rounds_rps": [r["throughput_rps"] for r in runs]}
@@ -279,9 +279,9 @@ def main() -> None:
             if workers == 2:
                 stop("pond_1w")
                 base[2] = start("pond_2w", [*pond, "2"], "/readyz")
-                out["pond_http_2w"] = _load(base[2] + "/v1/allocations", bodies, args.connections, args.duration)
+                out["pond_http_2w"] = load_json(base[2] + "/v1/allocations", bodies, args.connections, args.duration)
             url = base[workers] + "/v1/allocations/batch"
-            for fmt, load in (("json", lambda: _load(url, batches, 2, args.duration)),
+            for fmt, load in (("json", lambda: load_json(url, batches, 2, args.duration)),
                               ("arrow", lambda: _load_files(url, ARROW, arrow, 2, args.duration))):
                 b = load()
                 b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
@@ -299,7 +299,7 @@ def main() -> None:
     uri = _latest_forest_uri(tracking, "li_" + Path(policy.li.model).stem.replace(".", "_"))
     history = pd.read_parquet(PATHS.snapshot_dir / "workload_history.parquet")
     rows = vms[list(KEY)].merge(history, on=list(KEY)).reindex(columns=policy.li.features)
-    port = _free_port()
+    port = free_port()
     peer = _start([sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local",
                    "-p", str(port), "-w", "1"], {**env, "MLFLOW_TRACKING_URI": tracking},
                   f"http://127.0.0.1:{port}/ping")
@@ -309,7 +309,7 @@ def main() -> None:
         bodies = [json.dumps({"dataframe_split": {"columns": cols, "data": [[None if np.isnan(v) else float(v)
                                                                              for v in data[i]]]}})
                   for i in range(min(len(rows), 1000))]
-        out["mlflow_models_serve"] = {"model": uri, **_load(f"http://127.0.0.1:{port}/invocations", bodies,
+        out["mlflow_models_serve"] = {"model": uri, **load_json(f"http://127.0.0.1:{port}/invocations", bodies,
                                                             args.connections, args.duration)}
     finally:
         peer.terminate()
