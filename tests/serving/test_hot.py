@@ -164,3 +164,18 @@ def test_the_periodic_flush_survives_a_failure():
 
     asyncio.run(scenario())
     assert len(calls) >= 3
+
+
+def test_the_single_route_is_registered_once_beside_its_fast_path():
+    """``serving.hot`` answers a valid request; the router's one route answers the rest and documents the call
+    (before issue 51, a plain Starlette route was also inserted ahead of the router)."""
+    from pond.serving.app import create_app
+    from pond.serving.hot import PATH
+    from pond.serving.routes import allocations
+    from pond.serving.settings import Settings
+
+    app = create_app(Settings())
+    assert [getattr(r, "path", None) for r in app.router.routes].count(PATH) == 0
+    assert [r.path for r in allocations.router.routes].count(PATH) == 1
+    assert "post" in app.openapi()["paths"][PATH]
+

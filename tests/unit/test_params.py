@@ -64,3 +64,13 @@ def test_load_refuses_a_file_that_is_not_a_mapping(tmp_path):
 
 def test_the_budget_is_the_share_of_vms_outside_tp():
     assert OptimizeParams(tp=98).budget == pytest.approx(0.02) and OptimizeParams(tp=100).budget == 0.0
+
+
+def test_pond_engine_overrides_the_files_backend_where_params_are_loaded(tmp_path):
+    from pond.core.params import load
+
+    (tmp_path / "p.yaml").write_text("engine:\n  backend: local\n")
+    assert load(tmp_path / "p.yaml").engine.backend == "local"
+    assert load(tmp_path / "p.yaml", "dask").engine.backend == "dask"
+    assert load(tmp_path / "p.yaml", "dask").base == load(tmp_path / "p.yaml").base
+
