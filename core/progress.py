@@ -2,7 +2,10 @@
 
 A night's job runs under `dvc repro`, cron or CI, where stderr is a file: there a bar's carriage
 returns would bury the log, so at most about ten plain lines per loop are printed, each with the
-count, the elapsed time and an ETA. ``POND_QUIET=1`` (``pond --quiet``) silences both.
+count, the elapsed time and an ETA. ``POND_QUIET=1`` (``pond --quiet``) silences both: the operator's
+setting. Code that runs a step inside another (`backtest`'s nightly `train_um`, a worker's task) silences it with
+``silenced``, a context variable of this thread: it leaves the environment alone, so nothing else in the process
+(another task on the same worker, a later stage of an in-process caller) is silenced by it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import TypeVar
 
@@ -21,8 +25,11 @@ QUIET_ENV = Runtime.variable("quiet")
 T = TypeVar("T")
 
 
+_SILENCED: ContextVar[bool] = ContextVar("pond_silenced", default=False)
+
+
 def quiet() -> bool:
-    return Runtime.now().quiet
+    return _SILENCED.get() or Runtime.now().quiet
 
 
 def _clock(seconds: float) -> str:
@@ -73,9 +80,14 @@ def environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def silenced() -> AbstractContextManager[None]:
+@contextmanager
+def silenced() -> Iterator[None]:
     """No progress inside (a stage run as one step of another: `backtest`'s nightly `train_um`)."""
-    return environ({QUIET_ENV: "1"})
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)
 
 
 class Steps:

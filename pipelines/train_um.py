@@ -46,9 +46,9 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
                           f"features.percentiles gives {want}: the features stage ran with other params; "
                           "rerun it (`dvc repro`)")
     # the rows first: a table that cannot be read leaves no failed MLflow run behind
+    logged = {"seed": seed, "as_of": as_of, **p.model_dump()}
     with rows_of(path, creation_days(as_of, p), columns, seed, client) as vf, \
-            start_run("train_um", {"seed": seed, "as_of": as_of, **p.model_dump()}, default_experiment=experiment) as _, \
-            AtomicDir(out_dir) as tmp:
+            start_run("train_um", logged, default_experiment=experiment) as _, AtomicDir(out_dir) as tmp:
         import mlflow
         if client is not None:
             print(f"train_um: LightGBM on Dask (lightgbm.dask), {len(workers_of(client))} workers")
