@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
 
     small = int(settings.max_request_kb * 2 ** 10)
     app.add_middleware(Edge, metrics=metrics, max_body_bytes=int(settings.max_body_mb * 2 ** 20),
-                       paths={r.path for router in routers for r in router.routes},   # type: ignore[attr-defined]
+                       paths=_paths(app, routers),
                        body_limits={PATH: small, "/v1/qos": small}, token=token,
                        arrow_paths=allocations.ARROW_PATHS)
     # the scheduler's call ahead of every layer above (serving.hot): built around the stack the app builds
@@ -83,6 +83,13 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     app.build_middleware_stack = lambda: HotRoute(  # type: ignore[method-assign]
         stack(), lambda: service.holder.engine, service.answers, small, token)
     return app
+
+
+def _paths(app: FastAPI, routers: tuple) -> set[str]:
+    """Every path the app answers, each counted under its own label: the routers' (included lazily, so not in
+    ``app.router.routes``) and the app's own (the documentation pages)."""
+    own = {r.path for r in app.router.routes if hasattr(r, "path")}
+    return own | {r.path for router in routers for r in router.routes}
 
 
 async def _bad_input(request: Request, exc: Exception) -> JSONResponse:
