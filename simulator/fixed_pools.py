@@ -8,6 +8,8 @@ server, ``f`` on its server's pool. Pond's accounting, over the measured window 
 each server buys its own peak of local memory in the window and each pool its own peak. All local is the sum of
 the servers' peaks; with the split, ``(1 - f)`` of it plus the pools' peaks. A pool's peak is at most the sum of
 its servers' shares of their peaks, so no fixed share can cost DRAM: what it saves is what pooling smooths.
+Whatever the pool size, a share saves at most what one pool spanning each whole cluster saves (``cluster_pool``):
+``f`` times one less the clusters' peaks over the servers' peaks.
 
 Not yet here (issue 47): DRAM bought ahead, one size per server and per pool decided on the week before the
 window and judged on it. On the first fit's servers, opened as load grows, a pool's servers change between the
@@ -43,19 +45,24 @@ def peaks(start: np.ndarray, end: np.ndarray, unit: np.ndarray, gb: np.ndarray, 
 
 
 def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_sockets: tuple[int, ...],
-                        sockets_per_server: int = 2, placed: Placed | None = None, days: int | None = None
-                        ) -> pd.DataFrame:
+                        sockets_per_server: int = 2, placed: Placed | None = None, days: int | None = None,
+                        first_day: int | None = None) -> pd.DataFrame:
     """One row per (share, pool sockets): the DRAM saved, per server and pool peaks, against all local, on the
-    servers ``placed`` put the VMs on (default: ``stranding.place(vms)``), over the ``days`` after the warm-up
-    (default: to the trace's end)."""
+    servers ``placed`` put the VMs on (default: ``stranding.place(vms)``), over the ``days`` from ``first_day``
+    (default: after the warm-up; to the trace's end), ``cluster_pool``: what one pool per cluster saves, and
+    ``all_local_gb``: the servers' peaks, which weigh the savings of several fleets into one."""
     placed = placed or place(vms)
     start, end, horizon, codes, unit, servers = (placed.start, placed.end, placed.horizon, placed.cluster,
                                                  placed.server, placed.servers)
     glob = placed.fleet_server
     mem = vms["memory_gb"].to_numpy(float)
-    lo = WARMUP_DAYS * 86400 if horizon > (WARMUP_DAYS + 1) * 86400 else 0
+    if first_day is None:
+        lo = WARMUP_DAYS * 86400 if horizon > (WARMUP_DAYS + 1) * 86400 else 0
+    else:
+        lo = first_day * 86400
     horizon = horizon if days is None else min(horizon, lo + days * 86400)
     all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum()
+    whole = peaks(start, end, codes, mem, lo, horizon, len(servers)).sum() / all_local
     rows = []
     for k in pool_sockets:
         per_pool = max(1, k // sockets_per_server)
@@ -64,5 +71,17 @@ def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_socke
         pool_peak = peaks(start, end, pool_glob, mem, lo, horizon, int(pools.sum())).sum()
         for f in shares:   # peaks scale with the share: f * mem peaks where mem does
             rows.append({"share": f, "pool_sockets": k, "servers": int(servers.sum()), "pools": int(pools.sum()),
-                         "savings": float(1 - ((1 - f) * all_local + f * pool_peak) / all_local)})
+                         "savings": float(1 - ((1 - f) * all_local + f * pool_peak) / all_local),
+                         "cluster_pool": float(f * (1 - whole)), "all_local_gb": float(all_local)})
     return pd.DataFrame(rows)
+
+
+def pooled_savings(fleets: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several fleets' ``fixed_share_savings`` as one fleet's, as Pond's figure pools its 100 clusters: each
+    saving weighted by its fleet's servers' peaks."""
+    d = pd.concat(fleets, ignore_index=True)
+    weighted = d[["savings", "cluster_pool"]].mul(d["all_local_gb"], axis=0)
+    g = pd.concat([d[["share", "pool_sockets", "all_local_gb"]], weighted], axis=1).groupby(
+        ["share", "pool_sockets"], as_index=False).sum()
+    g[["savings", "cluster_pool"]] = g[["savings", "cluster_pool"]].div(g["all_local_gb"], axis=0)
+    return g

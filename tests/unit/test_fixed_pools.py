@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.simulator.fixed_pools import fixed_share_savings, peaks
+from pond.simulator.fixed_pools import fixed_share_savings, peaks, pooled_savings
 from pond.simulator.packing import ServerShape
 from pond.simulator.stranding import place
 
@@ -32,10 +32,19 @@ def test_a_pool_buys_less_than_its_servers_peaks_when_they_peak_apart():
     by = got.set_index(["pool_sockets", "share"]).savings
     assert by[(4, 0.5)] == pytest.approx(1 - 14.5 / 18) and by[(4, 0.1)] == pytest.approx(0.1 * (1 - 11 / 18))
     assert by[(2, 0.5)] == pytest.approx(0.0) and got.servers.unique().tolist() == [2]
+    # the cluster is these two servers: one pool per cluster is the 4-socket pool
+    assert got.cluster_pool.tolist() == pytest.approx(got[got.pool_sockets == 4].set_index("share").savings
+                                                      .reindex(got.share).tolist())
     # a window of a day holds this 4-hour trace whole: the same figures (benchmarks/pond_evidence.py's windows)
     day = fixed_share_savings(trace, (0.1, 0.5), (2, 4), placed=place(trace, ServerShape(vcpus=4, memory_gb=16)),
                               days=1)
     pd.testing.assert_frame_equal(day, got)
+    # a day earlier, a VM of 1 GB that ends at 1h: a window from the next day leaves it out and the figures stay
+    earlier = _vms([(0, 1, 2, 1.0)] + [(r + 24, d + 24, c, g) for r, d, c, g in
+                                        [(0, 4, 2, 1.0), (0, 2, 2, 8.0), (0, 4, 2, 1.0), (2, 4, 2, 1.0), (2, 4, 2, 8.0)]])
+    late = fixed_share_savings(earlier, (0.1, 0.5), (2, 4), placed=place(earlier, ServerShape(vcpus=4, memory_gb=16)),
+                               days=1, first_day=1)
+    pd.testing.assert_frame_equal(late, got)
 
 
 def test_peaks_restart_per_unit_and_take_departures_first():
@@ -57,5 +66,32 @@ def test_a_fixed_split_never_raises_the_sum_of_per_server_peaks(seed):
         rows.append(vms)
     got = fixed_share_savings(pd.concat(rows, ignore_index=True), (0.1, 0.3, 0.5), (2, 8, 16, 64))
     assert (got.savings >= -1e-12).all()
+    assert (got.cluster_pool >= got.savings - 1e-12).all()      # no pool size saves more than the whole cluster's
     for _, g in got.groupby("pool_sockets"):       # a larger share saves more, in proportion
         assert (np.diff(g.sort_values("share").savings) >= -1e-12).all()
+
+
+def test_fleets_pool_as_one_fleet_weighted_by_their_servers_peaks():
+    """Two fleets: 100 GB of server peaks saving 10% and 300 GB saving 20% need 90 + 240 of 400 GB: 17.5%."""
+    def fleet(saved: float, ceiling: float, gb: float) -> pd.DataFrame:
+        return pd.DataFrame({"share": [0.5], "pool_sockets": [32], "servers": [1], "pools": [1],
+                             "savings": [saved], "cluster_pool": [ceiling], "all_local_gb": [gb]})
+    got = pooled_savings([fleet(0.1, 0.2, 100.0), fleet(0.2, 0.2, 300.0)])
+    assert got.savings.tolist() == pytest.approx([0.175]) and got.cluster_pool.tolist() == pytest.approx([0.2])
+    assert got.all_local_gb.tolist() == [400.0]
+
+
+def test_pooling_two_draws_matches_their_trace_replayed_as_one():
+    """Two clusters' traces pooled from their own figures equal the figures of both in one trace."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for cluster in ("a", "b"):
+        created = np.sort(rng.uniform(0, 24 * 3, 200))
+        parts.append(_vms(list(zip(created, created + rng.exponential(6, 200) + 0.1, rng.choice([2, 4, 8], 200),
+                                   rng.choice([4.0, 8.0, 32.0], 200))), cluster))
+    shape = ServerShape(vcpus=16, memory_gb=96)
+    one = pd.concat(parts, ignore_index=True)
+    whole = fixed_share_savings(one, (0.5,), (2, 4), placed=place(one, shape))
+    apart = pooled_savings([fixed_share_savings(p, (0.5,), (2, 4), placed=place(p, shape)) for p in parts])
+    assert apart.savings.tolist() == pytest.approx(whole.savings.tolist())
+    assert apart.cluster_pool.tolist() == pytest.approx(whole.cluster_pool.tolist())
