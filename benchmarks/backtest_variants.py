@@ -7,6 +7,8 @@
     python -m benchmarks.backtest_variants --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
     python -m benchmarks.backtest_variants --seeds 42 43 44 45 46 47 48 49 --shape azure --workdir /tmp/bv48
                                              # issue 48's acceptance: 8 draws x 2 variants, one table
+    python -m benchmarks.backtest_variants --seeds 43 --shape azure --set optimize.credit_mitigation=true
+                                             # any other params key, in every run's params.yaml
 
 For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
 `pond backtest N` with the repository's params except ``generate.variant`` (PDM, TP and the
@@ -39,10 +41,25 @@ def pond(wd: Path, *args: str) -> None:
                    cwd=wd, check=True)
 
 
+def with_sets(params: dict, sets: list[str]) -> dict:
+    """``params`` with each ``section.key=value`` of ``sets`` applied (the value read as YAML); a key params.yaml
+    does not have is refused, so a typo cannot run hours of nights on the defaults."""
+    for item in sets:
+        path, sep, value = item.partition("=")
+        keys = path.split(".")
+        node = params
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if not sep or not isinstance(node, dict) or keys[-1] not in node:
+            raise SystemExit(f"--set {item!r}: expected section.key=value with a key params.yaml has")
+        node[keys[-1]] = yaml.safe_load(value)
+    return params
+
+
 def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None,
-            shape: str | None = None) -> dict:
+            shape: str | None = None, sets: list[str] = ()) -> dict:
     wd.mkdir(parents=True, exist_ok=True)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), list(sets))
     params["generate"]["variant"] = name
     if shape is not None:  # generate.fleet.shape: footprint | azure (issue 47)
         params["generate"]["fleet"]["shape"] = shape
@@ -140,11 +157,13 @@ def main() -> None:
                     help="several draws, each in <workdir>/seed<N>/<variant>, and issue 48's table over all of them")
     ap.add_argument("--shape", choices=["footprint", "azure"], default=None,
                     help="generate.fleet.shape (default: params.yaml's)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="any other params key for every run (repeatable), e.g. optimize.credit_mitigation=true")
     ap.add_argument("--summarize", action="store_true", help="only print the figures of finished work dirs")
     a = ap.parse_args()
     runs = ([(a.workdir / f"seed{s}" / v, v, s) for s in a.seeds for v in a.variants] if a.seeds
             else [(a.workdir / v, v, a.seed) for v in a.variants])
-    rows = [summarize(wd, v) if a.summarize else variant(v, a.nights, wd, seed, a.internal_share, a.shape)
+    rows = [summarize(wd, v) if a.summarize else variant(v, a.nights, wd, seed, a.internal_share, a.shape, a.sets)
             for wd, v, seed in runs]
     for r in rows:
         print(f"{r['variant']:6s} within budget {r['within_budget']}/{r['nights']} nights "
