@@ -57,6 +57,7 @@ def as_pct(got: pd.DataFrame) -> dict[str, list[float]]:
 
 
 def levels(days: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Fig. 2a's two levels as JSON: string keys, two decimals."""
     return {str(k): {m: round(x, 2) if isinstance(x, float) else x for m, x in v.items()}
             for k, v in by_utilization(days).items()}
 
@@ -93,7 +94,8 @@ def main() -> None:
                     fig3.setdefault((rule, name), []).append(frame)
                 if "28_days" in got:
                     at_32[rule].append(as_pct(got["28_days"])["0.5"][SOCKETS.index(32)])
-                print(json.dumps({"seed": seed, "shape": args.shape, "variant": raw["generate"]["variant"], "trace_days": n_days, "packing": rule,
+                print(json.dumps({"seed": seed, "shape": args.shape, "variant": raw["generate"]["variant"],
+                                  "trace_days": n_days, "packing": rule,
                                   "servers": int(placed.servers.sum()), "server_gb": placed.shape.memory_gb,
                                   "stranded_pct_at": {k: v["mean_pct"] for k, v in levels(days).items()},
                                   "fig3_savings_pct_at_8_16_32_64_sockets_and_cluster": {
@@ -105,7 +107,8 @@ def main() -> None:
                 checks = stranding_checks(by_utilization(days)) + (
                     fig3_checks(frames["28_days"]) if "28_days" in frames else [])
                 print(json.dumps({
-                    "seeds": args.seeds, "shape": args.shape, "variant": raw["generate"]["variant"], "trace_days": n_days, "packing": rule,
+                    "seeds": args.seeds, "shape": args.shape, "variant": raw["generate"]["variant"],
+                    "trace_days": n_days, "packing": rule,
                     "clusters": int(days.cluster_id.nunique()), "stranded_pct_at": levels(days),
                     "fig3_savings_pct_at_8_16_32_64_sockets_and_cluster": {
                         name: as_pct(frame) for name, frame in frames.items()},

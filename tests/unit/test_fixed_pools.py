@@ -40,8 +40,8 @@ def test_a_pool_buys_less_than_its_servers_peaks_when_they_peak_apart():
                               days=1)
     pd.testing.assert_frame_equal(day, got)
     # a day earlier, a VM of 1 GB that ends at 1h: a window from the next day leaves it out and the figures stay
-    earlier = _vms([(0, 1, 2, 1.0)] + [(r + 24, d + 24, c, g) for r, d, c, g in
-                                        [(0, 4, 2, 1.0), (0, 2, 2, 8.0), (0, 4, 2, 1.0), (2, 4, 2, 1.0), (2, 4, 2, 8.0)]])
+    rows = [(0, 4, 2, 1.0), (0, 2, 2, 8.0), (0, 4, 2, 1.0), (2, 4, 2, 1.0), (2, 4, 2, 8.0)]
+    earlier = _vms([(0, 1, 2, 1.0)] + [(r + 24, d + 24, c, g) for r, d, c, g in rows])
     late = fixed_share_savings(earlier, (0.1, 0.5), (2, 4), placed=place(earlier, ServerShape(vcpus=4, memory_gb=16)),
                                days=1, first_day=1)
     pd.testing.assert_frame_equal(late, got)
