@@ -26,6 +26,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -41,7 +42,7 @@ def pond(wd: Path, *args: str) -> None:
                    cwd=wd, check=True)
 
 
-def with_sets(params: dict, sets: list[str]) -> dict:
+def with_sets(params: dict, sets: Sequence[str]) -> dict:
     """``params`` with each ``section.key=value`` of ``sets`` applied (the value read as YAML); a key params.yaml
     does not have is refused, so a typo cannot run hours of nights on the defaults."""
     for item in sets:
@@ -57,9 +58,9 @@ def with_sets(params: dict, sets: list[str]) -> dict:
 
 
 def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None,
-            shape: str | None = None, sets: list[str] = ()) -> dict:
+            shape: str | None = None, sets: Sequence[str] = ()) -> dict:
     wd.mkdir(parents=True, exist_ok=True)
-    params = with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), list(sets))
+    params = with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), sets)
     params["generate"]["variant"] = name
     if shape is not None:  # generate.fleet.shape: footprint | azure (issue 47)
         params["generate"]["fleet"]["shape"] = shape

@@ -56,10 +56,9 @@ def as_pct(got: pd.DataFrame) -> dict[str, list[float]]:
             + [round(100 * float(g.cluster_pool.iloc[0]), 2)] for f, g in got.groupby("share")}
 
 
-def levels(days: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Fig. 2a's two levels as JSON: string keys, two decimals."""
-    return {str(k): {m: round(x, 2) if isinstance(x, float) else x for m, x in v.items()}
-            for k, v in by_utilization(days).items()}
+def as_json(levels: dict[int, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Fig. 2a's two levels (``by_utilization``) as JSON: string keys, two decimals."""
+    return {str(k): {m: round(x, 2) if isinstance(x, float) else x for m, x in v.items()} for k, v in levels.items()}
 
 
 def main() -> None:
@@ -76,7 +75,6 @@ def main() -> None:
         raw["generate"]["fleet"]["n_days"] = n_days
         strand: dict[str, list[pd.DataFrame]] = {"first_fit": [], "best_fit": []}
         fig3: dict[tuple[str, str], list[pd.DataFrame]] = {}
-        at_32: dict[str, list[float]] = {"first_fit": [], "best_fit": []}
         for seed in args.seeds:
             raw["base"]["seed"] = seed
             with tempfile.TemporaryDirectory() as tmp:
@@ -92,27 +90,28 @@ def main() -> None:
                        for name, (n, first) in windows(n_days).items()}
                 for name, frame in got.items():
                     fig3.setdefault((rule, name), []).append(frame)
-                if "28_days" in got:
-                    at_32[rule].append(as_pct(got["28_days"])["0.5"][SOCKETS.index(32)])
                 print(json.dumps({"seed": seed, "shape": args.shape, "variant": raw["generate"]["variant"],
                                   "trace_days": n_days, "packing": rule,
                                   "servers": int(placed.servers.sum()), "server_gb": placed.shape.memory_gb,
-                                  "stranded_pct_at": {k: v["mean_pct"] for k, v in levels(days).items()},
+                                  "stranded_pct_at": {k: v["mean_pct"]
+                                                      for k, v in as_json(by_utilization(days)).items()},
                                   "fig3_savings_pct_at_8_16_32_64_sockets_and_cluster": {
                                       name: as_pct(frame) for name, frame in got.items()}}), flush=True)
         if len(args.seeds) > 1:
             for rule in ("first_fit", "best_fit"):
                 days = pd.concat(strand[rule], ignore_index=True)
                 frames = {name: pooled_savings(f) for (r, name), f in fig3.items() if r == rule}
-                checks = stranding_checks(by_utilization(days)) + (
+                levels = by_utilization(days)
+                checks = stranding_checks(levels) + (
                     fig3_checks(frames["28_days"]) if "28_days" in frames else [])
                 print(json.dumps({
                     "seeds": args.seeds, "shape": args.shape, "variant": raw["generate"]["variant"],
                     "trace_days": n_days, "packing": rule,
-                    "clusters": int(days.cluster_id.nunique()), "stranded_pct_at": levels(days),
+                    "clusters": int(days.cluster_id.nunique()), "stranded_pct_at": as_json(levels),
                     "fig3_savings_pct_at_8_16_32_64_sockets_and_cluster": {
                         name: as_pct(frame) for name, frame in frames.items()},
-                    "draws_50pct_at_32_sockets_28_days": at_32[rule],
+                    "draws_50pct_at_32_sockets_28_days": [as_pct(f)["0.5"][SOCKETS.index(32)]
+                                                          for f in fig3.get((rule, "28_days"), [])],
                     "checks_28_days": {name: {"value": c["value"], "ok": c["ok"]}
                                        for name, c in report(checks)["checks"].items()}}), flush=True)
 

@@ -61,7 +61,8 @@ def fixed_share_savings(vms: pd.DataFrame, shares: tuple[float, ...], pool_socke
     else:
         lo = first_day * 86400
     horizon = horizon if days is None else min(horizon, lo + days * 86400)
-    all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum()
+    # no VM in the window (a foreign trace shorter than it): nothing to save, NaN rather than a division warning
+    all_local = peaks(start, end, glob, mem, lo, horizon, int(servers.sum())).sum() or np.nan
     whole = peaks(start, end, codes, mem, lo, horizon, len(servers)).sum() / all_local
     rows = []
     for k in pool_sockets:

@@ -3,6 +3,8 @@ pool buys its own peak (issue 47)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -95,3 +97,16 @@ def test_pooling_two_draws_matches_their_trace_replayed_as_one():
     apart = pooled_savings([fixed_share_savings(p, (0.5,), (2, 4), placed=place(p, shape)) for p in parts])
     assert apart.savings.tolist() == pytest.approx(whole.savings.tolist())
     assert apart.cluster_pool.tolist() == pytest.approx(whole.cluster_pool.tolist())
+
+
+def test_a_window_with_no_vm_saves_nothing_measurable_and_weighs_nothing_when_pooled():
+    """A foreign trace shorter than the window asked for: NaN, not a division warning, and no weight when pooled."""
+    trace = _vms([(0, 4, 2, 1.0), (0, 2, 2, 8.0), (0, 4, 2, 1.0), (2, 4, 2, 1.0), (2, 4, 2, 8.0)])
+    placed = place(trace, ServerShape(vcpus=4, memory_gb=16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        empty = fixed_share_savings(trace, (0.5,), (4,), placed=placed, days=1, first_day=3)
+    assert empty[["savings", "cluster_pool", "all_local_gb"]].isna().all().all()
+    whole = fixed_share_savings(trace, (0.5,), (4,), placed=placed)
+    both = pooled_savings([whole, empty])
+    assert both.savings.tolist() == pytest.approx(whole.savings.tolist())
