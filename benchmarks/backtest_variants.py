@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from benchmarks.analyses.admissible_regret import measure
 from pond.models.names import li_model_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,8 @@ def summarize(wd: Path, name: str) -> dict:
             "realized_unmitigated_max": round(float(n.realized_unmitigated.max()), 4),
             "mitigations_max": round(float(n.mitigations.max()), 4),
             "regret_fixed_mean_points": round(100 * float(n.regret_fixed.mean()), 2),
+            # the same yardstick among the LI thresholds the lab admits (benchmarks.analyses.admissible_regret)
+            "regret_admitted_mean_points": round(float(measure(wd)["admitted_regret"]), 2),
             "served_within_budget_unmitigated": int(sum(m <= b for m, b in zip(left, n.budget))),
             "served_mispredictions_mean": round(float(sum(served_mis) / len(served_mis)), 4),
             "served_within_budget_raw": int(sum(m <= b for m, b in zip(served_mis, n.budget))),
@@ -129,20 +132,24 @@ def acceptance(rows: list[dict]) -> str:
     """Issue 48's table, one row per run: nights within the budget after the monitor (combined pair, served
     policy), the most mitigated in a night, mean regret against the best fixed pair, the served policy's raw
     mispredictions on average, and whether the run meets every target (>= nights - 1 nights each, mitigations
-    <= 1%, regret <= 2 points, the served policy realizing >= 1% where it keeps the budget)."""
+    <= 1%, regret <= 2 points, the served policy realizing >= 1% where it keeps the budget); then the regret and
+    the same verdict against the best fixed pair among the LI thresholds the lab admits (``admissible_regret``)."""
     out = ["| seed | variant | combined within 2% | served within 2% | mitigations max | regret vs fixed pair "
-           "| served raw mean | met |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| served raw mean | met | regret vs admitted pair | met (admitted) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "within_budget_unmitigated" not in r:
             continue
         need = r["nights"] - 1
         served_ok = r["served_within_budget_unmitigated"] >= need
-        met = (r["within_budget_unmitigated"] >= need and served_ok and r["mitigations_max"] <= 0.01 + 1e-12
-               and r["regret_fixed_mean_points"] <= 2.0 and (not served_ok or r["served_mispredictions_mean"] >= 0.01))
+        rest = (r["within_budget_unmitigated"] >= need and served_ok and r["mitigations_max"] <= 0.01 + 1e-12
+                and (not served_ok or r["served_mispredictions_mean"] >= 0.01))
+        admitted = r.get("regret_admitted_mean_points", float("nan"))
+        met, met_admitted = rest and r["regret_fixed_mean_points"] <= 2.0, rest and admitted <= 2.0
         out.append(f"| {r['seed']} | {r['variant']} | {r['within_budget_unmitigated']}/{r['nights']} "
                    f"| {r['served_within_budget_unmitigated']}/{r['nights']} | {100 * r['mitigations_max']:.2f}% "
                    f"| {r['regret_fixed_mean_points']:.2f} | {100 * r['served_mispredictions_mean']:.2f}% "
-                   f"| {'yes' if met else 'no'} |")
+                   f"| {'yes' if met else 'no'} | {admitted:.2f} | {'yes' if met_admitted else 'no'} |")
     return "\n".join(out)
 
 
@@ -178,7 +185,8 @@ def main() -> None:
             print(f"{'':6s} after the QoS monitor: within budget {r['within_budget_unmitigated']}/{r['nights']} nights, "
                   f"max {100 * r['realized_unmitigated_max']:.2f}% left slowed, mitigations max "
                   f"{100 * r['mitigations_max']:.2f}%; regret against the best fixed pair "
-                  f"{r['regret_fixed_mean_points']:.2f} points; served within budget "
+                  f"{r['regret_fixed_mean_points']:.2f} points ({r['regret_admitted_mean_points']:.2f} among the LI "
+                  f"thresholds the lab admits); served within budget "
                   f"{r['served_within_budget_unmitigated']}/{r['nights']}, its raw mispredictions "
                   f"{100 * r['served_mispredictions_mean']:.2f}% on average")
         if "sla_alpha_gb_share_mean" in r:
