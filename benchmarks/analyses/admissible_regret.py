@@ -18,21 +18,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pond.core.params import load
 from pond.evaluation.backtest import night_regret
 from pond.evaluation.regret import best_fixed
 from pond.models.policy import read_policy
+from pond.optimize.solver import error_draws, error_rate
 from pond.optimize.tonight import li_candidates, li_model, recent_li_shares
 
 
 def admitted(li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray, level: float | None, budget: float
              ) -> np.ndarray:
-    """Per LI candidate (the first: LI off), whether its calls alone fit the budget at the lab's rate."""
-    called, errors = np.asarray(called, float), np.asarray(errors, float)
-    a, b = errors + 0.5, np.maximum(called - errors, 0.0) + 0.5
-    q = a / (a + b) if level is None else stats.beta.ppf(level, a, b)
+    """Per LI candidate (the first: LI off), whether its calls alone fit the budget at the lab's rate: the solver's
+    own posterior (``optimize.solver``), its mean or its ``level`` quantile."""
+    q = error_rate(called, errors) if level is None else error_draws(called, errors, np.array([level]))[:, 0]
     return np.asarray(li_vm, float) * q <= budget + 1e-12
 
 

@@ -40,14 +40,12 @@ def rates(decisions: pd.DataFrame, thresholds: list[float], qos: float) -> pd.Da
 def chosen(decisions: pd.DataFrame, li: dict, qos: float) -> dict[str, float]:
     """One night at its policy's LI threshold (``li``: policy.json's ``li``): the share of VMs called, the rate
     charged (mean, bound) and, among the called VMs with truth, the share sensitive and the share flagged."""
-    p = decisions.p_insensitive.to_numpy(float)
     with np.errstate(invalid="ignore"):
-        called = decisions.has_history.to_numpy(bool) & (p >= li["threshold"])
-    known = decisions[called & decisions.sensitive.notna().to_numpy()]
+        called = decisions.has_history.to_numpy(bool) & (decisions.p_insensitive.to_numpy(float) >= li["threshold"])
+    r = rates(decisions, [li["threshold"]], qos).iloc[0]
     return {"called_pct": 100 * called.mean(), "charged_pct": 100 * li["error_rate"],
             "bound_pct": 100 * li["fp_bound"] / li["expected_li"] if li["expected_li"] else np.nan,
-            "truth_pct": 100 * float(known.sensitive.astype(float).mean()) if len(known) else np.nan,
-            "flags_pct": 100 * float((known.p_exceed.to_numpy(float) >= qos).mean()) if len(known) else np.nan}
+            "truth_pct": float(r.truth_pct), "flags_pct": float(r.flags_pct)}
 
 
 def chosen_table(backtests: list[Path], qos: float) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.analyses.admissible_regret import admitted, restricted_fixed
+from pond.evaluation.regret import best_fixed
 
 
 def test_a_threshold_is_admitted_when_its_calls_alone_fit_the_budget_at_the_labs_rate():
@@ -23,7 +24,6 @@ def test_the_restricted_yardstick_keeps_only_admitted_thresholds_and_the_budget_
     left = [np.array([[0.0, 0.01], [0.005, 0.015], [0.01, 0.019]]),
             np.array([[0.0, 0.01], [0.005, 0.025], [0.01, 0.019]])]
     # unrestricted: (t2, j1) keeps 2% on both nights at the most pool (0.6)
-    from pond.evaluation.regret import best_fixed
     assert best_fixed(pools, left, 0.02) == (2, 1)
     # t2 not admitted: (t1, j1) breaks the budget on night 2 (2.5%), so (t1, off) at 0.30 beats (off, j1) at 0.20
     assert restricted_fixed(pools, left, np.array([True, True, False]), 0.02) == (1, 0)
