@@ -107,10 +107,10 @@ class FleetParams(Section):
     counter_noise: float = Field(0.10, ge=0, description="relative noise of VM counters")
     internal_share: float = Field(0.0, ge=0, le=1,
         description="share of customers whose VMs report a slowdown entirely on pool (vm_slowdowns); 0: none")
-    shape: Literal["footprint", "azure"] = Field("footprint", description=(
-        "VM sizes and lifetimes: footprint (each VM holds its workload's whole footprint; 4h median life) or "
-        "azure (the public 2019 trace's vCPU, memory and lifetime mix, CALIBRATION.md; a workload runs an "
-        "instance scaled to its VM)"))
+    shape: Literal["footprint", "azure"] = Field("azure", description=(
+        "VM sizes and lifetimes: azure (the public 2019 trace's vCPU, memory and lifetime mix, CALIBRATION.md; a "
+        "workload runs an instance scaled to its VM) or footprint (each VM holds its workload's whole footprint; "
+        "4h median life; the default before issue 47)"))
 
 
 class FeatureParams(Section):
@@ -220,10 +220,10 @@ class OptimizeParams(Section):
     use_monitor: bool = Field(True, description=(
         "count what the QoS monitor flagged among the recent_days' VMs (their own counters, qos.threshold) as "
         "evidence of the LI error rate: it can only raise the rate the solver charges (optimize.monitor)"))
-    credit_mitigation: bool = Field(False, description=(
+    credit_mitigation: bool = Field(True, description=(
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
-        "qos.max_mitigated_share are not charged (optimize.solver). Off by default: on the built-in fleet it pools "
-        "more and saves less DRAM (docs/results.md, issue 48)"))
+        "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
+        "the credit pools more and saves less DRAM; docs/results.md, issue 48)"))
     serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
         description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
                     "(each solved within the same budget); simulate's sizing answer says which saves DRAM")
@@ -251,7 +251,7 @@ class SimParams(Section):
         "a trace that names no server: pool_aware (each policy placed afresh by a first fit that knows its "
         "split) or keep (the all-local first fit's servers kept under every policy, as a trace's own; a VM "
         "that no longer fits moves)"))
-    packing: Literal["first_fit", "best_fit"] = Field("first_fit", description=(
+    packing: Literal["first_fit", "best_fit"] = Field("best_fit", description=(
         "the scheduler that places a trace that names no server, all local: first_fit (the lowest-numbered server "
         "that holds the VM) or best_fit (the one its vCPUs leave the fewest free on: production's packing); also "
         "calibrate's servers for Fig. 2a and Fig. 3"))
@@ -265,7 +265,7 @@ class SimParams(Section):
     max_move_rate: float = Field(0.001, ge=0, le=1, description="VMs a sized cluster may move, share of the window's")
     warmup_days: int = Field(7, ge=0, description="--static-only: days replayed before the measured window, "
                              "from the first day of the trace's arrivals (not its oldest VM)")
-    policy_warmup_days: int = Field(3, ge=0,
+    policy_warmup_days: int = Field(7, ge=0,
         description="nightly: days of the window whose decided VMs fill servers before DRAM is measured")
     recommend_tolerance: float = Field(0.005, ge=0,
         description="recommended pool: the smallest within this share of the best saving")
@@ -278,7 +278,7 @@ class BacktestParams(Section):
     """params.yaml ``backtest``: the nightly job replayed night by night (``pond backtest``)."""
 
     section = "backtest"
-    nights: int = Field(7, ge=1,
+    nights: int = Field(14, ge=1,
         description="nightly jobs replayed, ending at base.as_of; their next days are simulate's window")
 
 

@@ -39,6 +39,16 @@ def tracking_uri() -> str:
     return _local_uri()
 
 
+def requirements(*packages: str) -> list[str]:
+    """A logged model's pip requirements: the installed versions of what its flavor loads it with.
+
+    Without them MLflow infers the list by loading the model in a subprocess (about 3 s a model, on every night a
+    backtest replays) and writes whatever that process imported, pytest and dask among them."""
+    from importlib.metadata import version
+
+    return [f"{name}=={version(name)}" for name in packages]
+
+
 @contextmanager
 def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None,
               default_experiment: str = NIGHTLY) -> Iterator[Any]:

@@ -198,8 +198,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.stage == "calibrate":
             from pond.pipelines import calibrate
             params = _params_if_any(args.params)      # calibrate runs on a team's tables without a project too
-            calibrate.run(args.raw, args.features, args.metrics, args.plots,
-                          params.simulate.packing if params is not None else "first_fit")
+            from pond.core.params import Params
+            calibrate.run(args.raw, args.features, args.metrics, args.plots, (params or Params()).simulate.packing)
             return 0
         from pond.core.params import Params, load
         if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():

@@ -23,7 +23,7 @@ import pandas as pd
 
 from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
-from pond.core.tracking import start_run
+from pond.core.tracking import requirements, start_run
 from pond.models.li_train import TrainedLi, train
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_tables
@@ -71,9 +71,11 @@ def _track(mlflow: Any, li: TrainedLi) -> None:
     mlflow.log_text(li.importances.to_csv(header=["importance"]), f"{name}/feature_importances.csv")
     mlflow.log_metric(f"{name}.selection.margin_over_best_rule",
                       float(li.metrics["selection.margin_over_best_rule"] or 0.0))
-    mlflow.onnx.log_model(onnx.load_from_string(li.onnx_bytes), name=f"li_{name}_onnx".replace(".", "_"))
+    mlflow.onnx.log_model(onnx.load_from_string(li.onnx_bytes), name=f"li_{name}_onnx".replace(".", "_"),
+                          pip_requirements=requirements("onnx", "onnxruntime"))
     mlflow.sklearn.log_model(li.model, name=f"li_{name}".replace(".", "_"), serialization_format="skops",
-                             skops_trusted_types=SKOPS_TRUSTED)
+                             skops_trusted_types=SKOPS_TRUSTED,
+                             pip_requirements=requirements("scikit-learn", "skops"))
 
 
 def _plot(curves: pd.DataFrame, path: Path, level: float) -> None:

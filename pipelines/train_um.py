@@ -21,7 +21,7 @@ from pond.core.cluster import session
 from pond.core.errors import ConfigError
 from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
-from pond.core.tracking import NIGHTLY, start_run
+from pond.core.tracking import NIGHTLY, requirements, start_run
 from pond.models.dask_fit import workers_of
 from pond.models.um import customer_columns_of
 from pond.models.um_protocol import creation_days, night_columns
@@ -61,9 +61,10 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         _plot(um.curve, um.nights, p.target_op, plots_dir / "um_tradeoff.png")
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
         mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
-        mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx")
+        mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx",
+                              pip_requirements=requirements("onnx", "onnxruntime"))
         mlflow.log_dict(um.manifest, "um_manifest.json")
-        mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm")
+        mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm", pip_requirements=requirements("lightgbm"))
     write_json(metrics_path, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()})
     print("train_um: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
     return metrics

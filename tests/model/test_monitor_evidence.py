@@ -23,11 +23,18 @@ from tests.conftest import small_params
 pytestmark = pytest.mark.slow
 
 
+def _uncredited() -> dict:
+    """The small params with the monitor's mitigations charged (credit off), the case the credit is measured from."""
+    params = small_params()
+    params["optimize"]["credit_mitigation"] = False
+    return params
+
+
 def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None) -> dict:
     from tests.conftest import run_pond
 
     out.mkdir(parents=True)
-    (out / "params.yaml").write_text(yaml.safe_dump(params or small_params()))
+    (out / "params.yaml").write_text(yaml.safe_dump(params or _uncredited()))
     args = ["--params", str(out / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
             "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
             "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
@@ -72,7 +79,7 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     assert b["expected"]["pool_share"] < a["expected"]["pool_share"]
 
     # the operator's switch: the counters are not read, so the rewritten ones give the same policy as the original
-    off = small_params()
+    off = _uncredited()
     off["optimize"]["use_monitor"] = False
     c = _optimize(small_bundle, tmp_path / "raw_b", tmp_path / "c", off)
     _optimize(small_bundle, small_raw, tmp_path / "e", off)
@@ -81,7 +88,7 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     # credited, the monitor's capacity is what the LI calls' flags leave of 1% of a day's VMs, and the solver
     # lets more zNUMAs overpredict within the same budget
     assert a["fleet_monitor"]["mitigation_spare"] is None
-    credit = small_params()
+    credit = _uncredited()
     credit["optimize"]["credit_mitigation"] = True
     f = _optimize(small_bundle, small_raw, tmp_path / "f", credit)
     assert 0 < f["fleet_monitor"]["mitigation_spare"] <= p.qos.max_mitigated_share

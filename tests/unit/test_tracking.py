@@ -28,3 +28,28 @@ def test_the_experiment_is_an_argument_the_environment_overrides(monkeypatch):
     assert (experiment(), experiment(BACKTEST)) == ("pond", "pond-backtest")
     monkeypatch.setenv("POND_MLFLOW_EXPERIMENT", "mine")
     assert (experiment(), experiment(BACKTEST)) == ("mine", "mine")
+
+
+def test_a_logged_model_names_its_flavors_packages_not_the_process(tmp_path, monkeypatch):
+    """The requirements MLflow stores beside a model are the pinned packages its flavor loads with (no inference
+    subprocess, so no pytest or dask picked up from the process), and the model loads back."""
+    from importlib.metadata import version
+
+    import lightgbm
+    import mlflow
+    import numpy as np
+
+    from pond.core.tracking import requirements
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "unset-below")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    x = np.arange(40, dtype=float).reshape(20, 2)
+    booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 2}, lightgbm.Dataset(x, x[:, 0]), 2)
+    assert requirements("lightgbm") == [f"lightgbm=={version('lightgbm')}"]
+    with start_run("stage", {}) as _:
+        info = mlflow.lightgbm.log_model(booster, name="m", pip_requirements=requirements("lightgbm"))
+    local = mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "m"))
+    listed = (tmp_path / "m" / "requirements.txt").read_text().split()
+    assert f"lightgbm=={version('lightgbm')}" in listed and not any(r.startswith(("pytest", "dask")) for r in listed)
+    np.testing.assert_allclose(mlflow.lightgbm.load_model(local).predict(x), booster.predict(x))
