@@ -24,7 +24,7 @@ from pond.core.days import end_of, in_days_up_to
 from pond.core.params import Params, QosParams
 from pond.core.plots import pyplot, save_figure
 from pond.evaluation.compare import psi
-from pond.evaluation.regret import best_fixed, realized_grid, unmitigated_grid
+from pond.evaluation.regret import admitted, best_admitted, best_fixed, realized_grid, unmitigated_grid
 from pond.features.build import snapshot
 from pond.features.partitioned import partitioned_snapshots
 from pond.features.shuffle import scratch_folder
@@ -34,7 +34,7 @@ from pond.models.names import at_ratio
 from pond.models.policy import Policy, read_policy
 from pond.optimize.monitor import monitor_scores
 from pond.optimize.solver import error_rate, regret
-from pond.optimize.tonight import li_candidates, solve
+from pond.optimize.tonight import li_candidates, li_model, recent_li_shares, solve
 from pond.telemetry.contract import WORKLOADS, event_columns
 from pond.telemetry.io import counters_source, read_tables
 from pond.telemetry.storage import Location, remove_tree
@@ -165,17 +165,38 @@ def night_row(as_of: str, policy: Policy, ev: dict[str, Any], regret: dict[str, 
     }
 
 
-def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.ndarray]]
-                      ) -> tuple[pd.DataFrame, tuple[int, int] | None]:
+def lab_admits(p: Params, li_dir: Path, vm_features: Path, history: pd.DataFrame) -> np.ndarray:
+    """Per LI candidate of the night (the first: off), whether the lab admits it (``evaluation.regret.admitted``):
+    its calls among the ``optimize.recent_days``' VMs, scored with the night's history as `optimize` scores them,
+    charged at the lab's out-of-fold error rate at ``optimize.confidence``. The lab's counts only: the fleet's
+    reports and the monitor's flags are what a solver adds to them."""
+    o = p.optimize
+    lab = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
+    thresholds = lab.threshold.to_numpy(float)
+    li_vm, _, _ = recent_li_shares(p, vm_features, history, li_dir, li_model(li_dir, o.latency_ratio, o.pdm),
+                                   thresholds)
+    return admitted(li_vm, lab.called.to_numpy(), lab.errors.to_numpy(), o.confidence, o.budget)
+
+
+def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.ndarray]], admits: list[np.ndarray]
+                      ) -> tuple[pd.DataFrame, tuple[int, int] | None, tuple[int, int] | None]:
     """``nights`` with the best pair fixed over every night in hindsight (``evaluation.regret.best_fixed``) and
-    each night's regret against it: the yardstick issue 48 targets."""
-    fixed = best_fixed([g[0] for g in grids], [g[1] for g in grids], float(nights.budget.min()))
-    nights["fixed_pool"] = [float(g[0][fixed]) if fixed else np.nan for g in grids]
+    each night's regret against it, the yardstick issue 48 set; and the same among the LI thresholds the lab admits
+    on every night (``admits``: ``lab_admits`` per night), the yardstick a solver that trusts its lab can reach."""
+    pools, left, budget = [g[0] for g in grids], [g[1] for g in grids], float(nights.budget.min())
+    fixed = best_fixed(pools, left, budget)
+    nights["fixed_pool"] = [float(g[fixed]) if fixed else np.nan for g in pools]
     nights["regret_fixed"] = nights.fixed_pool - nights.chosen_pool
-    return nights, fixed
+    ok = np.logical_and.reduce(admits) if admits else np.zeros(0, bool)
+    best = best_admitted(pools, left, ok, budget) if len(ok) else None
+    nights["admitted_pool"] = [float(g[best]) if best else np.nan for g in pools]
+    nights["regret_admitted"] = nights.admitted_pool - nights.chosen_pool
+    nights["admitted_thresholds"] = int(ok[1:].sum())
+    return nights, fixed, best
 
 
-def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list) -> dict[str, Any]:
+def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list,
+            admitted_pair: tuple[int, int] | None = None) -> dict[str, Any]:
     """``metrics/backtest.json``."""
     return {
         "nights": len(nights), "nights_skipped_no_vms": skipped,
@@ -192,7 +213,11 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
         "regret_mean": float(nights.regret.mean()), "regret_max": float(nights.regret.max()),
         "regret_raw_mean": float(nights.regret_raw.mean()),
         "regret_fixed_mean": float(nights.regret_fixed.mean()), "regret_fixed_max": float(nights.regret_fixed.max()),
-        "best_fixed_pair": None if fixed is None else pair(candidates, fixed)}
+        "best_fixed_pair": None if fixed is None else pair(candidates, fixed),
+        "regret_admitted_mean": float(nights.regret_admitted.mean()),
+        "regret_admitted_max": float(nights.regret_admitted.max()),
+        "admitted_thresholds": int(nights.admitted_thresholds.iloc[0]) if len(nights) else 0,
+        "best_admitted_pair": None if admitted_pair is None else pair(candidates, admitted_pair)}
 
 
 def summary_line(m: dict[str, Any]) -> str:
@@ -202,7 +227,8 @@ def summary_line(m: dict[str, Any]) -> str:
             f"before it (worst case, censored VMs counted overpredicted: {m['nights_within_budget_worst_case']}); "
             f"pool share {m['realized_pool_mean']:.1%} on average; mean regret {100 * m['regret_mean']:.2f} points "
             f"(max {100 * m['regret_max']:.2f}) against each night's best pair in hindsight, "
-            f"{100 * m['regret_fixed_mean']:.2f} against the best pair fixed over the nights")
+            f"{100 * m['regret_fixed_mean']:.2f} against the best pair fixed over the nights, "
+            f"{100 * m['regret_admitted_mean']:.2f} against the best fixed pair among the LI thresholds the lab admits")
 
 
 def pair(candidates: list, at: tuple[int, int]) -> dict[str, float | None]:

@@ -8,6 +8,9 @@ every other gets the UM target's zNUMA. Realized per pair: the pool share of GB,
 VMs mispredicted, counted as `evaluate` counts them (known FP, the lab error rate for pool-only
 VMs without truth, OP known or confirmed so far), and what the QoS monitor leaves of them
 (``unmitigated_grid``), the figure the budget bounds.
+
+``best_admitted`` is the same fixed yardstick among the LI thresholds the lab admits (``admitted``): the best a
+solver that trusts its lab can be asked to approach (issue 48).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pond.models.decision import PolicyKnobs, decide
+from pond.optimize.solver import error_draws, error_rate
 
 
 def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray,
@@ -110,3 +114,19 @@ def best_fixed(pools: list[np.ndarray], mispredicted: list[np.ndarray], budget: 
     i, j = np.unravel_index(int(np.argmax(mean)), mean.shape)
     return int(i), int(j)
 
+
+
+def admitted(li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray, level: float | None, budget: float
+             ) -> np.ndarray:
+    """Per LI candidate (the first: LI off), whether its calls alone fit the budget at the lab's error rate, charged
+    as the solver charges it (``optimize.solver``'s posterior: its mean, or its ``level`` quantile). ``li_vm``: the
+    share of recent VMs each threshold calls insensitive. A solver that trusts its lab can choose no other threshold,
+    whatever its UM half."""
+    q = error_rate(called, errors) if level is None else error_draws(called, errors, np.array([level]))[:, 0]
+    return np.asarray(li_vm, float) * q <= budget + 1e-12
+
+
+def best_admitted(pools: list[np.ndarray], mispredicted: list[np.ndarray], ok: np.ndarray, budget: float
+                  ) -> tuple[int, int] | None:
+    """``best_fixed`` among the pairs whose LI threshold ``ok`` admits (every UM target of an admitted threshold)."""
+    return best_fixed(pools, [np.where(np.asarray(ok, bool)[:, None], m, np.inf) for m in mispredicted], budget)

@@ -20,18 +20,7 @@ from pond.core.errors import ConfigError
 from pond.core.params import Params
 from pond.core.progress import progress, silenced
 from pond.core.tracking import BACKTEST
-from pond.evaluation.backtest import (
-    days_read,
-    input_drift,
-    night_regret,
-    night_row,
-    night_scores,
-    plot_nights,
-    snapshots,
-    summary,
-    summary_line,
-    with_fixed_regret,
-)
+from pond.evaluation import backtest as bt
 from pond.models.bundle import BundlePaths
 from pond.pipelines import evaluate, optimize, train_um
 from pond.telemetry.atomic import AtomicDir, write_json
@@ -47,13 +36,13 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
     last = pd.Timestamp(params.base.as_of)
     path = features_dir / "vm_features.parquet"
     drift = ["day", "created_at", "vcpus", "memory_gb", *params.features.customer_columns]   # input_drift's
-    vmf = read_days(path, *days_read(last, n_nights, params.train_um.train_days),
+    vmf = read_days(path, *bt.days_read(last, n_nights, params.train_um.train_days),
                     columns=[c for c in table_columns(path) if c in drift])
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
-    rows, skipped, grids = [], [], []        # grids: each night's (pool, left slowed) over the candidate pairs
+    rows, skipped, grids, admits = [], [], [], []   # grids: each night's (pool, left slowed) over the candidate pairs
     with AtomicDir(out_dir) as tmp, session(params.engine) as client, \
-            snapshots(nights, raw_dir, tmp, client) as snaps:
+            bt.snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
             as_of = p.base.as_of
             served = next_day(as_of)
@@ -79,22 +68,23 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             ev = evaluate.run(policy_path, li_dir, night / "um", feats, raw_dir, night / "evaluation",
                               night / "evaluate.json", night / "plots", p.engine, client, p.qos)
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
-            night_scores(p, night, li_dir, day, history, policy, raw_dir)
+            bt.night_scores(p, night, li_dir, day, history, policy, raw_dir)
+            admits.append(bt.lab_admits(p, li_dir, feats / "vm_features.parquet", history))
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
-            r, pool, mis, candidates = night_regret(policy, li_dir, night / "um",
-                                                     night / "evaluation" / "decisions.parquet", p.qos)
+            r, pool, mis, candidates = bt.night_regret(policy, li_dir, night / "um",
+                                                        night / "evaluation" / "decisions.parquet", p.qos)
             grids.append((pool, mis))
-            rows.append(night_row(as_of, policy, ev, r, um, input_drift(vmf, pd.Timestamp(as_of), p.train_um.train_days,
-                                                                       p.features.customer_columns)))
+            inputs = bt.input_drift(vmf, pd.Timestamp(as_of), p.train_um.train_days, p.features.customer_columns)
+            rows.append(bt.night_row(as_of, policy, ev, r, um, inputs))
         if not rows:
             raise ConfigError(f"backtest: no VM was created on the day after any of the {n_nights} nights ending "
                               f"{last.date()}; move base.as_of or import a trace that covers those days")
-        nights, fixed = with_fixed_regret(pd.DataFrame(rows), grids)
+        nights, fixed, admitted_pair = bt.with_fixed_regret(pd.DataFrame(rows), grids, admits)
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
-    plot_nights(nights, plots_dir / "backtest.png")
-    m = summary(nights, len(skipped), fixed, candidates)
+    bt.plot_nights(nights, plots_dir / "backtest.png")
+    m = bt.summary(nights, len(skipped), fixed, candidates, admitted_pair)
     if metrics_path is not None:
         write_json(metrics_path, m)
-    print(f"{summary_line(m)} -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
+    print(f"{bt.summary_line(m)} -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")
     return nights

@@ -1,11 +1,11 @@
-"""Issue 48's reachable yardstick: the best fixed pair among the LI thresholds the lab's own counts admit."""
+"""Issue 48's reachable yardstick (evaluation.regret, reported by the backtest stage): the best fixed pair among the LI
+thresholds the lab's own counts admit."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.analyses.admissible_regret import admitted, restricted_fixed
-from pond.evaluation.regret import best_fixed
+from pond.evaluation.regret import admitted, best_admitted, best_fixed
 
 
 def test_a_threshold_is_admitted_when_its_calls_alone_fit_the_budget_at_the_labs_rate():
@@ -26,5 +26,24 @@ def test_the_restricted_yardstick_keeps_only_admitted_thresholds_and_the_budget_
     # unrestricted: (t2, j1) keeps 2% on both nights at the most pool (0.6)
     assert best_fixed(pools, left, 0.02) == (2, 1)
     # t2 not admitted: (t1, j1) breaks the budget on night 2 (2.5%), so (t1, off) at 0.30 beats (off, j1) at 0.20
-    assert restricted_fixed(pools, left, np.array([True, True, False]), 0.02) == (1, 0)
-    assert restricted_fixed(pools, left, np.array([True, False, False]), 0.02) == (0, 1)
+    assert best_admitted(pools, left, np.array([True, True, False]), 0.02) == (1, 0)
+    assert best_admitted(pools, left, np.array([True, False, False]), 0.02) == (0, 1)
+
+
+def test_the_backtest_reports_both_yardsticks_per_night():
+    """``with_fixed_regret``: each night's regret against the best fixed pair and against the best admitted one,
+    the threshold admitted only where the lab admits it on every night."""
+    import pandas as pd
+
+    from pond.evaluation.backtest import with_fixed_regret
+
+    pools = [np.array([[0.0, 0.2], [0.3, 0.45], [0.5, 0.6]]), np.array([[0.0, 0.2], [0.3, 0.40], [0.5, 0.6]])]
+    left = [np.array([[0.0, 0.01], [0.005, 0.015], [0.01, 0.019]]),
+            np.array([[0.0, 0.01], [0.005, 0.025], [0.01, 0.019]])]
+    nights = pd.DataFrame({"budget": [0.02, 0.02], "chosen_pool": [0.25, 0.35]})
+    admits = [np.array([True, True, True]), np.array([True, True, False])]   # t2 ruled out on night 2
+    out, fixed, best = with_fixed_regret(nights, list(zip(pools, left)), admits)
+    assert (fixed, best) == ((2, 1), (1, 0))
+    np.testing.assert_allclose(out.regret_fixed, [0.35, 0.25])
+    np.testing.assert_allclose(out.regret_admitted, [0.05, -0.05])
+    assert out.admitted_thresholds.tolist() == [1, 1]

@@ -79,7 +79,9 @@ def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags()
     # floor(1% x 350) = 3 VMs of 350 a day; the LI calls' flags spend 0.4 x 1% and 0.4 x 50% of the day's VMs
     np.testing.assert_allclose(spare, [3 / 350, 3 / 350 - 0.004, 0.0])
     np.testing.assert_allclose(MonitorEvidence(None, None, {}).spare(p, np.array([0.4]), 350.0), [3 / 350])
-    assert MonitorEvidence(None, flags, {}).spare(Params(), np.zeros(3), 350.0) is None     # not credited by default
+    assert MonitorEvidence(None, flags, {}).spare(Params(), np.zeros(3), 350.0) is not None  # credited by default
+    uncredited = Params(optimize={"credit_mitigation": False})
+    assert MonitorEvidence(None, flags, {}).spare(uncredited, np.zeros(3), 350.0) is None
 
 
 def test_the_analysis_at_the_chosen_threshold_reads_truth_only_among_the_called_vms_with_it():

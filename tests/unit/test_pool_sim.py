@@ -15,7 +15,7 @@ from pond.simulator.sizing import fleet_sizing
 TRACE = pd.DataFrame({"vm_id": list("abcd"), "cluster_id": "c0", "server_id": pd.Series([pd.NA] * 4, dtype="string"),
                       "vcpus": [2, 2, 2, 2], "memory_gb": [6.0, 6.0, 4.0, 4.0]})
 START, END = np.array([0, 5, 10, 12]), np.array([10, 9, 15, 30])
-SHAPE = SimParams(socket_vcpus=2, socket_memory_gb=5, sockets_per_server=2)
+SHAPE = SimParams(socket_vcpus=2, socket_memory_gb=5, sockets_per_server=2, packing="first_fit")
 
 
 def test_first_fit_by_hand() -> None:

@@ -49,6 +49,16 @@ def test_headline_rows_read_each_stage():
         "not run (metrics/backtest.json missing)"
 
 
+def test_the_backtest_row_gives_each_yardstick_the_metrics_hold():
+    row = "backtest: nights within budget after the QoS monitor (before), mean regret"
+    b = {"nights": 14, "nights_within_budget": 14, "nights_within_budget_raw": 13, "regret_mean": 0.0435}
+    assert dict((a, v) for a, v, _ in headline({"backtest": b}))[row] == "14 (13) of 14, 4.35 points"
+    b |= {"regret_fixed_mean": 0.0186, "regret_admitted_mean": -0.0012}
+    assert dict((a, v) for a, v, _ in headline({"backtest": b}))[row] == (
+        "14 (13) of 14, 4.35 points (1.86 against the best pair fixed over the nights; -0.12 against the best fixed "
+        "pair the lab admits)")
+
+
 def test_markdown_has_one_row_per_figure():
     text = to_markdown(headline(METRICS), "night")
     assert text.startswith("# night\n") and text.count("\n| ") == 1 + 1 + len(headline(METRICS))
