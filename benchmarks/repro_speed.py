@@ -57,7 +57,7 @@ def repro(repo: Path, store: Path) -> dict[str, float]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}", "PYTHONPATH": import_path(repo)}
     where = subprocess.check_output([sys.executable, "-c", "import pond.core; print(pond.core.__file__)"],
                                     cwd="/", env=env, text=True)
-    if not Path(where.strip()).is_relative_to(repo):
+    if not Path(where.strip()).resolve().is_relative_to(repo.resolve()):   # through the shim's link
         raise SystemExit(f"the stages would run {where.strip()}, not {repo}'s code")
     store.unlink(missing_ok=True)
     out = {}
