@@ -115,7 +115,6 @@ def best_fixed(pools: list[np.ndarray], mispredicted: list[np.ndarray], budget: 
     return int(i), int(j)
 
 
-
 def admitted(li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray, level: float | None, budget: float
              ) -> np.ndarray:
     """Per LI candidate (the first: LI off), whether its calls alone fit the budget at the lab's error rate, charged
