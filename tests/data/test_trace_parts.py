@@ -54,9 +54,9 @@ def _same(a, b) -> None:
         (w.placement.sockets_per_host, w.placement.assignment, w.placement.oversized)
 
 
-def test_first_fit_by_cluster_partitions_is_the_whole_traces(fleet, tmp_path):
+def test_the_scheduler_by_cluster_partitions_is_the_whole_traces(fleet, tmp_path):
     local, parts_answer, parts = _both(fleet, tmp_path, partitions=5)
-    assert len(parts) > 1 and local[1].placement.assignment == "first_fit"
+    assert len(parts) > 1 and local[1].placement.assignment == "best_fit"      # simulate.packing's default
     assert 0 < len(local[1].vms) < local[0].rows                    # the window is a cut, not the trace
     _same(local, parts_answer)
 
@@ -69,12 +69,12 @@ def test_the_traces_own_servers_by_cluster_partitions(fleet, tmp_path):
     _same(local, parts_answer)
 
 
-def test_one_vm_without_a_server_means_first_fit_in_every_partition(fleet, tmp_path):
+def test_one_vm_without_a_server_means_the_scheduler_in_every_partition(fleet, tmp_path):
     vms = fleet["vms"].copy()
     vms["server_id"] = "s" + (pd.Series(np.arange(len(vms))) % 17).astype(str)
     vms.loc[vms.index[-1], "server_id"] = pd.NA                     # one VM, in one partition, names none
     local, parts_answer, _ = _both({"vms": vms}, tmp_path, partitions=3)
-    assert local[1].placement.assignment == "first_fit"
+    assert local[1].placement.assignment == "best_fit"
     _same(local, parts_answer)
 
 
