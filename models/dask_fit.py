@@ -49,8 +49,14 @@ class InOrder:
         return {k: got[k] for k in dict.fromkeys(f.key for f in self.client.futures_of(futures))}
 
 
-def workers_of(client: Any) -> list[str]:
-    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+def workers_of(client: Any, timeout: float = 60) -> list[str]:
+    """The cluster's workers, sorted. With none registered (a worker restarting, a cluster still starting) it waits
+    up to ``timeout`` s for one instead of fitting on nobody."""
+    names = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if not names:
+        client.wait_for_workers(1, timeout=timeout)
+        names = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return names
 
 
 def fit_regressor(client: Any, X: np.ndarray, y: np.ndarray, *, seed: int, feature_name: Sequence[str],
