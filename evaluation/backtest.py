@@ -187,8 +187,8 @@ def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.nda
     fixed = best_fixed(pools, left, budget)
     nights["fixed_pool"] = [float(g[fixed]) if fixed else np.nan for g in pools]
     nights["regret_fixed"] = nights.fixed_pool - nights.chosen_pool
-    ok = np.logical_and.reduce(admits) if admits else np.zeros(0, bool)
-    best = best_admitted(pools, left, ok, budget) if len(ok) else None
+    ok = np.logical_and.reduce(admits)
+    best = best_admitted(pools, left, ok, budget)
     nights["admitted_pool"] = [float(g[best]) if best else np.nan for g in pools]
     nights["regret_admitted"] = nights.admitted_pool - nights.chosen_pool
     nights["admitted_thresholds"] = int(ok[1:].sum())
@@ -196,7 +196,7 @@ def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.nda
 
 
 def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list,
-            admitted_pair: tuple[int, int] | None = None) -> dict[str, Any]:
+            admitted_pair: tuple[int, int] | None) -> dict[str, Any]:
     """``metrics/backtest.json``."""
     return {
         "nights": len(nights), "nights_skipped_no_vms": skipped,
@@ -216,7 +216,7 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
         "best_fixed_pair": None if fixed is None else pair(candidates, fixed),
         "regret_admitted_mean": float(nights.regret_admitted.mean()),
         "regret_admitted_max": float(nights.regret_admitted.max()),
-        "admitted_thresholds": int(nights.admitted_thresholds.iloc[0]) if len(nights) else 0,
+        "admitted_thresholds": int(nights.admitted_thresholds.iloc[0]),
         "best_admitted_pair": None if admitted_pair is None else pair(candidates, admitted_pair)}
 
 

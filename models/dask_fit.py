@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pond.core.errors import ConfigError
+
 if TYPE_CHECKING:
     import lightgbm as lgb
 
@@ -54,7 +56,11 @@ def workers_of(client: Any, timeout: float = 60) -> list[str]:
     up to ``timeout`` s for one instead of fitting on nobody."""
     names = sorted(client.scheduler_info(n_workers=-1)["workers"])
     if not names:
-        client.wait_for_workers(1, timeout=timeout)
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError as exc:
+            raise ConfigError(f"the Dask scheduler has had no worker for {timeout:g} s: start workers against it "
+                              "(`dask worker <scheduler address>`) or run with engine.backend: local") from exc
         names = sorted(client.scheduler_info(n_workers=-1)["workers"])
     return names
 

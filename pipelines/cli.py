@@ -195,13 +195,12 @@ def _run(args: argparse.Namespace) -> int:
             from pond.pipelines import report
             report.run(args.metrics_dir, args.out, args.plots_dir)
             return 0
+        from pond.core.params import Params, load
         if args.stage == "calibrate":
             from pond.pipelines import calibrate
             params = _params_if_any(args.params)      # calibrate runs on a team's tables without a project too
-            from pond.core.params import Params
             calibrate.run(args.raw, args.features, args.metrics, args.plots, (params or Params()).simulate.packing)
             return 0
-        from pond.core.params import Params, load
         if args.stage == "template" and args.params == GLOBAL_DEFAULTS["params"] and not args.params.exists():
             params = Params().with_backend(args.engine)   # a template needs no project: the defaults
         else:

@@ -15,45 +15,35 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from pond.core.params import load
-from pond.evaluation.backtest import lab_admits, night_regret
-from pond.evaluation.regret import best_admitted, best_fixed
+from pond.evaluation.backtest import lab_admits, night_regret, pair, with_fixed_regret
 from pond.models.policy import read_policy
-from pond.optimize.tonight import li_candidates
 
 
 def measure(wd: Path) -> dict[str, object]:
-    """Both yardsticks' best pair and the mean regret against each (points) of one finished run dir. A run of the
-    backtest stage since the admitted yardstick is in it has the same figures in its ``nights.csv``; this recomputes
-    them for runs from before."""
+    """Both yardsticks' best pair and the mean regret against each (points) of one finished run dir, as the backtest
+    stage computes them (``with_fixed_regret``); a run since the stage reports them has them in its ``nights.csv``,
+    this recomputes them for runs from before."""
     params = load(wd / "params.yaml")
-    o = params.optimize
-    lab = li_candidates(pd.read_parquet(wd / "li" / "heldout_curves.parquet"), o.latency_ratio, o.pdm)
-    thresholds = lab.threshold.to_numpy(float)
-    pools, left, chosen, admits = [], [], [], []
+    grids, chosen, admits = [], [], []
     for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
         policy = read_policy(night / "policy.json")
-        r, pool, mis, _ = night_regret(policy, wd / "li", night / "um", night / "evaluation" / "decisions.parquet",
-                                       params.qos)
+        r, pool, mis, candidates = night_regret(policy, wd / "li", night / "um",
+                                                night / "evaluation" / "decisions.parquet", params.qos)
         history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
         admits.append(lab_admits(params.with_as_of(night.name), wd / "li", wd / "features" / "vm_features.parquet",
                                  history))
-        pools.append(pool)
-        left.append(mis)
+        grids.append((pool, mis))
         chosen.append(r["chosen_pool"])
-    got, ok = np.array(chosen), np.logical_and.reduce(admits)
-    out: dict[str, object] = {"run": str(wd), "nights": len(got), "admitted_thresholds": int(ok[1:].sum())}
-    for name, pair in (("fixed", best_fixed(pools, left, o.budget)),
-                       ("admitted", best_admitted(pools, left, ok, o.budget))):
-        if pair is None:
-            out |= {f"{name}_threshold": None, f"{name}_regret": np.nan}
-            continue
-        i, j = pair
-        out |= {f"{name}_threshold": None if i == 0 else float(thresholds[i]),
-                f"{name}_regret": 100 * float(np.mean([p[i, j] for p in pools]) - got.mean())}
+    nights = pd.DataFrame({"budget": params.optimize.budget, "chosen_pool": chosen})
+    nights, fixed, admitted = with_fixed_regret(nights, grids, admits)
+    out: dict[str, object] = {"run": str(wd), "nights": len(nights),
+                              "admitted_thresholds": int(nights.admitted_thresholds.iloc[0])}
+    for name, at in (("fixed", fixed), ("admitted", admitted)):
+        out |= {f"{name}_threshold": None if at is None else pair(candidates, at)["li_threshold"],
+                f"{name}_regret": 100 * float(nights[f"regret_{name}"].mean())}
     return out
 
 

@@ -25,3 +25,16 @@ def test_workers_are_waited_for_when_none_is_registered():
     c = _Cluster()
     assert workers_of(c, timeout=5) == ["tcp://a:1", "tcp://b:2"] and c.waited == [(1, 5)]
     assert workers_of(c) == ["tcp://a:1", "tcp://b:2"] and c.waited == [(1, 5)]   # registered: no wait
+
+
+def test_a_cluster_that_stays_empty_is_a_config_error_saying_what_to_start():
+    import pytest
+
+    from pond.core.errors import ConfigError
+
+    class Empty(_Cluster):
+        def wait_for_workers(self, n_workers: int, timeout: float) -> None:
+            raise TimeoutError(f"Only 0/{n_workers} workers arrived after {timeout}")
+
+    with pytest.raises(ConfigError, match=r"no worker for 5 s: start workers .*engine.backend: local"):
+        workers_of(Empty(), timeout=5)
