@@ -32,6 +32,7 @@ bandwidth queueing a larger share of slowdowns, which DRAM bound does not see.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
@@ -124,15 +125,15 @@ def population_catalogue(size: int, rng: np.random.Generator) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def lab_sample(population: pd.DataFrame, footprint_gb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def lab_sample(population: pd.DataFrame, along: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Positions of the lab's workloads: per class as many as Pond's lab ran, drawn systematically
-    along the footprint (what a lab knows before it measures) from a random start, so that small
-    and large workloads of every class are represented."""
+    along ``along`` (the footprint: what a lab knows before it measures) from a random start, so that
+    small and large workloads of every class are represented."""
     sizes = catalogue().workload_class.value_counts()
     picks = []
     for cls, n in sizes.sort_index().items():
         members = np.flatnonzero(population.workload_class.to_numpy() == cls)
-        members = members[np.argsort(footprint_gb[members], kind="stable")]
+        members = members[np.argsort(along[members], kind="stable")]
         step = len(members) / n
         picks.append(members[np.floor(rng.uniform(0, step) + step * np.arange(n)).astype(int)])
     return np.sort(np.concatenate(picks))
@@ -393,12 +394,17 @@ def _slowdown_grid(lat: pd.DataFrame, ratios, levels, repetitions: int) -> tuple
     return grid, true
 
 
-def build_lab(params: LabParams, variant: Variant = "pond") -> Lab:
+def build_lab(params: LabParams, variant: Variant = "pond",
+              sample_along: Callable[[pd.DataFrame], np.ndarray] | None = None) -> Lab:
+    """``sample_along``: from the population's latent behaviour, the covariate the lab's sample follows
+    (``lab_sample``); the footprint unless an analysis asks how another sample would calibrate
+    (``benchmarks.analyses.lab_draws``). The draws after it are the same whatever it is."""
     rng = np.random.default_rng([params.seed, 1])
     population = population_catalogue(params.population, rng)
     lat = draw_latent(population, rng, VARIANTS[variant])
     rates = event_rates(lat, rng)
-    in_lab = lab_sample(population, lat.footprint_gb.to_numpy(), rng)
+    along = lat.footprint_gb.to_numpy() if sample_along is None else np.asarray(sample_along(lat), float)
+    in_lab = lab_sample(population, along, rng)
     lab_lat = lat.iloc[in_lab].reset_index(drop=True)
     cycles = power(10.0, rng.uniform(10.5, 12.0, len(lab_lat)))  # run lengths differ: features must normalize
     noise = exp(rng.normal(0.0, params.counter_noise, (len(lab_lat), rates.shape[1])))

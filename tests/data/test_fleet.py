@@ -11,6 +11,7 @@ from pond.evaluation.combined import slowdown_at
 from pond.evaluation.truth import truth_table
 from pond.features.build import FeatureParams, vm_features
 from pond.telemetry.fleet import FleetParams, LabParams, build_lab, build_vms
+from pond.telemetry.fleet.lab import pool_slowdown
 from pond.telemetry.fleet.vms import iter_counters
 from pond.telemetry.io import read_optional, read_tables
 from tests.conftest import SMALL_FLEET
@@ -25,6 +26,21 @@ def test_same_seed_same_fleet_other_seed_other_fleet():
     pd.testing.assert_frame_equal(next(iter_counters(a, lab_a, SMALL_FLEET)), next(iter_counters(b, lab_b, SMALL_FLEET)))
     c = build_vms(build_lab(LabParams(seed=4)), FleetParams(**{**SMALL_FLEET.__dict__, "seed": 4}))
     assert not a.untouched_fraction.equals(c.untouched_fraction)
+
+
+def test_lab_sample_follows_the_covariate_it_is_given():
+    """``benchmarks.analyses.lab_draws --sample``: the footprint is the default covariate; another one picks other
+    workloads of the same population, with Pond's class sizes, and leaves every other draw as it was."""
+    a = build_lab(LabParams(seed=3))
+    b = build_lab(LabParams(seed=3), sample_along=lambda lat: lat.footprint_gb.to_numpy())
+    pd.testing.assert_frame_equal(a.workloads, b.workloads)
+    pd.testing.assert_frame_equal(a.slowdowns, b.slowdowns)
+    c = build_lab(LabParams(seed=3), sample_along=lambda lat: pool_slowdown(lat, 1.82))
+    assert set(c.workloads.workload_id) != set(a.workloads.workload_id)
+    pd.testing.assert_series_equal(c.workloads.workload_class.value_counts().sort_index(),
+                                   a.workloads.workload_class.value_counts().sort_index())
+    pd.testing.assert_frame_equal(a.truth.drop(columns="in_lab"), c.truth.drop(columns="in_lab"))
+    pd.testing.assert_frame_equal(a.rates, c.rates)
 
 
 @pytest.fixture(scope="module")
