@@ -98,12 +98,15 @@ def _kernels() -> tuple[Any, Any]:
 
 def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.ndarray,
            um_raw: np.ndarray, knobs: PolicyKnobs) -> dict[str, np.ndarray]:
-    """The decision for arrays of VMs (keys as ``Decision``'s fields, each an array)."""
-    memory_gb = np.ascontiguousarray(memory_gb, dtype=np.float64)
+    """The decision for arrays of VMs (keys as ``Decision``'s fields, each an array).
+
+    Every input is made a writable C array: numba compiles a separate rule for read-only arrays (an Arrow batch's
+    columns are), which cost the first such batch after each start 0.3 s that ``Engine.warm`` had not paid."""
+    memory_gb = np.require(memory_gb, np.float64, ["C", "W"])
     n = len(memory_gb)
-    has_history = np.ascontiguousarray(has_history, dtype=np.bool_)
-    p = np.ascontiguousarray(p_insensitive, dtype=np.float64)
-    raw = np.ascontiguousarray(um_raw, dtype=np.float64)
+    has_history = np.require(has_history, np.bool_, ["C", "W"])
+    p = np.require(p_insensitive, np.float64, ["C", "W"])
+    raw = np.require(um_raw, np.float64, ["C", "W"])
     if not len(has_history) == len(p) == len(raw) == n:
         raise ValueError(f"decide: {n} memory sizes, {len(has_history)} history flags, {len(p)} P(insensitive), "
                          f"{len(raw)} UM predictions; pass one of each per VM")

@@ -10,6 +10,7 @@ in a 422.
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
                 await task
         service.tally.flush()
         metrics.worker_exit()
+        gc.unfreeze()                   # what settle_heap froze is freed as the process ends
 
     otel = settings.opentelemetry   # FastAPI's native OpenTelemetry: per-request cost, off unless asked for
     # /docs and /redoc with their scripts served from the package (fastapi-offline), not a CDN: the

@@ -8,6 +8,7 @@ replaces one attribute; a request reads that attribute once, so it never mixes t
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import logging
 from datetime import datetime, timezone
@@ -93,6 +94,15 @@ class NotReady(PondError):
     """No bundle is loaded yet (or none could be): the service answers 503."""
 
 
+def settle_heap() -> None:
+    """Collect once, then freeze what survives (the engine, its caches, the imported modules) out of the cyclic
+    collector's sight. A full collection walks every tracked object, and the engine holds about 100,000 of them: on
+    a 1,000-VM JSON batch loop it paused 61-69 ms every few hundred batches (0 pauses and a max of 8.5 ms frozen).
+    Refcounting still frees frozen objects; ``swap`` unfreezes first so that a replaced engine's cycles are freed."""
+    gc.collect()
+    gc.freeze()
+
+
 class EngineHolder:
     def __init__(self, source: BundleSource, metrics: Metrics):
         self.source, self.metrics = source, metrics
@@ -107,9 +117,11 @@ class EngineHolder:
         return engine
 
     def swap(self, engine: Engine) -> None:
+        gc.unfreeze()                   # the engine replaced goes back to the collector, which frees it below
         self.engine = engine
         self.loaded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.last_error = None
+        settle_heap()
         self.metrics.ready.set(1)
 
     def refresh(self) -> bool:

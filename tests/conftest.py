@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # (small_params) and the slow fleet checks run the default shape, azure.
 SMALL_FLEET = FleetParams(seed=5, n_days=12, vms_per_day=300, n_customers=120, new_customers_per_day=2,
                           shape="footprint")
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze_heap():
+    """A loaded service freezes its heap (``serving.reload.settle_heap``). A test process outlives many services, so
+    each test hands what it froze back to the collector (else it is never freed, and DuckDB's bindings complain at
+    exit)."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,10 @@ serving the bundle it has."""
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
+import weakref
 from dataclasses import replace
 
 import pandas as pd
@@ -74,6 +76,28 @@ def test_an_altered_snapshot_is_refused(paths):
     cust.assign(cust_p50=0.99).to_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
     with pytest.raises(ModelError, match="customer_percentiles.parquet: missing, or its sha256 differs"):
         Engine.load(paths)
+
+
+def test_the_served_engine_is_frozen_out_of_the_collector_and_a_replaced_one_is_freed(paths):
+    """A full collection walks every tracked object; the served engine's are frozen once loaded (``settle_heap``),
+    and a swap unfreezes them first, so that the cycles of the engine it replaces are still freed."""
+    class Node:
+        pass
+
+    holder = EngineHolder(FileSource(paths, 0.5), Metrics())
+    first, node = Engine.load(paths, 0.5), Node()
+    node.me = node                                   # a cycle: only the collector frees it
+    object.__setattr__(first, "_test_cycle", node)   # (the engine is a frozen dataclass)
+    held = weakref.ref(node)
+    del node
+    holder.swap(first)
+    assert gc.get_freeze_count() > 0
+    assert not any(o is first for o in gc.get_objects())             # frozen: out of every generation
+    del first
+    holder.swap(Engine.load(paths, 0.5))
+    gc.collect()
+    assert held() is None
+    assert not any(o is holder.engine for o in gc.get_objects())
 
 
 def test_hot_reload_keeps_serving_the_old_bundle(paths):
