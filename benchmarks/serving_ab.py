@@ -6,8 +6,9 @@ Backs the claim that a change of structure changes no serving figure (issue 51: 
 dependencies and middleware). One run of ``benchmarks.serving`` per commit is not enough for that: on this 2-core
 machine one target's rounds spread by 20% or more from one minute to the next. Here both services run at once
 (1 worker each, the same bundle: REV's code is a git worktree whose ``data/`` links to this checkout's), and wrk
-loads them in turn: the single route (16 connections, the next day's requests) and the JSON batch of 1,000 VMs
-(2 connections). Printed: requests or decisions per second of every round, and the mean of each.
+loads them in turn: the single route (16 connections, the next day's requests), and the batch of 1,000 VMs as JSON
+and as an Arrow IPC stream (2 connections each). Printed: requests or decisions per second and p99 of every round,
+and the mean of each. The first round is each service's first traffic after its start, as after a deploy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.serving import ROOT, free_port, load_json, next_day_requests
+from benchmarks.serving import ARROW, ROOT, _arrow_body, _load_files, free_port, load_json, next_day_requests
 
 DATA = ("policy", "features", "raw", "mlflow", "models/li", "models/um")
 
@@ -70,6 +71,7 @@ def main() -> None:
     bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in vms.where(vms.notna(), None).to_dict("records")]
     batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
                for i in range(0, len(bodies) - 999, 1000)]
+    arrows = [_arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
     with tempfile.TemporaryDirectory() as tmp:
         servers = {}
         try:
@@ -80,11 +82,13 @@ def main() -> None:
                 for name, (_, url) in servers.items():
                     single = load_json(url + "/v1/allocations", bodies, 16, args.duration)
                     batch = load_json(url + "/v1/allocations/batch", batches, 2, args.duration)
-                    runs.setdefault(f"{name} single req/s", []).append(single["throughput_rps"])
-                    runs.setdefault(f"{name} batch decisions/s", []).append(round(batch["throughput_rps"] * 1000))
-                    print(json.dumps({name: {"single_rps": single["throughput_rps"], "single_p99_ms": single["p99_ms"],
-                                             "batch_decisions_per_s": round(batch["throughput_rps"] * 1000),
-                                             "batch_p99_ms": batch["p99_ms"]}}), flush=True)
+                    arrow = _load_files(url + "/v1/allocations/batch", ARROW, arrows, 2, args.duration)
+                    row = {"single req/s": single["throughput_rps"], "single p99 ms": single["p99_ms"],
+                           "batch decisions/s": round(batch["throughput_rps"] * 1000), "batch p99 ms": batch["p99_ms"],
+                           "arrow decisions/s": round(arrow["throughput_rps"] * 1000), "arrow p99 ms": arrow["p99_ms"]}
+                    for k, v in row.items():
+                        runs.setdefault(f"{name} {k}", []).append(v)
+                    print(json.dumps({name: row}), flush=True)
         finally:
             for proc, _ in servers.values():
                 proc.terminate()
