@@ -193,7 +193,7 @@ def load_json(url: str, bodies: list[str], connections: int, duration: float) ->
         os.unlink(fh.name)
 
 
-def _load_files(url: str, content_type: str, bodies: list[bytes], connections: int, duration: float) -> dict:
+def load_files(url: str, content_type: str, bodies: list[bytes], connections: int, duration: float) -> dict:
     """wrk against ``url``, binary bodies one per file."""
     with tempfile.TemporaryDirectory() as d:
         paths = []
@@ -203,7 +203,7 @@ def _load_files(url: str, content_type: str, bodies: list[bytes], connections: i
         return _wrk(url, connections, duration, content_type, paths)
 
 
-def _arrow_body(vms: pd.DataFrame) -> bytes:
+def arrow_body(vms: pd.DataFrame) -> bytes:
     """Request columns as the Arrow IPC stream ``/v1/allocations/batch`` takes (serving/columnar.py)."""
     import pyarrow as pa
 
@@ -245,7 +245,7 @@ def main() -> None:
     bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in reqs]
     batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
                for i in range(0, len(bodies) - 999, 1000)]
-    arrow = [_arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
+    arrow = [arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
     servers: dict[str, subprocess.Popen] = {}
 
     def start(name: str, cmd: list[str], ready: str) -> str:
@@ -282,7 +282,7 @@ def main() -> None:
                 out["pond_http_2w"] = load_json(base[2] + "/v1/allocations", bodies, args.connections, args.duration)
             url = base[workers] + "/v1/allocations/batch"
             for fmt, load in (("json", lambda: load_json(url, batches, 2, args.duration)),
-                              ("arrow", lambda: _load_files(url, ARROW, arrow, 2, args.duration))):
+                              ("arrow", lambda: load_files(url, ARROW, arrow, 2, args.duration))):
                 b = load()
                 b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
                 out[f"pond_http_batch_1000_{fmt}_{workers}w"] = b

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.serving import ARROW, ROOT, _arrow_body, _load_files, free_port, load_json, next_day_requests
+from benchmarks.serving import ARROW, ROOT, arrow_body, free_port, load_files, load_json, next_day_requests
 
 DATA = ("policy", "features", "raw", "mlflow", "models/li", "models/um")
 
@@ -71,7 +71,7 @@ def main() -> None:
     bodies = [json.dumps({**r, "vcpus": int(r["vcpus"])}) for r in vms.where(vms.notna(), None).to_dict("records")]
     batches = [json.dumps({"requests": [json.loads(b) for b in bodies[i:i + 1000]]})
                for i in range(0, len(bodies) - 999, 1000)]
-    arrows = [_arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
+    arrows = [arrow_body(vms.iloc[i:i + 1000]) for i in range(0, len(vms) - 999, 1000)]
     with tempfile.TemporaryDirectory() as tmp:
         servers = {}
         try:
@@ -82,7 +82,7 @@ def main() -> None:
                 for name, (_, url) in servers.items():
                     single = load_json(url + "/v1/allocations", bodies, 16, args.duration)
                     batch = load_json(url + "/v1/allocations/batch", batches, 2, args.duration)
-                    arrow = _load_files(url + "/v1/allocations/batch", ARROW, arrows, 2, args.duration)
+                    arrow = load_files(url + "/v1/allocations/batch", ARROW, arrows, 2, args.duration)
                     row = {"single req/s": single["throughput_rps"], "single p99 ms": single["p99_ms"],
                            "batch decisions/s": round(batch["throughput_rps"] * 1000), "batch p99 ms": batch["p99_ms"],
                            "arrow decisions/s": round(arrow["throughput_rps"] * 1000), "arrow p99 ms": arrow["p99_ms"]}

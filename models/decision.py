@@ -11,7 +11,7 @@ and per-pool peaks reward an even share on every server over whole VMs on the po
 (``simulator.pool_fit``). A capped VM never has more on the pool than the uncapped rule gives it,
 so it cannot be mispredicted where the uncapped decision was not.
 
-The rule is written once, as a compiled scalar function (``_kernels``). ``decide`` runs it over
+The rule is written once, as a compiled scalar function (``compiled_rules``). ``decide`` runs it over
 arrays in a compiled loop (evaluation, batches); ``decide_one`` calls it on one VM, which costs
 about a microsecond where ten numpy calls on length-1 arrays cost tens (the scheduler's path).
 """
@@ -56,8 +56,10 @@ class Decision(NamedTuple):
 
 
 @cache
-def _kernels() -> tuple[Any, Any]:
-    """Compiled on first use (and cached on disk) so that importing this module stays cheap."""
+def compiled_rules() -> tuple[Any, Any]:
+    """(the rule for one VM, the rule over arrays) as numba dispatchers, compiled on first use (and cached on disk)
+    so that importing this module stays cheap. Each new combination of input types compiles once more (their
+    ``signatures``), which is why ``decide`` hands the array rule one combination only."""
     import numba
 
     @numba.njit(cache=True)
@@ -110,7 +112,7 @@ def decide(memory_gb: np.ndarray, has_history: np.ndarray, p_insensitive: np.nda
     if not len(has_history) == len(p) == len(raw) == n:
         raise ValueError(f"decide: {n} memory sizes, {len(has_history)} history flags, {len(p)} P(insensitive), "
                          f"{len(raw)} UM predictions; pass one of each per VM")
-    code, pool, znuma, u, called = _kernels()[1](memory_gb, has_history, p, raw, *knobs.floats())
+    code, pool, znuma, u, called = compiled_rules()[1](memory_gb, has_history, p, raw, *knobs.floats())
     return {"decision": _LABELS[code], "local_gb": memory_gb - pool, "pool_gb": pool, "znuma_gb": znuma,
             "untouched_fraction": u, "li_called": called}
 
@@ -125,7 +127,7 @@ def pool_gb(untouched: np.ndarray, memory_gb: np.ndarray) -> np.ndarray:
 def decide_one(memory_gb: float, has_history: bool, p_insensitive: float, um_raw: float,
                knobs: tuple[float, float, float]) -> Decision:
     """The same rule for one VM; ``knobs`` is ``PolicyKnobs.floats()``, converted once by the caller."""
-    code, pool, znuma, u, called = _kernels()[0](memory_gb, has_history, p_insensitive, um_raw, *knobs)
+    code, pool, znuma, u, called = compiled_rules()[0](memory_gb, has_history, p_insensitive, um_raw, *knobs)
     return Decision(LABELS[code], memory_gb - pool, pool, znuma, u, called)
 
 

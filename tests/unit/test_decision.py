@@ -7,7 +7,16 @@ import pandas as pd
 import pytest
 
 from pond.evaluation.combined import outcomes, slowdown_at, summarize
-from pond.models.decision import Decision, PolicyKnobs, _kernels, decide, decide_one, policy_knobs, pool_gb, served_name
+from pond.models.decision import (
+    Decision,
+    PolicyKnobs,
+    compiled_rules,
+    decide,
+    decide_one,
+    policy_knobs,
+    pool_gb,
+    served_name,
+)
 from pond.models.policy import Alternative, LiPolicy, Policy, Serve, UmPolicy
 
 
@@ -34,12 +43,12 @@ def test_read_only_inputs_take_the_rule_already_compiled():
     mem, hist, p, raw = np.array([16.0, 8.0]), np.array([True, False]), np.array([0.9, np.nan]), np.array([0.5, 0.2])
     knobs = PolicyKnobs(0.8, 0.0)
     writable = decide(mem, hist, p, raw, knobs)
-    compiled = list(_kernels()[1].signatures)
+    compiled = list(compiled_rules()[1].signatures)
     frozen = [a.copy() for a in (mem, hist, p, raw)]
     for a in frozen:
         a.setflags(write=False)
     read_only = decide(*frozen, knobs)
-    assert list(_kernels()[1].signatures) == compiled
+    assert list(compiled_rules()[1].signatures) == compiled
     assert writable.keys() == read_only.keys()
     for k in writable:
         np.testing.assert_array_equal(read_only[k], writable[k])
