@@ -27,8 +27,11 @@ def measure(wd: Path) -> dict[str, object]:
     stage computes them (``with_fixed_regret``); a run since the stage reports them has them in its ``nights.csv``,
     this recomputes them for runs from before."""
     params = load(wd / "params.yaml")
+    saved = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
+    if not saved:
+        raise SystemExit(f"{wd / 'backtest'}: no night with a policy.json; run the backtest in {wd} first")
     grids, chosen, admits = [], [], []
-    for night in sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists()):
+    for night in saved:
         policy = read_policy(night / "policy.json")
         r, pool, mis, candidates = night_regret(policy, wd / "li", night / "um",
                                                 night / "evaluation" / "decisions.parquet", params.qos)

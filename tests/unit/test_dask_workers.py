@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pond.core.errors import ConfigError
 from pond.models.dask_fit import workers_of
 
 
@@ -28,10 +31,6 @@ def test_workers_are_waited_for_when_none_is_registered():
 
 
 def test_a_cluster_that_stays_empty_is_a_config_error_saying_what_to_start():
-    import pytest
-
-    from pond.core.errors import ConfigError
-
     class Empty(_Cluster):
         def wait_for_workers(self, n_workers: int, timeout: float) -> None:
             raise TimeoutError(f"Only 0/{n_workers} workers arrived after {timeout}")
