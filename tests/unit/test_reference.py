@@ -52,3 +52,12 @@ def test_every_environment_variable_the_code_reads_is_documented():
     assert {"POND_QOS_THRESHOLD", "POND_MAX_BODY_MB", "POND_DUCKDB_MEMORY", "POND_ROLE"} <= read
     missing = sorted(v for v in read if f"`{v}`" not in text)
     assert missing == []
+
+
+def test_every_code_block_of_the_docs_is_closed():
+    """An unclosed fence swallows the rest of a page as code (README.md had one: a stale `pond report` block
+    left after its replacement, 2026-11-28)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        fences = [n for n, line in enumerate(page.read_text().splitlines(), 1) if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)}: {len(fences)} fences (lines {fences}), one never closed"
