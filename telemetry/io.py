@@ -280,10 +280,16 @@ class Partitions:
     day: pd.Series
     cluster: pd.Series | None = None
 
-    def of(self, vm_ids: pd.Series, vms: pd.DataFrame) -> "Partitions":
-        """The partitions of rows that belong to ``vms``' VMs by ``vm_ids`` (``vm_counters``)."""
+    def of(self, vm_ids: pd.Series, vms: pd.DataFrame | pd.Index) -> "Partitions":
+        """The partitions of rows that belong to ``vms``' VMs by ``vm_ids`` (``vm_counters``). ``vms``: the table,
+        or ``pd.Index`` of its ``vm_id`` where a caller asks for many parts: the index hashes its ids once, where a
+        lookup per part of a 10M-VM table took 7 s."""
+        ids = vms if isinstance(vms, pd.Index) else pd.Index(vms["vm_id"])
+        at = ids.get_indexer(vm_ids)
+        known = pd.Series(at >= 0)
+
         def by_vm(values: pd.Series) -> pd.Series:
-            return vm_ids.map(pd.Series(values.to_numpy(), index=vms["vm_id"].to_numpy()))
+            return values.take(np.maximum(at, 0)).reset_index(drop=True).where(known)
         return Partitions(by_vm(self.day), None if self.cluster is None else by_vm(self.cluster))
 
 
@@ -328,13 +334,13 @@ def write_partitioned(directory: Path, df: pd.DataFrame, where: Partitions, part
         cluster_code, clusters = pd.factorize(where.cluster.to_numpy())
         folders = _folder_names(pd.Index(clusters))
     groups = pd.DataFrame({"d": day_code, "c": cluster_code}).groupby(["d", "c"], sort=False).indices
+    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)   # converted once, not once a group
     for (d, c), rows in groups.items():   # days x clusters: a few hundred vectorized writes
         out = directory / f"{DAY_KEY}={days[d]}"
         if c >= 0:
             out = out / f"{CLUSTER_KEY}={folders[c]}"
         out.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(df.take(rows), schema=schema, preserve_index=False),
-                       out / f"part-{part:05d}.parquet")
+        pq.write_table(table.take(rows), out / f"part-{part:05d}.parquet")
 
 
 def write_tables(directory: Path | str, tables: dict[str, pd.DataFrame], partitioned: bool = False) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -41,11 +42,11 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
             write_partitioned(tmp / "vms", public, where)
         else:
             public.to_parquet(tmp / "vms.parquet", index=False)
-        writer, n_counters = None, 0
+        writer, n_counters, ids = None, 0, pd.Index(public["vm_id"])
         for k, part in enumerate(iter_counters(vms, lab, fleet_params)):
             table = pa.Table.from_pandas(part, preserve_index=False)
             if partitioned:
-                write_partitioned(tmp / "vm_counters", part, where.of(part["vm_id"], public), k, table.schema)
+                write_partitioned(tmp / "vm_counters", part, where.of(part["vm_id"], ids), k, table.schema)
             else:
                 if writer is None:
                     writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)

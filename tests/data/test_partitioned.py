@@ -8,7 +8,16 @@ import pandas as pd
 import pytest
 
 from pond.telemetry.fleet import LabParams, generate
-from pond.telemetry.io import CLUSTER_KEY, DAY_KEY, cluster_bytes, find_table, read_raw, read_tables, write_tables
+from pond.telemetry.io import (
+    CLUSTER_KEY,
+    DAY_KEY,
+    cluster_bytes,
+    find_table,
+    read_raw,
+    read_tables,
+    vm_partitions,
+    write_tables,
+)
 from tests.conftest import SMALL_FLEET
 
 
@@ -140,3 +149,15 @@ def test_read_days_returns_those_days_and_skips_the_other_row_groups(tmp_path, s
     where = (ds.field("day") >= first) & (ds.field("day") <= last)
     kept = [g for f in ds.dataset(path).get_fragments() for g in f.split_by_row_group(filter=where)]
     assert pq.ParquetFile(path).metadata.num_row_groups > 3 * len(kept) and len(kept) >= 1
+
+
+def test_a_counter_goes_to_its_vms_partition_and_one_of_no_vm_to_none():
+    vms = pd.DataFrame({"vm_id": ["a", "b", "c"], "cluster_id": ["k1", "k2", "k1"],
+                        "created_at": pd.to_datetime(["2026-01-01 23:00", "2026-01-02 01:00", "2026-01-03 00:00"],
+                                                     utc=True)})
+    where = vm_partitions(vms)
+    ids = pd.Series(["c", "zz", "a", "c"], index=[7, 8, 9, 10])
+    for of in (where.of(ids, vms), where.of(ids, pd.Index(vms["vm_id"]))):   # the table, or its ids indexed once
+        assert of.day.tolist()[::2] == ["2026-01-03", "2026-01-01"] and of.day.tolist()[3] == "2026-01-03"
+        assert pd.isna(of.day.iloc[1]) and pd.isna(of.cluster.iloc[1])
+        assert of.cluster.tolist()[::2] == ["k1", "k1"] and of.cluster.dtype == "string"
