@@ -263,10 +263,12 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
     created_in = (start >= judged[0]) & (start < judged[1])
     ratios = sp.latency_ratios if nights is not None else ()
-    watched = _watched(vms, decided, start, decisions, raw_dir, params, ratios)   # static only: nothing watched
-    back = _returns(watched, decided, start, params.features.counter_delay_s)
+    mitigated, realized = _watched(vms, decided, start, decisions, raw_dir, params, ratios,   # static only: nothing
+                                   created_in[decided], rates)
+    back = _returns(mitigated, decided, start, params.features.counter_delay_s)
     policies = {row_name(p, r): (d["pool_gb"], back[row_name(p, r)]) if row_name(p, r) in back else d["pool_gb"]
                 for (p, r), d in decisions.items()}
+    del decisions                                       # the rest of each row's arrays: not needed to size
 
     args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
             mem, policies, sp.pool_sockets, bought,
@@ -279,7 +281,6 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
         table = fleet_sizing_by_cluster(partial(run_all, client), *args)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     fleet = summarize_sizing(table, sp)
-    realized = _realized(watched, created_in[decided], rates)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names)
@@ -287,11 +288,16 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
 
 
 def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decisions: dict, raw_dir: Location,
-             params: Params, ratios: tuple[float, ...]) -> dict[tuple[str, float], pd.DataFrame]:
-    """Per (policy row, latency ratio): the outcomes of the VMs the window decided (``evaluation.combined``) and
-    what the QoS monitor did with them (``evaluation.qos``: each day's capacity, flags in order of creation).
-    A static pool is judged at every ratio; a nightly policy at its own."""
-    out: dict[tuple[str, float], pd.DataFrame] = {}
+             params: Params, ratios: tuple[float, ...], counted: np.ndarray, rates: dict[float, float]
+             ) -> tuple[dict[tuple[str, float], np.ndarray], dict[str, dict[str, dict[str, float]]]]:
+    """Per (policy row, latency ratio): which of the VMs the window decided the QoS monitor mitigated
+    (``evaluation.combined`` outcomes, ``evaluation.qos``: each day's capacity, flags in order of creation), and,
+    per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
+    decided ones): before the monitor (``conservative``) and what it left slowed (``unmitigated``). A static pool
+    is judged at every ratio; a nightly policy at its own. Each row's outcomes are summed up as they are made and
+    dropped: held for every row together they were most of the stage's 7.35 GiB at 10M VMs."""
+    mitigated: dict[tuple[str, float], np.ndarray] = {}
+    realized: dict[str, dict[str, dict[str, float]]] = {}
     vms, created = vms[decided], start[decided]
     own = measured_truths(raw_dir, ratios, vms)
     q = params.qos
@@ -299,34 +305,27 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
         table, _ = truth_table(raw_dir, ratio)
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
-                out[(row_name(policy, r), ratio)] = realize(vms, {k: v[decided] for k, v in d.items()}, table,
-                                                            params.optimize.pdm, own[ratio], d["p_exceed"][decided],
-                                                            q, created, created // 86400)
-    return out
+                name = row_name(policy, r)
+                w = realize(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio],
+                            d["p_exceed"][decided], q, created, created // 86400)
+                mitigated[(name, ratio)] = w["mitigated"].to_numpy()
+                rate = rates.get(ratio, 0.0)
+                sums = summarize(w[counted], rate) | monitor_summary(w[counted], rate)
+                realized.setdefault(name, {})[f"{ratio:g}"] = {"conservative": sums["mispredictions_conservative"],
+                                                               "unmitigated": sums["mispredictions_unmitigated"],
+                                                               "mitigations": sums["mitigations"]}
+    return mitigated, realized
 
 
-def _returns(watched: dict[tuple[str, float], pd.DataFrame], decided: np.ndarray, start: np.ndarray,
+def _returns(mitigated: dict[tuple[str, float], np.ndarray], decided: np.ndarray, start: np.ndarray,
              window_s: int) -> dict[str, np.ndarray]:
     """Per policy row, the second each VM's pool memory comes back as local (-1: never): a mitigated VM's, one QoS
     window after its creation. A static pool's flags (touches of its zNUMA node) are the same at every ratio."""
     out: dict[str, np.ndarray] = {}
-    for (name, _), w in watched.items():
+    for (name, _), m in mitigated.items():
         if name not in out:
             back = np.full(len(start), -1, np.int64)
-            at = np.flatnonzero(decided)[w["mitigated"].to_numpy()]
+            at = np.flatnonzero(decided)[m]
             back[at] = start[at] + window_s
             out[name] = back
-    return out
-
-
-def _realized(watched: dict[tuple[str, float], pd.DataFrame], counted: np.ndarray, rates: dict[float, float]
-              ) -> dict[str, dict[str, dict[str, float]]]:
-    """Per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
-    decided ones): before the QoS monitor (``conservative``) and what it left slowed (``unmitigated``)."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for (name, ratio), w in watched.items():
-        s = summarize(w[counted], rates.get(ratio, 0.0)) | monitor_summary(w[counted], rates.get(ratio, 0.0))
-        out.setdefault(name, {})[f"{ratio:g}"] = {"conservative": s["mispredictions_conservative"],
-                                                  "unmitigated": s["mispredictions_unmitigated"],
-                                                  "mitigations": s["mitigations"]}
     return out
