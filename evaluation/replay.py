@@ -295,7 +295,8 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
     per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
     decided ones): before the monitor (``conservative``) and what it left slowed (``unmitigated``). A static pool
     is judged at every ratio; a nightly policy at its own. Each row's outcomes are summed up as they are made and
-    dropped: held for every row together they were most of the stage's 7.35 GiB at 10M VMs."""
+    dropped: held for every row together (and each row's decisions whole while sizing), they took the stage's
+    process to 7.35 GiB at 10M VMs on Dask, against 3.77 GiB without."""
     mitigated: dict[tuple[str, float], np.ndarray] = {}
     realized: dict[str, dict[str, dict[str, float]]] = {}
     vms, created = vms[decided], start[decided]
