@@ -319,14 +319,13 @@ def _folder_names(values: pd.Index) -> list[str]:
     return [f"{n[:120]}~{h}" if c else n for n, h, c in zip(names, digest, clash)]
 
 
-def write_partitioned(directory: Path, df: pd.DataFrame, where: Partitions, part: int = 0,
-                      schema: pa.Schema | None = None) -> None:
+def write_partitioned(directory: Path, df: pd.DataFrame | pa.Table, where: Partitions, part: int = 0) -> None:
     """One Parquet file per day and cluster (``<dir>/created_day=YYYY-MM-DD/cluster=C/part-<part>.parquet``;
     per day only when there are no clusters), rows in their order; a table written in parts calls this
     once per part. A row whose day is unknown (a counter of no VM) goes to ``created_day=unknown``,
-    outside any cluster folder."""
+    outside any cluster folder. Converted to Arrow once, as a whole: a day whose ids are all null keeps the
+    table's types."""
     day = where.day.fillna("unknown").to_numpy()
-    schema = schema or pa.Schema.from_pandas(df, preserve_index=False)   # a day of all-null ids stays typed
     day_code, days = pd.factorize(day)
     if where.cluster is None:
         cluster_code, folders = np.full(len(df), -1), []
@@ -334,7 +333,7 @@ def write_partitioned(directory: Path, df: pd.DataFrame, where: Partitions, part
         cluster_code, clusters = pd.factorize(where.cluster.to_numpy())
         folders = _folder_names(pd.Index(clusters))
     groups = pd.DataFrame({"d": day_code, "c": cluster_code}).groupby(["d", "c"], sort=False).indices
-    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)   # converted once, not once a group
+    table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, preserve_index=False)
     for (d, c), rows in groups.items():   # days x clusters: a few hundred vectorized writes
         out = directory / f"{DAY_KEY}={days[d]}"
         if c >= 0:

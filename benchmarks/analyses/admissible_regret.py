@@ -27,7 +27,8 @@ def measure(wd: Path) -> dict[str, object]:
     stage computes them (``with_fixed_regret``); a run since the stage reports them has them in its ``nights.csv``,
     this recomputes them for runs from before."""
     params = load(wd / "params.yaml")
-    saved = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
+    runs = wd / "backtest"
+    saved = sorted(d for d in runs.iterdir() if (d / "policy.json").exists()) if runs.is_dir() else []
     if not saved:
         raise SystemExit(f"{wd / 'backtest'}: no night with a policy.json; run the backtest in {wd} first")
     grids, chosen, admits = [], [], []

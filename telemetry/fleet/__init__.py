@@ -46,7 +46,7 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         for k, part in enumerate(iter_counters(vms, lab, fleet_params)):
             table = pa.Table.from_pandas(part, preserve_index=False)
             if partitioned:
-                write_partitioned(tmp / "vm_counters", part, where.of(part["vm_id"], ids), k, table.schema)
+                write_partitioned(tmp / "vm_counters", table, where.of(part["vm_id"], ids), k)
             else:
                 if writer is None:
                     writer = pq.ParquetWriter(tmp / "vm_counters.parquet", table.schema)
