@@ -7,7 +7,9 @@ looking at a failed nightly job, not the author of the code.
 from __future__ import annotations
 
 import errno
+import os
 import sys
+from pathlib import Path
 
 
 class PondError(Exception):
@@ -66,9 +68,19 @@ def resource_error(exc: BaseException) -> str | None:
                 "(default: .tmp in the working directory), up to 90% of that disk's free space. Fix: point "
                 "POND_DUCKDB_TEMP at a larger disk, raise POND_DUCKDB_MEMORY, or set engine.backend: dask")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        where = f" writing {exc.filename}" if exc.filename else ""
-        return f"out of disk space{where} ({first}). Fix: free space on that disk, or write the outputs to another one"
+        if not exc.filename:
+            return (f"out of disk space ({first}); the writer did not say where. Fix: free space on the disk of the "
+                    "stage's outputs (`df -h data`), or write them to another one")
+        return (f"out of disk space writing {exc.filename} ({first}). Fix: free space on the disk that holds it "
+                f"(`df -h {Path(exc.filename).parent}`), or write the outputs to another one")
     if isinstance(exc, MemoryError) or (duckdb is not None and isinstance(exc, duckdb.OutOfMemoryException)):
         return (f"out of memory ({first}). Fix: raise POND_DUCKDB_MEMORY (default 2GB), run on a machine with more "
                 "memory, or set engine.backend: dask")
     return None
+
+
+def name_full_disk(exc: BaseException, path: Path | str) -> None:
+    """Raise a full disk met while writing ``path`` again with the path in it: parquet's, CSV's and plain
+    file writes say only "No space left on device" (errno 28, no file name), which left an operator searching."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC and not exc.filename:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc

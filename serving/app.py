@@ -26,7 +26,7 @@ from pond.serving.dependencies import Service
 from pond.serving.hot import PATH, HotRoute
 from pond.serving.middleware import Edge
 from pond.serving.observability import Metrics
-from pond.serving.reload import BundleSource, EngineHolder, FileSource, RegistrySource
+from pond.serving.reload import BundleSource, EngineHolder, FileSource, RegistrySource, off_loop
 from pond.serving.routes import allocations, operations
 from pond.serving.settings import Settings
 
@@ -38,7 +38,8 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     token = settings.bearer_token()     # refuses to start off loopback without a real token
     if source is None and settings.registry_model:
         source = RegistrySource(settings.registry_model, settings.registry_alias, settings.mlflow_tracking_uri,
-                                settings.qos_threshold)
+                                settings.qos_threshold, settings.registry_timeout_s, settings.registry_retries)
+        _check_budget(settings)
     source = source or FileSource(settings.bundle_paths(), settings.qos_threshold)
     metrics = Metrics()
     service = Service(settings, EngineHolder(source, metrics), metrics)
@@ -46,7 +47,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         holder = service.holder
-        await asyncio.to_thread(holder.refresh)
+        await off_loop(holder.refresh)
         if holder.engine is None:
             log.error("not ready: %s", holder.last_error)
         tasks = [asyncio.create_task(every(settings.metrics_flush_s, service.tally.flush))]
@@ -85,6 +86,17 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     app.build_middleware_stack = lambda: HotRoute(  # type: ignore[method-assign]
         stack(), lambda: service.holder.engine, service.answers, small, token)
     return app
+
+
+def _check_budget(settings: Settings) -> None:
+    """Say at start how long a registry outage can go uncounted, and warn when a poll can outlast its interval."""
+    budget, interval = settings.registry_budget_s(), settings.reload_interval_s
+    log.info("registry calls give up after %.0f s (POND_REGISTRY_TIMEOUT_S=%d, POND_REGISTRY_RETRIES=%d); polled "
+             "every %g s", budget, settings.registry_timeout_s, settings.registry_retries, interval)
+    if 0 < interval < budget:
+        log.warning("a registry poll can take %.0f s, longer than POND_RELOAD_INTERVAL_S=%g: an outage is counted "
+                    "up to %.0f s late. Fix: lower POND_REGISTRY_TIMEOUT_S or POND_REGISTRY_RETRIES", budget,
+                    interval, interval + budget)
 
 
 def _paths(app: FastAPI, routers: tuple) -> set[str]:

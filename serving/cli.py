@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,21 @@ def run(args: argparse.Namespace) -> int:
 
     from pond.serving.protocol import PROTOCOL
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run("pond.serving.app:app_from_environment", factory=True, host=settings.host, port=settings.port,
-                workers=settings.workers, log_level="info", access_log=False, proxy_headers=False, http=PROTOCOL)
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        uvicorn.run("pond.serving.app:app_from_environment", factory=True, host=settings.host, port=settings.port,
+                    workers=settings.workers, log_level="info", access_log=False, proxy_headers=False,
+                    http=PROTOCOL, timeout_graceful_shutdown=settings.shutdown_timeout_s)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """SIGTERM outside uvicorn's own handler: before it starts (nothing is served yet), or the signal uvicorn
+    raises again once it has shut down cleanly (its default action would end the process with status 143, and
+    as PID 1 it would be ignored). Either way the stop was asked for and is done: exit 0."""
+    raise SystemExit(0)
 
 
 def _multiprocess_metrics_dir() -> None:

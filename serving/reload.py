@@ -8,18 +8,25 @@ replaces one attribute; a request reads that attribute once, so it never mixes t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib.util
 import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from pond.core.errors import ConfigError, PondError
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.serving.engine import Engine, bundle_version
 from pond.serving.observability import Metrics
+from pond.serving.settings import REGISTRY_BACKOFF_S
+
+T = TypeVar("T")
 
 log = logging.getLogger("pond.serving")
 
@@ -65,18 +72,40 @@ class RegistrySource:
     The bundle is downloaded, every file checked against bundle.json, then loaded like a file bundle.
     """
 
-    def __init__(self, model_name: str, alias: str, tracking_uri: str, qos_threshold: float):
+    def __init__(self, model_name: str, alias: str, tracking_uri: str, qos_threshold: float,
+                 timeout_s: int = 5, retries: int = 2):
         check_registry_uri(tracking_uri)
         self.model_name, self.alias, self.tracking_uri = model_name, alias, tracking_uri
-        self.qos_threshold = qos_threshold
+        self.qos_threshold, self.timeout_s, self.retries = qos_threshold, timeout_s, retries
         self.description = f"models:/{model_name}@{alias} ({tracking_uri})"
+
+    @contextlib.contextmanager
+    def _bounded(self) -> Iterator[None]:
+        """MLflow's client reads its timeout and retries from the environment at each call, and by default
+        retries for about 4 minutes (a failure went uncounted that long, and held the process at exit):
+        these calls get the service's own budget, and the environment is left as it was."""
+        bounds = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.timeout_s),
+                  "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(self.retries),
+                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(REGISTRY_BACKOFF_S),
+                  "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
+        before = {k: os.environ.get(k) for k in bounds}
+        os.environ.update(bounds)
+        try:
+            yield
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     def _version(self):  # noqa: ANN202 - an mlflow ModelVersion
         import mlflow
         from mlflow import MlflowClient
 
         mlflow.set_tracking_uri(self.tracking_uri)
-        return MlflowClient().get_model_version_by_alias(self.model_name, self.alias)
+        with self._bounded():
+            return MlflowClient().get_model_version_by_alias(self.model_name, self.alias)
 
     def current(self) -> str:
         return f"{self.model_name}/v{self._version().version}"
@@ -85,7 +114,8 @@ class RegistrySource:
         import mlflow
 
         mv = self._version()
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
+        with self._bounded():
+            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
         bundle.verify(local)
         return Engine.load(BundlePaths.of(local), self.qos_threshold, label=f"{self.model_name}/v{mv.version}")
 
@@ -144,4 +174,28 @@ class EngineHolder:
     async def poll(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
-            await asyncio.to_thread(self.refresh)
+            await off_loop(self.refresh)
+
+
+async def off_loop(work: Callable[[], T]) -> T:
+    """``work()`` in a daemon thread of its own, awaited. Not ``asyncio.to_thread``: the default executor's
+    threads are joined at exit, so a poll stuck on a registry that does not answer held the process after
+    SIGTERM (as PID 1, for minutes). A daemon thread is left behind when the service stops; a cancelled
+    await leaves it to finish, or not, on its own."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(exc: BaseException | None, value: Any) -> None:
+        if not done.done():
+            done.set_exception(exc) if exc is not None else done.set_result(value)
+
+    def run() -> None:
+        try:
+            value, exc = work(), None
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
+            value, exc = None, error
+        with contextlib.suppress(RuntimeError):     # the loop closed while the work ran: nobody waits
+            loop.call_soon_threadsafe(settle, exc, value)
+
+    threading.Thread(target=run, name=f"pond-{getattr(work, '__name__', 'work')}", daemon=True).start()
+    return await done

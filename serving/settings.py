@@ -12,6 +12,13 @@ from pond.core.errors import ConfigError
 from pond.models.bundle import BundlePaths
 
 MIN_TOKEN_LEN = 16
+REGISTRY_BACKOFF_S = 1      # urllib3's back-off factor for registry retries: 0, 2, 4, ... s before each
+
+
+def backoff_total(retries: int) -> float:
+    """Seconds urllib3 sleeps across ``retries`` retries (none before the first; factor x 2^(n-1) after),
+    plus MLflow's jitter (up to 1 s each, set to 0 here)."""
+    return float(sum(REGISTRY_BACKOFF_S * 2 ** (n - 1) for n in range(2, retries + 1)))
 
 
 def is_loopback(host: str) -> bool:
@@ -38,6 +45,17 @@ class Settings(BaseSettings):
                                      validation_alias=AliasChoices("POND_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI"),
                                      description="where the registry lives")
     reload_interval_s: float = Field(default=30.0, ge=0, description="poll for a new bundle; 0 = never")
+    registry_timeout_s: int = Field(default=5, ge=1, le=300,
+                                    validation_alias=AliasChoices("POND_REGISTRY_TIMEOUT_S",
+                                                                  "MLFLOW_HTTP_REQUEST_TIMEOUT"),
+                                    description="seconds one call to the registry may wait for an answer")
+    registry_retries: int = Field(default=2, ge=0, le=10,
+                                  validation_alias=AliasChoices("POND_REGISTRY_RETRIES",
+                                                                "MLFLOW_HTTP_REQUEST_MAX_RETRIES"),
+                                  description="retries of a failed registry call (the first at once, then 2 s, 4 s, ... "
+                                              "apart); with the timeout, bounds how long a poll takes to count a failure")
+    shutdown_timeout_s: float = Field(default=20.0, gt=0, description="on SIGTERM, how long requests in flight may "
+                                      "take before their connections are closed (within an orchestrator's 30 s)")
     metrics_flush_s: float = Field(default=1.0, gt=0, le=60, description="add the scheduler's call's counts to "
                                    "/metrics this often (a scrape of the worker that answers is always current)")
     host: str = Field(default="127.0.0.1", description="address to bind; other than loopback requires a token")
@@ -62,6 +80,10 @@ class Settings(BaseSettings):
     def env_var(cls, field: str) -> str:
         """The environment variable a field is read from (``POND_<FIELD>``)."""
         return f"{cls.model_config['env_prefix']}{field.upper()}"
+
+    def registry_budget_s(self) -> float:
+        """The longest one registry call can take: every attempt times out, with the back-off between them."""
+        return float((self.registry_retries + 1) * self.registry_timeout_s + backoff_total(self.registry_retries))
 
     def bundle_paths(self) -> BundlePaths:
         return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir)

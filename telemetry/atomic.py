@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pond.core.errors import ConfigError
+from pond.core.errors import ConfigError, name_full_disk
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 
@@ -155,6 +155,7 @@ class AtomicDir:
             _replace_dir(self.tmp, self.target)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            name_full_disk(exc, self.target)
 
 
 def write_atomic(path: Path | str, data: bytes | str) -> None:
@@ -169,8 +170,9 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        name_full_disk(exc, path)
         raise
 
 

@@ -33,6 +33,30 @@ def test_compose_runs_the_service_against_the_registry_server():
     assert "USER pond" in docker and "/readyz" in docker and "requirements/serve.txt" in docker
 
 
+def test_the_image_builds_the_wheel_from_its_own_build_context(tmp_path):
+    """The Dockerfile copies the build context file by file: the wheel is built here from exactly what it copies
+    (a package created after the Dockerfile last changed once stopped setuptools in the image build)."""
+    import shutil
+    import sys
+
+    context = tmp_path / "context"
+    lines = [line.split()[1:] for line in (DEPLOY / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")]
+    copies = [(src, words[-1]) for words in lines for src in words[:-1]]     # COPY src... dst
+    assert copies, "the Dockerfile copies nothing"
+    for src, dst in copies:
+        path = ROOT / src
+        target = context / src if dst.endswith("/") or dst == "." else context / dst
+        if path.is_dir():
+            shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                          str(tmp_path / "dist"), str(context)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(list((tmp_path / "dist").glob("pond_znuma-*.whl"))) == 1
+
+
 def test_nightly_script_refuses_a_bad_day_before_running_anything(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "scripts" / "nightly.sh"), "--as-of", "28/01/2026"],
                          capture_output=True, text=True)

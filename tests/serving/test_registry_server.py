@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 
 def _start(cmd: list[str], log, **kw) -> subprocess.Popen:
     """Output to a file: a pipe nobody reads fills up and stalls a chatty server."""
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True, **kw)
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True, **kw)
+    proc.log_path = log     # type: ignore[attr-defined]  # stdout is a file, so proc.stdout is None
+    return proc
 
 
 def _wait(url: str, proc: subprocess.Popen, what: str, timeout_s: float = 90) -> None:
@@ -37,7 +39,7 @@ def _wait(url: str, proc: subprocess.Popen, what: str, timeout_s: float = 90) ->
         except httpx.TransportError:
             pass
         if proc.poll() is not None or time.time() > deadline:
-            raise AssertionError(f"{what} did not start: {Path(proc.stdout.name).read_text()[-2000:]}")
+            raise AssertionError(f"{what} did not start: {proc.log_path.read_text()[-2000:]}")
         time.sleep(0.3)
 
 

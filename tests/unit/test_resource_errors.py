@@ -50,3 +50,50 @@ def test_duckdb_spills_where_it_is_told(monkeypatch, tmp_path):
     monkeypatch.setenv("POND_DUCKDB_MEMORY", "512MB")
     got = connect().execute("select current_setting('temp_directory'), current_setting('memory_limit')").fetchone()
     assert got[0] == str(tmp_path / "spill") and got[1].startswith("488")
+
+
+def test_a_full_disk_is_named_by_the_path_being_written(tmp_path):
+    """Parquet, CSV and plain writes raise errno 28 with no file name: the atomic writers add the path."""
+    from pond.core.errors import name_full_disk
+
+    bare = OSError(errno.ENOSPC, "No space left on device")
+    assert "the writer did not say where" in resource_error(bare)
+    with pytest.raises(OSError) as got:
+        name_full_disk(bare, tmp_path / "out.parquet")
+    assert got.value.filename == str(tmp_path / "out.parquet") and got.value.__cause__ is bare
+    assert f"writing {tmp_path / 'out.parquet'}" in resource_error(got.value)
+    assert f"df -h {tmp_path}" in resource_error(got.value)
+    name_full_disk(OSError(errno.ENOENT, "No such file or directory"), tmp_path)   # other errors pass through
+
+
+@pytest.fixture()
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs: a disk that really fills up (needs root and a mount namespace that allows it)."""
+    import subprocess
+
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this machine does not let the test mount a small file system")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_stage_that_fills_the_disk_names_the_path_and_leaves_nothing(full_disk, capsys):
+    out = full_disk / "telemetry"
+    assert run_pond(["--quiet", "template", str(out), "--days", "3", "--vms-per-day", "100"]) == 3
+    err = capsys.readouterr().err
+    assert f"out of disk space writing {out} " in err and f"df -h {full_disk}" in err, err
+    assert list(full_disk.iterdir()) == []          # no half-written folder, no temp copy left behind
+
+
+def test_write_atomic_on_a_full_disk_names_its_file(full_disk):
+    from pond.telemetry.atomic import write_atomic
+
+    with pytest.raises(OSError) as got:
+        write_atomic(full_disk / "policy.json", b"x" * 200_000)
+    assert got.value.errno == errno.ENOSPC and got.value.filename == str(full_disk / "policy.json")
+    assert list(full_disk.iterdir()) == []
