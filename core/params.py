@@ -269,6 +269,10 @@ class SimParams(Section):
         description="nightly: days of the window whose decided VMs fill servers before DRAM is measured")
     recommend_tolerance: float = Field(0.005, ge=0,
         description="recommended pool: the smallest within this share of the best saving")
+    interval: float = Field(0.9, gt=0, lt=1, description="the central share of cluster draws a DRAM-saved "
+                            "figure's interval spans (simulator.intervals)")
+    interval_draws: int = Field(2000, ge=100, description="cluster draws (with replacement) behind each interval; "
+                                "seeded by base.seed")
     buy_days: int = Field(0, ge=0, description=(
         "days at the start of the measured window the DRAM is bought on (local GB per server, GB per pool), "
         "judged on the rest: its arrivals that no longer fit are counted; 0: bought on the window it is judged on"))

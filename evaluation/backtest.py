@@ -110,6 +110,24 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
 
+def scores_before(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
+                  raw_dir: Location | None = None) -> None:
+    """The VMs running when the first night's next day begins, created before it, scored by that night's models at
+    every ``simulate.latency_ratios`` (``scores_before.parquet``, the columns of ``scores.parquet``): a service
+    that has run for months decided them too, so `simulate` decides them with the first night's policy rather
+    than leave them all local under every policy (which bought every pool on top of local DRAM that could not
+    shrink). That night's models may have seen them: `simulate` reports their mispredictions apart."""
+    cols: dict[str, Any] = {"vm_id": vms.vm_id.to_numpy()}
+    for ratio in p.simulate.latency_ratios:
+        models = Models.from_policy(read_policy(night / f"{at_ratio('policy', ratio)}.json"), li_dir, night / "um")
+        s = score(models, vms, history)
+        cols |= {"has_history": s.has_history, "um_raw": s.um_raw}     # the night's UM model, whatever the ratio
+        cols[at_ratio("p_insensitive", ratio)] = s.p_insensitive
+        cols[at_ratio("p_exceed", ratio)] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
+                                             else np.full(len(vms), np.nan))
+    pd.DataFrame(cols).to_parquet(night / "scores_before.parquet", index=False)
+
+
 def days_read(last: pd.Timestamp, n_nights: int, train_days: int) -> tuple[date, date]:
     """The creation days of VM features the nights ending at ``last`` use: each one's training window
     (``input_drift``) and next day, with a day's margin."""

@@ -59,6 +59,7 @@ from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.names import at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
+from pond.simulator.intervals import Savings, cluster_draws, with_intervals
 from pond.simulator.sizing import fleet_sizing, fleet_sizing_by_cluster
 from pond.simulator.sizing_report import sizing_metrics, summarize_sizing
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
@@ -86,9 +87,11 @@ def night_knobs(policy: Policy, caps: tuple[float, ...]) -> dict[str, PolicyKnob
 
 def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
                caps: tuple[float, ...] = ()
-               ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray]:
-    """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab
-    error rate per ratio (for pool-only VMs without truth); which window VMs a night scored."""
+               ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray,
+                          np.ndarray]:
+    """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab error rate per
+    ratio (for pool-only VMs without truth); which window VMs a night scored before their creation; and which
+    VMs created before the window the first night decided (``scores_before.parquet``: steady state)."""
     mem = vms["memory_gb"].to_numpy(float)
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
     local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
@@ -96,16 +99,14 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
                  "li_called": np.zeros(len(vms), bool), "p_exceed": np.full(len(vms), np.nan)}
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     rates: dict[float, list[float]] = {r: [] for r in ratios}
-    scored = np.zeros(len(vms), bool)
-    for night in nights:
-        s = pd.read_parquet(night / "scores.parquet")
+
+    def decide_night(night: Path, scores: Path, which: np.ndarray) -> np.ndarray:
+        s = pd.read_parquet(scores)
         idx = row.reindex(s.vm_id.to_numpy()).to_numpy()
-        ok = ~np.isnan(idx) & in_window[np.nan_to_num(idx, nan=0).astype(np.int64)]
+        ok = ~np.isnan(idx) & which[np.nan_to_num(idx, nan=0).astype(np.int64)]
         idx, s = idx[ok].astype(np.int64), s[ok]
-        scored[idx] = True
         for ratio in ratios:
             policy = read_policy(night / f"{at_ratio('policy', ratio)}.json")
-            rates[ratio].append(policy.li.error_rate)
             for name, knobs in night_knobs(policy, caps).items():
                 d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
                 got = decide(mem[idx], s.has_history.to_numpy(), s[at_ratio("p_insensitive", ratio)].to_numpy(),
@@ -114,7 +115,19 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
                 if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
                     d["p_exceed"][idx] = s[at_ratio("p_exceed", ratio)].to_numpy()
-    return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored
+        hit = np.zeros(len(vms), bool)
+        hit[idx] = True
+        return hit
+
+    scored = np.zeros(len(vms), bool)
+    for night in nights:
+        for ratio in ratios:
+            rates[ratio].append(read_policy(night / f"{at_ratio('policy', ratio)}.json").li.error_rate)
+        scored |= decide_night(night, night / "scores.parquet", in_window)
+    before = np.zeros(len(vms), bool)
+    if nights and (nights[0] / "scores_before.parquet").exists():
+        before = decide_night(nights[0], nights[0] / "scores_before.parquet", ~in_window)
+    return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored, before
 
 
 _LABELS = np.array(LABELS, dtype=object)
@@ -249,22 +262,22 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     mem = vms["memory_gb"].to_numpy(float)
     created_in = (start >= window[0]) & (start < window[1])
     rates: dict[float, float] = {}
-    scored = created_in
+    scored, before = created_in, np.zeros(len(vms), bool)
     names: dict[str, str] = {}
     decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     if nights is not None:
-        decisions, rates, scored = nightly_policies(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
+        decisions, rates, scored, before = nightly_policies(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
         names = {f"{r:g}": row_name(served_name(read_policy(nights[-1] / f"{at_ratio('policy', r)}.json")), r)
                  for r in sp.latency_ratios}
-    split = created_in if nights is not None else np.ones(len(vms), bool)   # static only: every VM, as Fig. 3
-    for f in sp.static_fractions:
-        decisions[(static_policy_name(f), None)] = static_decisions(mem, split, f)
-    decided, (window, label) = created_in, measured_window(window, label, sp, nights is not None, s.t0)
+    for f in sp.static_fractions:                       # a static pool splits every VM, as Fig. 3 does
+        decisions[(static_policy_name(f), None)] = static_decisions(mem, np.ones(len(vms), bool), f)
+    decided, (window, label) = created_in | before, measured_window(window, label, sp, nights is not None, s.t0)
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
+    steady = decided_share(start, end, mem, scored, before, judged)
     created_in = (start >= judged[0]) & (start < judged[1])
     ratios = sp.latency_ratios if nights is not None else ()
     mitigated, realized = _watched(vms, decided, start, decisions, raw_dir, params, ratios,   # static only: nothing
-                                   created_in[decided], rates)
+                                   created_in[decided], rates, before[decided])
     back = _returns(mitigated, decided, start, params.features.counter_delay_s)
     policies = {row_name(p, r): (d["pool_gb"], back[row_name(p, r)]) if row_name(p, r) in back else d["pool_gb"]
                 for (p, r), d in decisions.items()}
@@ -280,15 +293,33 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
         print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
         table = fleet_sizing_by_cluster(partial(run_all, client), *args)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
-    fleet = summarize_sizing(table, sp)
+    draws = cluster_draws(int(table.cluster.nunique()), sp.interval_draws, params.base.seed)
+    savings = Savings(table, "required_gb", draws, sp.interval)
+    fleet = with_intervals(summarize_sizing(table, sp), savings, Savings(table, "peak_required_gb", draws, sp.interval))
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
-                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names)
+                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings)
+    metrics["steady_state"] = steady if nights is not None else {"memory_hours_decided_pct": 100.0,
+                                                                 "memory_hours_decided_before_creation_pct": None}
     return Replayed(table, fleet, metrics, realized, label)
 
 
+def decided_share(start: np.ndarray, end: np.ndarray, mem: np.ndarray, scored: np.ndarray, before: np.ndarray,
+                  window: tuple[int, int]) -> dict[str, float]:
+    """Of the memory-hours of ``window`` (GB x hours each VM is alive in it): the share a nightly policy decides
+    (a static pool decides all of it), and the share decided by a night before the VM's creation (the rest, VMs
+    the window opened with, by its first night: a production service decided them, with models that had not
+    seen them)."""
+    hours = np.clip(np.minimum(end, window[1]) - np.maximum(start, window[0]), 0, None) * mem / 3600.0
+    total = float(hours.sum()) or 1.0
+    return {"memory_hours_decided_pct": round(100.0 * float(hours[scored | before].sum()) / total, 3),
+            "memory_hours_decided_before_creation_pct": round(100.0 * float(hours[scored].sum()) / total, 3),
+            "vms_decided_by_the_first_night": int(before.sum())}
+
+
 def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decisions: dict, raw_dir: Location,
-             params: Params, ratios: tuple[float, ...], counted: np.ndarray, rates: dict[float, float]
+             params: Params, ratios: tuple[float, ...], counted: np.ndarray, rates: dict[float, float],
+             before: np.ndarray | None = None
              ) -> tuple[dict[tuple[str, float], np.ndarray], dict[str, dict[str, dict[str, float]]]]:
     """Per (policy row, latency ratio): which of the VMs the window decided the QoS monitor mitigated
     (``evaluation.combined`` outcomes, ``evaluation.qos``: each day's capacity, flags in order of creation), and,
@@ -312,9 +343,11 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
                 mitigated[(name, ratio)] = w["mitigated"].to_numpy()
                 rate = rates.get(ratio, 0.0)
                 sums = summarize(w[counted], rate) | monitor_summary(w[counted], rate)
-                realized.setdefault(name, {})[f"{ratio:g}"] = {"conservative": sums["mispredictions_conservative"],
-                                                               "unmitigated": sums["mispredictions_unmitigated"],
-                                                               "mitigations": sums["mitigations"]}
+                got = {"conservative": sums["mispredictions_conservative"],
+                       "unmitigated": sums["mispredictions_unmitigated"], "mitigations": sums["mitigations"]}
+                if before is not None and before.any():     # decided by a night whose models may have seen them
+                    got["conservative_created_before_window"] = summarize(w[before], rate)["mispredictions_conservative"]
+                realized.setdefault(name, {})[f"{ratio:g}"] = got
     return mitigated, realized
 
 

@@ -72,9 +72,18 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
             f"({b.get('nights_within_budget')} vs {b.get('nights_within_budget_sla_alpha')} of {b.get('nights')})")
     s = _get(m, "simulate", "savings_at_headline") or {}
     sockets = _get(m, "simulate", "headline_pool_sockets")
-    row(f"DRAM saved at {sockets}-socket pools vs all local", "simulate", None if not s else
-        f"combined {_pct(s.get('combined_r1.82'))} (182%), {_pct(s.get('combined_r2.22'))} (222%); "
-        f"UM only {_pct(s.get('um_only_r1.82'))}; static 15% {_pct(s.get('static_15pct'))}")
+    iv = _get(m, "simulate", "savings_at_headline_interval") or {}
+
+    def saved(name: str) -> str:
+        return _pct(s.get(name)) + _span(iv.get(name))
+
+    row(f"DRAM saved at {sockets}-socket pools vs all local (90% interval over clusters)", "simulate", None if not s else
+        f"combined {saved('combined_r1.82')} (182%), {saved('combined_r2.22')} (222%); "
+        f"UM only {saved('um_only_r1.82')}; static 15% {saved('static_15pct')}")
+    st = _get(m, "simulate", "steady_state") or {}
+    if st.get("memory_hours_decided_pct") is not None:
+        row("replayed window's memory-hours a policy decides (before the VM's creation)", "simulate",
+            f"{st['memory_hours_decided_pct']:.2f}% ({st.get('memory_hours_decided_before_creation_pct', 0):.2f}%)")
     a = _get(m, "simulate", "answer")
     row("sizing answer (182%)", "simulate", None if a is None else _answer(a.get("1.82")))
     sv = _get(m, "simulate", "served")
@@ -91,9 +100,22 @@ def _answer(a: dict[str, Any] | None, served: bool = False) -> str:
                 "no nightly policy at this ratio within the budget (or none replayed): all local")
     if not a["pool_sockets"]:
         return f"no pool: all local is cheapest ({a['policy']} within the budget saves nothing)"
-    return (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "
-            f"{a['gb_per_pool']:.0f} GB/pool, saves {_pct(a['savings'])} DRAM at {_pct(a['realized_mispredictions'], 2)} "
-            "mispredicted")
+    text = (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "
+            f"{a['gb_per_pool']:.0f} GB/pool, saves {_pct(a['savings'])}{_span(a.get('savings_interval'))} DRAM at "
+            f"{_pct(a['realized_mispredictions'], 2)} mispredicted")
+    if a.get("undecided_between"):
+        best, other = a["undecided_between"]
+        lo, hi = a["difference_interval"]
+        text += (f"; undecided: {best} against {other} differs by {_pct(lo)} to {_pct(hi)} over clusters, so the "
+                 "solver's own policy is named")
+    elif a.get("decided"):
+        lo, hi = a["difference_interval"]
+        text += f"; beats {a['runner_up']} by {_pct(lo)} to {_pct(hi)}"
+    return text
+
+
+def _span(iv: list[float] | None) -> str:
+    return "" if not iv else f" [{_pct(iv[0])}, {_pct(iv[1])}]"
 
 
 def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:

@@ -24,7 +24,7 @@ from pond.evaluation import backtest as bt
 from pond.models.bundle import BundlePaths
 from pond.pipelines import evaluate, optimize, train_um
 from pond.telemetry.atomic import AtomicDir, write_json
-from pond.telemetry.io import read_days, table_columns
+from pond.telemetry.io import read_alive, read_days, table_columns
 from pond.telemetry.storage import Location
 
 
@@ -69,6 +69,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
                               night / "evaluate.json", night / "plots", p.engine, client, p.qos)
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
             bt.night_scores(p, night, li_dir, day, history, policy, raw_dir)
+            if not rows:                           # the first night also decides the VMs its next day opens with
+                bt.scores_before(p, night, li_dir, read_alive(path, served), history, raw_dir)
             admits.append(bt.lab_admits(p, li_dir, feats / "vm_features.parquet", history))
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r, pool, mis, candidates = bt.night_regret(policy, li_dir, night / "um",

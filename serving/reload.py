@@ -12,14 +12,14 @@ import contextlib
 import gc
 import importlib.util
 import logging
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pond.core.errors import ConfigError, PondError
+from pond.core.progress import environ
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.serving.engine import Engine, bundle_version
@@ -79,25 +79,14 @@ class RegistrySource:
         self.qos_threshold, self.timeout_s, self.retries = qos_threshold, timeout_s, retries
         self.description = f"models:/{model_name}@{alias} ({tracking_uri})"
 
-    @contextlib.contextmanager
-    def _bounded(self) -> Iterator[None]:
+    def _bounded(self) -> contextlib.AbstractContextManager[None]:
         """MLflow's client reads its timeout and retries from the environment at each call, and by default
         retries for about 4 minutes (a failure went uncounted that long, and held the process at exit):
         these calls get the service's own budget, and the environment is left as it was."""
-        bounds = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.timeout_s),
-                  "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(self.retries),
-                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(REGISTRY_BACKOFF_S),
-                  "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
-        before = {k: os.environ.get(k) for k in bounds}
-        os.environ.update(bounds)
-        try:
-            yield
-        finally:
-            for k, v in before.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        return environ({"MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.timeout_s),
+                        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(self.retries),
+                        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(REGISTRY_BACKOFF_S),
+                        "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"})
 
     def _version(self):  # noqa: ANN202 - an mlflow ModelVersion
         import mlflow

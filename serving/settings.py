@@ -48,12 +48,16 @@ class Settings(BaseSettings):
     registry_timeout_s: int = Field(default=5, ge=1, le=300,
                                     validation_alias=AliasChoices("POND_REGISTRY_TIMEOUT_S",
                                                                   "MLFLOW_HTTP_REQUEST_TIMEOUT"),
-                                    description="seconds one call to the registry may wait for an answer")
+                                    description="seconds one call to the registry may wait for an answer (also read from "
+                                                "`MLFLOW_HTTP_REQUEST_TIMEOUT`)")
     registry_retries: int = Field(default=2, ge=0, le=10,
                                   validation_alias=AliasChoices("POND_REGISTRY_RETRIES",
                                                                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES"),
                                   description="retries of a failed registry call (the first at once, then 2 s, 4 s, ... "
-                                              "apart); with the timeout, bounds how long a poll takes to count a failure")
+                                              "apart); with the timeout, bounds how long a poll takes to count a "
+                                              "failure (also read from `MLFLOW_HTTP_REQUEST_MAX_RETRIES`; the "
+                                              "service sets `MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR` and "
+                                              "`MLFLOW_HTTP_REQUEST_BACKOFF_JITTER` for its own calls)")
     shutdown_timeout_s: float = Field(default=20.0, gt=0, description="on SIGTERM, how long requests in flight may "
                                       "take before their connections are closed (within an orchestrator's 30 s)")
     metrics_flush_s: float = Field(default=1.0, gt=0, le=60, description="add the scheduler's call's counts to "

@@ -15,7 +15,8 @@ split, VMs fill what the policy freed.
 
 The search is per (cluster, policy, pool size) on the servers the all-local first fit opened:
 the smallest ``L`` (to 1 GB, bisected on the exact replay) for each of a few pool capacities
-``P``, then a finer look around the cheapest ``servers x L + pools x P``. A policy's pool sizes
+``P``, then a finer look around the cheapest ``servers x (L + P / servers per pool)`` (a cluster's last pool,
+when its servers do not fill it, holds and costs its share of ``P``: ``pool_shares``). A policy's pool sizes
 share its replays (``Replays``): one in which every pool always had room is the one unbounded pools
 give, and stands, exactly, for every capacity and pool size its placement leaves room in (on the
 largest cluster of the 10M-VM benchmark, 429 replays for UM only's six pool sizes instead of 917:
@@ -63,7 +64,7 @@ def _kernel():
             tc[leaf] = cap_c
             tl[leaf] = cap_l
         for q in range(top):
-            tp[top + q] = cap_p if q < n_pools else -1.0
+            tp[top + q] = cap_p * min(spp, n_srv - q * spp) / spp if q < n_pools else -1.0   # a partial pool: its share
         for node in range(size - 1, 0, -1):
             tc[node] = max(tc[2 * node], tc[2 * node + 1])
             tl[node] = max(tl[2 * node], tl[2 * node + 1])
@@ -128,12 +129,9 @@ def _peak_kernel():
     import numba
 
     @numba.njit(cache=True)
-    def largest_pool_level(ev_vm, ev_arrival, server, pool, spp):  # pragma: no cover - compiled
-        n_pools = 1
-        for s in server:
-            n_pools = max(n_pools, s // spp + 1)
+    def pool_peaks(ev_vm, ev_arrival, server, pool, spp, n_pools):  # pragma: no cover - compiled
         used = np.zeros(n_pools)
-        peak = 0.0
+        peak = np.zeros(n_pools)
         for e in range(ev_vm.shape[0]):
             v = ev_vm[e]
             if server[v] < 0:
@@ -141,12 +139,12 @@ def _peak_kernel():
             q = server[v] // spp
             if ev_arrival[e]:
                 used[q] += pool[v]
-                peak = max(peak, used[q])
+                peak[q] = max(peak[q], used[q])
             else:
                 used[q] -= pool[v]
         return peak
 
-    return largest_pool_level
+    return pool_peaks
 
 
 @dataclass(frozen=True)
@@ -251,11 +249,25 @@ class Replays:
         return got
 
     def _largest_level(self, server: np.ndarray, servers_per_pool: int) -> float:
-        """The largest pool level of a placement (VMs unplaced count nowhere) in pools of that size."""
-        return float(_peak_kernel()(self.ev.ev_vm, self.ev.ev_arrival, server, self.pool_gb, int(servers_per_pool)))
+        """The full pool's capacity at which every pool of a placement (VMs unplaced count nowhere) in pools of that
+        size always had room for the largest pool part: a partial pool holds its share of the capacity."""
+        share = pool_shares(self.ev.n_servers, servers_per_pool)
+        peak = _peak_kernel()(self.ev.ev_vm, self.ev.ev_arrival, server, self.pool_gb, int(servers_per_pool),
+                              len(share))
+        return float(((peak + self.largest + self.SLACK_GB) / share).max(initial=0.0))
 
     def _room(self, level: float, cap_pool: float) -> bool:
-        return level + self.largest + self.SLACK_GB <= cap_pool
+        return level <= cap_pool
+
+
+def pool_shares(n_servers: int, servers_per_pool: int) -> np.ndarray:
+    """Per pool of ``servers_per_pool`` consecutive servers, its share of a full pool: 1, but for a cluster's last
+    pool when the servers do not fill it (22 servers in 16-server pools: 1 and 6/16). A provider buys a pool for
+    the servers it has, so a partial pool holds and costs that share of the capacity ``P`` (bought whole, a
+    22-server cluster paid for 32 servers' pools, and more so the larger the pool)."""
+    n_pools = -(-int(n_servers) // int(servers_per_pool))
+    first = np.arange(n_pools) * servers_per_pool
+    return np.minimum(servers_per_pool, n_servers - first) / servers_per_pool
 
 
 def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget: int, hi: float,
@@ -277,6 +289,30 @@ def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget:
     return hi
 
 
+def n_pools_of(ev: Events, servers_per_pool: int) -> int:
+    return -(-ev.n_servers // servers_per_pool)
+
+
+def smallest_pool(run: Replays, servers_per_pool: int, cap_local: float, cap_pool: float, budget: int,
+                  least: float = 0.0) -> float:
+    """The smallest whole-GB pool capacity of at least ``least``, at most ``cap_pool``'s whole GB, with at most
+    ``budget`` VMs unplaced at ``cap_local``: the capacity grid lands near the answer, not on it (a proportional
+    split on one-server pools came out 1.3% dearer than all local, the same DRAM labelled twice)."""
+    def ok(cap: float) -> bool:
+        return run(servers_per_pool, cap_local, cap, budget)[0] <= budget
+
+    hi = float(np.ceil(cap_pool - 1e-9))
+    if not ok(hi):
+        return float(cap_pool)
+    lo = float(np.floor(least))
+    if ok(lo):
+        return lo
+    while hi - lo > PRECISION_GB:
+        mid = float(np.floor((lo + hi) / 2))
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
 def peak_total(ev: Events, amount: np.ndarray) -> float:
     """The cluster's largest total of ``amount`` over its VMs alive at once."""
     step = np.where(ev.ev_arrival, 1.0, -1.0) * np.asarray(amount, float)[ev.ev_vm]
@@ -286,14 +322,15 @@ def peak_total(ev: Events, amount: np.ndarray) -> float:
 def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
          local_hi: float, run: Replays | None = None, floor: tuple[float, float] = (0.0, 0.0)
          ) -> tuple[float, float, int, np.ndarray]:
-    """(L, P, unplaced, server per VM) of the cheapest ``servers x L + pools x P`` found;
+    """(L, P, unplaced, server per VM) of the cheapest ``servers x (L + P / servers_per_pool)`` found;
     ``local_hi``: an ``L`` at which every VM fits with no pool (the all-local one's upper bound);
     ``run``: the replays of ``ev`` under ``pool_gb`` so far (pass the same one for every pool size);
     ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned)."""
     pool_gb = np.asarray(pool_gb, float)
     run = Replays(ev, pool_gb) if run is None else run
-    n_pools = -(-ev.n_servers // servers_per_pool)
-    top = max(min(peak_total(ev, pool_gb), servers_per_pool * local_hi), floor[1])
+    pool_units = ev.n_servers / servers_per_pool          # pools' worth bought: a partial pool is its share
+    least = float(pool_shares(ev.n_servers, servers_per_pool).min(initial=1.0))   # a partial pool's share
+    top = max(min(peak_total(ev, pool_gb) / least, servers_per_pool * local_hi), floor[1])
     if top <= 0:
         grid = [0.0]
     else:
@@ -304,7 +341,7 @@ def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
     def look(p: float, hi: float) -> float | None:
         if p not in cost:
             L = smallest_local(run, servers_per_pool, p, budget, hi, floor[0])
-            cost[p] = (np.inf, np.inf) if L is None else (ev.n_servers * L + n_pools * p, L)
+            cost[p] = (np.inf, np.inf) if L is None else (ev.n_servers * L + pool_units * p, L)
         return None if np.isinf(cost[p][1]) else cost[p][1]
 
     for p in grid:                       # L only falls as P grows: each bisection starts at the last L
@@ -325,5 +362,7 @@ def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
     else:
         p = min(finite, key=lambda q: (finite[q][0], q))
         L = finite[p][1]
+        if servers_per_pool and n_pools_of(ev, servers_per_pool) and p > 0:
+            p = smallest_pool(run, servers_per_pool, L, p, budget, floor[1])
     unplaced, where = run(servers_per_pool, L, p)
     return float(L), float(p), int(unplaced), where

@@ -10,8 +10,9 @@ its pool's free capacity, is *moved*: to the lowest-numbered server of its clust
 local part, pool part and vCPUs fit. A VM that fits nowhere stays, over capacity, and counts as
 a move too (the cluster would need another server). Only arrivals within the window are counted.
 
-**Sizing.** Per cluster, the local GB per server ``L`` and GB per pool ``P`` that minimize
-``servers x L + pools x P`` with moves <= ``max_move_rate`` x the window's arrivals. The search
+**Sizing.** Per cluster, the local GB per server ``L`` and GB per full pool ``P`` that minimize
+``servers x (L + P / servers per pool)`` with moves <= ``max_move_rate`` x the window's arrivals: a cluster's
+last pool, when its servers do not fill it, holds and costs its share of ``P`` (``pool_fit.pool_shares``). The search
 is two-step. An approximate count, each window arrival's level on its trace server and pool as
 if no VM had moved, gives for a few pool capacities the smallest ``L`` within the budget
 (vectorized, an order statistic). The cheapest (L, P) is then checked with the exact replay
@@ -51,7 +52,7 @@ def _kernel():
     import numba
 
     @numba.njit(cache=True)
-    def replay(ev_vm, ev_arrival, server, pool_of, cores, local, pool, counted,
+    def replay(ev_vm, ev_arrival, server, pool_of, share, cores, local, pool, counted,
                cap_local, cap_pool, cap_cores, max_moves):  # pragma: no cover - compiled
         n_srv = pool_of.shape[0]
         used_l = np.zeros(n_srv)
@@ -66,10 +67,11 @@ def _kernel():
             if ev_arrival[e]:
                 s = server[v]
                 if counted[v] and not (used_l[s] + local[v] <= cap_local + eps
-                                       and used_p[pool_of[s]] + pool[v] <= cap_pool + eps):
+                                       and used_p[pool_of[s]] + pool[v] <= cap_pool * share[pool_of[s]] + eps):
                     found = -1
                     for t in range(n_srv):
-                        if (used_l[t] + local[v] <= cap_local + eps and used_p[pool_of[t]] + pool[v] <= cap_pool + eps
+                        if (used_l[t] + local[v] <= cap_local + eps
+                                and used_p[pool_of[t]] + pool[v] <= cap_pool * share[pool_of[t]] + eps
                                 and used_c[t] + cores[v] <= cap_cores + eps):
                             found = t
                             break
@@ -120,6 +122,10 @@ class Cluster:
         """Pool index per server: consecutive servers, ``servers_per_pool`` to a pool."""
         return np.arange(self.n_servers) // servers_per_pool
 
+    def shares(self, servers_per_pool: int) -> np.ndarray:
+        """Per pool, its share of a full pool's capacity and cost (``pool_fit.pool_shares``)."""
+        return pool_fit.pool_shares(self.n_servers, servers_per_pool)
+
     def budget(self, max_move_rate: float) -> int:
         return int(np.floor(max_move_rate * self.vms + 1e-9))
 
@@ -127,15 +133,16 @@ class Cluster:
 @dataclass(frozen=True)
 class Sizing:
     local_gb: float          # per server
-    pool_gb: float           # per pool
+    pool_gb: float           # per full pool
     servers: int
     pools: int
     moves: int               # exact replay, window arrivals
     stuck: int               # of the moves, VMs that fitted nowhere
+    pool_units: float = 0.0  # full pools' worth bought: servers / servers per pool (a partial pool is its share)
 
     @property
     def required_gb(self) -> float:
-        return self.servers * self.local_gb + self.pools * self.pool_gb
+        return self.servers * self.local_gb + self.pool_units * self.pool_gb
 
 
 def moves(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_cap: float, pool_cap: float,
@@ -143,7 +150,7 @@ def moves(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_cap: flo
     """(moves, of which fitted nowhere) among the window's arrivals, by the exact replay; stops
     counting past ``max_moves``."""
     pool_gb = np.asarray(pool_gb, float)
-    return _kernel()(c.ev_vm, c.ev_arrival, c.server, c.pools(servers_per_pool), c.cores,
+    return _kernel()(c.ev_vm, c.ev_arrival, c.server, c.pools(servers_per_pool), c.shares(servers_per_pool), c.cores,
                      c.memory_gb - pool_gb, pool_gb, c.counted, float(local_cap), float(pool_cap),
                      float(c.cap_cores), len(c.server) + 1 if max_moves is None else int(max_moves))
 
@@ -174,11 +181,13 @@ def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np
     ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned)."""
     budget = c.budget(max_move_rate)
     n_pools = int(c.pools(servers_per_pool).max()) + 1 if c.n_servers else 0
+    units = c.n_servers / servers_per_pool              # full pools' worth: a partial pool holds and costs its share
     has_pool = bool(np.any(np.asarray(pool_gb) > 0))
     lvl_l = np.asarray(local_level, float)[c.counted]
-    lvl_p = np.asarray(pool_level, float)[c.counted] if has_pool else np.zeros(len(lvl_l))
+    share = c.shares(servers_per_pool)[c.server // servers_per_pool][c.counted] if c.n_servers else np.ones(0)
+    lvl_p = np.asarray(pool_level, float)[c.counted] / share if has_pool else np.zeros(len(lvl_l))
     frontier = [(max(lp[0], floor[0]), max(lp[1], floor[1])) for lp in approximate_frontier(lvl_l, lvl_p, budget)]
-    local, cap_pool = min(frontier, key=lambda lp: c.n_servers * lp[0] + n_pools * lp[1])
+    local, cap_pool = min(frontier, key=lambda lp: c.n_servers * lp[0] + units * lp[1])
     top = max(float(lvl_l.max(initial=0.0)), floor[0])   # with L = top and P = the pool's top level, no VM moves
 
     def feasible(cap_local: float) -> bool:
@@ -202,8 +211,28 @@ def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
     hi = float(np.ceil(hi - 1e-9))       # whole GB
+    if has_pool and cap_pool > floor[1]:  # the frontier's P is an arrival's level, not the least that holds
+        cap_pool = _least_pool(lambda cap: moves(c, pool_gb, servers_per_pool, hi, cap, budget)[0] <= budget,
+                               cap_pool, floor[1])
     m, stuck = moves(c, pool_gb, servers_per_pool, hi, cap_pool)
-    return Sizing(hi, float(cap_pool), c.n_servers, n_pools if has_pool else 0, int(m), int(stuck))
+    return Sizing(hi, float(cap_pool), c.n_servers, n_pools if has_pool else 0, int(m), int(stuck),
+                  units if has_pool else 0.0)
+
+
+def _least_pool(ok: Callable[[float], bool], cap: float, least: float) -> float:
+    """The smallest whole-GB pool capacity in [``least``, ``cap``] that ``ok`` holds at (``cap`` itself if its
+    whole GB does not), bisected: a split on one-server pools is the same DRAM as all local, and sized with the
+    frontier's capacity it came out up to 2.9% dearer."""
+    hi = float(np.ceil(cap - 1e-9))
+    if not ok(hi):
+        return float(cap)
+    lo = float(np.floor(least))
+    if ok(lo):
+        return lo
+    while hi - lo > PRECISION_GB:
+        mid = float(np.floor((lo + hi) / 2))
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
 
 
 def in_window(start_s: np.ndarray, end_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
@@ -436,7 +465,7 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
         for (idx, c), (sweep, top, b, ev), run in zip(cl, fitted, replays):
             L, P, unplaced, where = pool_fit.size(ev, pool[idx][b], spp, c.budget(max_move_rate), top, run)
             P = P if k else 0.0
-            got = {"bought_gb": ev.n_servers * L + (-(-ev.n_servers // spp) if k else 0) * P,
+            got = {"bought_gb": ev.n_servers * (L + (P / spp if k else 0.0)),
                    "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
             if judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(start[idx], end[idx], c, ev, pool[idx], spp, L, P, judge, top,
@@ -447,7 +476,7 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
             if k:
                 peak += sweep.peaks(None, srv // spp, np.where(placed, pool[idx], 0.0), judged).sum()
             n_pools = -(-ev.n_servers // spp) if k else 0
-            sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced)
+            sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced, ev.n_servers / spp if k else 0.0)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
                          "peak_required_gb": float(peak), **got})
     return pd.DataFrame(rows)
@@ -478,7 +507,7 @@ def _judged(start: np.ndarray, end: np.ndarray, c: Cluster, ev: pool_fit.Events,
 
 
 def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
-    return {"window_vms": c.vms, "servers": s.servers, "pools": s.pools,
+    return {"window_vms": c.vms, "servers": s.servers, "pools": s.pools, "pool_units": s.pool_units,
             "local_gb_per_server": s.local_gb, "gb_per_pool": s.pool_gb, "required_gb": s.required_gb,
             "moves": s.moves, "stuck": s.stuck}
 

@@ -13,6 +13,7 @@ import pandas as pd
 from pond.core.params import SimParams
 from pond.core.plots import pyplot, save_figure
 from pond.models.names import split_ratio
+from pond.simulator.intervals import Savings
 from pond.simulator.pool_sim import Placement
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
@@ -33,9 +34,10 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     base = table[table.policy == "all_local"]
     base_gb, base_peak, base_bought = base.required_gb.sum(), base.peak_required_gb.sum(), base.bought_gb.sum()
     t = table[table.policy != "all_local"].assign(local_gb=lambda d: d.local_gb_per_server * d.servers,
-                                                  pool_gb=lambda d: d.gb_per_pool * d.pools)
+                                                  pool_gb=lambda d: d.gb_per_pool * d.pool_units)
     out = t.groupby(["policy", "pool_sockets"], sort=False)[
-        ["required_gb", "bought_gb", "peak_required_gb", "servers", "pools", "moves", "stuck", "window_vms",
+        ["required_gb", "bought_gb", "peak_required_gb", "servers", "pools", "pool_units", "moves", "stuck",
+         "window_vms",
          "judged_moves",
          "judged_stuck", "judged_vms", "local_gb", "pool_gb"]
     ].sum().reset_index()
@@ -47,25 +49,48 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     out["move_rate"] = out.moves / out.window_vms.clip(lower=1)
     out["judged_move_rate"] = out.judged_moves / out.judged_vms.clip(lower=1)
     out["local_gb_per_server"] = out.local_gb / out.servers.clip(lower=1)
-    out["gb_per_pool"] = out.pool_gb / out.pools.clip(lower=1)
+    out["gb_per_pool"] = out.pool_gb / out.pool_units.where(out.pool_units > 0, 1.0)
     return out.drop(columns=["local_gb", "pool_gb"])
 
 
-def answer(policies: dict[str, Any], budget: float) -> dict[str, Any]:
+def answer(policies: dict[str, Any], budget: float, savings: Savings | None = None) -> dict[str, Any]:
     """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
     realized mispredictions, those the QoS monitor left slowed where it ran, are within ``budget``, the one
     whose recommended pool saves the most. Chosen on the window it is measured on, as a provider chooses
-    hardware from its history."""
-    out: dict[str, Any] = {}
+    hardware from its history.
+
+    With ``savings`` (the cluster draws), the answer is *decided* only when the best saves more than the
+    runner-up (all local when it has none) beyond their paired interval. Otherwise the answer says so, names
+    both, and falls back to the solver's own policy: Pond's combined rule, with the pool cap that saves most."""
+    eligible: dict[str, list[tuple[str, dict[str, Any], float, float]]] = {}
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
             left = p.get("realized_unmitigated", {}).get(ratio, mis)
             if name.startswith("static_") or split_ratio(name)[1] != ratio or left > budget + 1e-12:
                 continue
-            best = out.get(ratio)
-            if best is None or p["recommended"]["savings"] > best["savings"]:
-                out[ratio] = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
-                              "realized_mispredictions": mis, "realized_unmitigated": left}
+            eligible.setdefault(ratio, []).append((name, p, mis, left))
+    out: dict[str, Any] = {}
+    for ratio, rows in eligible.items():
+        rows.sort(key=lambda r: -r[1]["recommended"]["savings"])       # stable: the first listed wins a tie
+        name, p, mis, left = rows[0]
+        a = {"policy": name, "pool_sockets": p["recommended_pool_sockets"], **p["recommended"],
+             "realized_mispredictions": mis, "realized_unmitigated": left}
+        if savings is not None:
+            runner = rows[1] if len(rows) > 1 else None
+            other = (runner[0], runner[1]["recommended_pool_sockets"]) if runner else ("all_local", 0)
+            lo, hi = savings.difference((name, p["recommended_pool_sockets"]), other)
+            a |= {"decided": lo > 0, "runner_up": other[0], "runner_up_pool_sockets": other[1],
+                  "difference_interval": [lo, hi]}
+            if lo <= 0:
+                solver = [r for r in rows if split_ratio(r[0])[0].startswith("combined")]
+                if solver:
+                    n2, p2, mis2, left2 = solver[0]
+                    a |= {"policy": n2, "pool_sockets": p2["recommended_pool_sockets"], **p2["recommended"],
+                          "realized_mispredictions": mis2, "realized_unmitigated": left2,
+                          "undecided_between": [name, other[0]]}
+                else:
+                    a["undecided_between"] = [name, other[0]]
+        out[ratio] = a
     return out
 
 
@@ -84,9 +109,16 @@ def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _interval(row: pd.Series, column: str) -> dict[str, list[float]]:
+    """``{column}_interval: [lo, hi]`` where the row carries one (``simulator.intervals.with_intervals``)."""
+    if f"{column}_lo" not in row.index:
+        return {}
+    return {f"{column}_interval": [round(float(row[f"{column}_lo"]), 5), round(float(row[f"{column}_hi"]), 5)]}
+
+
 def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement: Placement,
                    label: str, budget: float, window_vms: int, unscored: int, warm: int,
-                   served_names: dict[str, str] | None = None) -> dict[str, Any]:
+                   served_names: dict[str, str] | None = None, savings: Savings | None = None) -> dict[str, Any]:
     """`simulate`'s metrics: per policy its recommended pool and savings at the headline size, the
     sizing answer and what the served policy saves."""
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
@@ -103,16 +135,21 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
             "recommended_pool_sockets": 0 if rec is None else int(rec.pool_sockets),   # 0: no pool, all local
             "recommended": all_local if rec is None else {k: round(float(rec[k]), 5) for k in (
                 "savings", "server_cost_saving", "local_gb_per_server", "gb_per_pool", "move_rate",
-                "judged_move_rate")},
+                "judged_move_rate")} | _interval(rec, "savings"),
             "realized_mispredictions": {r: v["conservative"] for r, v in realized.get(name, {}).items()},
             "realized_unmitigated": {r: v["unmitigated"] for r, v in realized.get(name, {}).items()},
             "mitigations": {r: v["mitigations"] for r, v in realized.get(name, {}).items()},
         }
+        early = {r: v["conservative_created_before_window"] for r, v in realized.get(name, {}).items()
+                 if "conservative_created_before_window" in v}
+        if early:       # the VMs the window opened with, decided by the first night (whose models may have seen them)
+            policies[name]["realized_mispredictions_created_before_window"] = early
         if name in head.index:
             r = head.loc[name]
             policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
                 "savings", "savings_bought", "savings_per_server_peaks", "server_cost_saving", "move_rate",
-                "judged_move_rate", "local_gb_per_server", "gb_per_pool")}
+                "judged_move_rate", "local_gb_per_server", "gb_per_pool")} | _interval(r, "savings") | \
+                _interval(r, "savings_per_server_peaks")
     return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
             "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
@@ -121,14 +158,39 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
             "judged_vms": int(base.judged_vms.sum()), "all_local_judged_move_rate": round(judged_rate, 5),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
-            "misprediction_budget": budget, "answer": answer(policies, budget),
+            "savings_at_headline_interval": {p: _interval(r, "savings").get("savings_interval")
+                                             for p, r in head.iterrows()},
+            "interval": None if savings is None else {"level": savings.level, "draws": len(savings.weights),
+                                                      "resampled": "clusters"},
+            "misprediction_budget": budget, "answer": answer(policies, budget, savings),
             "served": served(policies, served_names or {}), "policies": policies}
 
 
+def _bracket(iv: list[float] | None) -> str:
+    return "" if not iv else f" [{100 * iv[0]:+.2f}%, {100 * iv[1]:+.2f}%]"
+
+
+def _verdict(a: dict[str, Any]) -> str:
+    """Whether the answer is decided beyond the paired interval over clusters, and what it is against."""
+    if "difference_interval" not in a:
+        return ""
+    lo, hi = a["difference_interval"]
+    if a.get("undecided_between"):
+        best, other = a["undecided_between"]
+        return (f"; undecided: {best} against {other} differs by {100 * lo:+.2f} to {100 * hi:+.2f} points over "
+                "clusters (90%), so the solver's own policy is named")
+    return f"; decided: beats {a['runner_up']} by {100 * lo:+.2f} to {100 * hi:+.2f} points over clusters (90%)"
+
+
 def print_report(m: dict[str, Any]) -> None:
+    st = m.get("steady_state", {})
     print(f"simulate: {m['window_vms']} VMs created in the window ({m['window']}); {m['warmup_vms_alive_at_window_start']} "
-          f"warm-up VMs alive at its start (all local in every policy); {m['servers']} servers in {m['clusters']} "
-          f"clusters ({m['assignment']}); moves <= {m['max_move_rate']:.1%} of VMs")
+          f"warm-up VMs alive at its start undecided (all local in every policy); {m['servers']} servers in "
+          f"{m['clusters']} clusters ({m['assignment']}); moves <= {m['max_move_rate']:.1%} of VMs")
+    if st.get("memory_hours_decided_before_creation_pct") is not None:
+        print(f"simulate: {st['memory_hours_decided_pct']:.2f}% of the window's memory-hours carry a policy's decision, "
+              f"{st['memory_hours_decided_before_creation_pct']:.2f}% by a night before the VM's creation (the "
+              f"{st['vms_decided_by_the_first_night']} VMs the window opened with: by its first night)")
     print(f"simulate: DRAM judged on {m['judged_vms']} VMs; what all local bought moved "
           f"{100 * m['all_local_judged_move_rate']:.2f}% of them (a cluster over the move budget buys more)")
     print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'judged':>7s} "
@@ -152,7 +214,7 @@ def print_report(m: dict[str, Any]) -> None:
               f"{100 * a['realized_unmitigated']:.2f}% left slowed by the QoS monitor, "
               f"budget {100 * m['misprediction_budget']:.0f}%): {a['pool_sockets']} sockets, "
               f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} GB/pool, "
-              f"saves {100 * a['savings']:+.2f}% DRAM")
+              f"saves {100 * a['savings']:+.2f}% DRAM{_bracket(a.get('savings_interval'))}{_verdict(a)}")
     for ratio, a in m.get("served", {}).items():
         best = m["answer"].get(ratio, {})
         note = ("the sizing answer" if best.get("policy") == a["policy"] else

@@ -137,6 +137,16 @@ def read_days(path: Path, first: date, last: date, columns: list[str] | None = N
     return pd.read_parquet(path, columns=columns, filters=[(key, ">=", first), (key, "<=", last)])
 
 
+def read_alive(path: Path, at: date) -> pd.DataFrame:
+    """The rows of VMs created before day ``at`` and still running when it begins (no ``deleted_at``, or one after
+    its start): the VMs a replay's window opens with. The filter runs batch by batch, so a fleet-sized table is
+    never held whole: only the VMs alive then are."""
+    t = pd.Timestamp(at, tz="UTC")
+    created, deleted = ds.field("created_at"), ds.field("deleted_at")
+    table = ds.dataset(path, format="parquet").to_table(filter=(created < t) & (deleted.is_null() | (deleted > t)))
+    return table.to_pandas()
+
+
 _READ_FIXES = (  # (error type, what it means, how to fix it), the first match wins
     (IsADirectoryError, "a directory stands where the file should be", "put the table's file there"),
     (PermissionError, "the file is not readable", "give the importing user read access"),

@@ -46,10 +46,22 @@ def test_fallback_before_the_first_night_and_decisions_as_the_night_made_them(sm
     nights = replay.backtest_nights(small_backtest)
     first = pd.Timestamp(nights[0].name, tz="UTC") + pd.Timedelta(days=1)
     in_window = (vms.created_at >= first).to_numpy() & (vms.created_at < first + pd.Timedelta(days=2)).to_numpy()
-    decisions, _, scored = replay.nightly_policies(vms, in_window, nights, (1.82, 2.22))
+    decisions, _, scored, before = replay.nightly_policies(vms, in_window, nights, (1.82, 2.22))
     assert scored.sum() == in_window.sum() > 0
+    # steady state: the VMs running when the first night's next day begins, created before it, are the first
+    # night's to decide (scores_before.parquet); every other VM outside the window stays all local
+    alive = ((vms.created_at < first) & (vms.deleted_at.isna() | (vms.deleted_at > first))).to_numpy()
+    assert before.sum() > 0 and np.array_equal(before, alive & ~in_window)
+    rest = ~in_window & ~before
     for d in decisions.values():
-        assert (d["pool_gb"][~in_window] == 0).all() and (d["decision"][~in_window] == "local_only").all()
+        assert (d["pool_gb"][rest] == 0).all() and (d["decision"][rest] == "local_only").all()
+    early = pd.read_parquet(nights[0] / "scores_before.parquet")
+    at = pd.Series(np.arange(len(vms)), index=vms.vm_id).loc[early.vm_id].to_numpy()
+    first_knobs = policy_knobs(read_policy(nights[0] / "policy_r1.82.json"))["um_only"]
+    mine = decide(vms.memory_gb.to_numpy()[at], early.has_history.to_numpy(), early["p_insensitive_r1.82"].to_numpy(),
+                  early.um_raw.to_numpy(), first_knobs)
+    assert np.array_equal(decisions[("um_only", 1.82)]["pool_gb"][at], mine["pool_gb"])
+    assert (mine["pool_gb"] > 0).any()
     night = nights[1]
     s = pd.read_parquet(night / "scores.parquet")
     idx = pd.Series(np.arange(len(vms)), index=vms.vm_id).loc[s.vm_id].to_numpy()
@@ -65,8 +77,10 @@ def test_sizing_adds_up(sim):
     fleet = pd.read_csv(wd / "out" / "sizing.csv")
     base = by_cluster[by_cluster.policy == "all_local"]
     assert m["all_local_gb"] == pytest.approx(base.required_gb.sum())
-    assert (by_cluster.required_gb == by_cluster.servers * by_cluster.local_gb_per_server
-            + by_cluster.pools * by_cluster.gb_per_pool).all()
+    assert np.allclose(by_cluster.required_gb, by_cluster.servers * by_cluster.local_gb_per_server
+                       + by_cluster.pool_units * by_cluster.gb_per_pool)
+    pooled = by_cluster[by_cluster.pool_sockets > 0]     # a pool is bought for the servers it has
+    assert np.allclose(pooled.pool_units, pooled.servers / (pooled.pool_sockets // 2))
     # every configuration meets the move budget on every cluster
     assert (by_cluster.moves <= np.floor(m["max_move_rate"] * by_cluster.window_vms + 1e-9)).all()
     row = fleet[(fleet.policy == "static_15pct") & (fleet.pool_sockets == 16)].iloc[0]
@@ -194,3 +208,33 @@ def test_the_qos_monitor_runs_in_the_replay(sim):
     for ratio, a in m["answer"].items():
         assert a["realized_unmitigated"] <= m["misprediction_budget"]
         assert a["realized_unmitigated"] == m["policies"][a["policy"]]["realized_unmitigated"][ratio]
+
+
+def test_steady_state_every_vm_of_the_window_carries_a_decision(sim):
+    """Issue 64: the VMs the window opens with are decided by the first night (not left all local under every
+    policy); the small fleet's window is the two nights' next days, so a VM of an earlier day is one of them."""
+    wd, m = sim
+    st = m["steady_state"]
+    assert st["memory_hours_decided_pct"] >= 99.0
+    assert 0 < st["memory_hours_decided_before_creation_pct"] < st["memory_hours_decided_pct"]
+    assert st["vms_decided_by_the_first_night"] > 0
+    assert m["warmup_vms_alive_at_window_start"] == 0
+    early = [p["realized_mispredictions_created_before_window"] for p in m["policies"].values()
+             if "realized_mispredictions_created_before_window" in p]
+    assert early and all(0 <= v <= 1 for e in early for v in e.values())
+
+
+def test_every_saving_carries_its_interval_and_the_answer_its_verdict(sim):
+    wd, m = sim
+    fleet = pd.read_csv(wd / "out" / "sizing.csv")
+    assert ((fleet.savings_lo <= fleet.savings + 1e-9) & (fleet.savings <= fleet.savings_hi + 1e-9)).all()
+    assert ((fleet.savings_per_server_peaks_lo <= fleet.savings_per_server_peaks + 1e-9)
+            & (fleet.savings_per_server_peaks <= fleet.savings_per_server_peaks_hi + 1e-9)).all()
+    assert m["interval"] == {"level": 0.9, "draws": 2000, "resampled": "clusters"}
+    for name, (lo, hi) in m["savings_at_headline_interval"].items():
+        assert lo <= m["savings_at_headline"][name] <= hi
+    for a in m["answer"].values():
+        lo, hi = a["difference_interval"]
+        assert lo <= hi and a["decided"] == (lo > 0)
+        if not a["decided"]:
+            assert a["policy"].startswith("combined") or a["policy"] == a["undecided_between"][0]

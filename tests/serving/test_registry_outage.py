@@ -150,7 +150,7 @@ def _serve(relay: Relay, tmp: Path, log_name: str, as_pid1: bool, **env: str) ->
     environ.pop("MLFLOW_TRACKING_URI", None)
     cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port)]
     if as_pid1:
-        cmd = ["unshare", "--pid", "--fork", "--mount-proc", *cmd]
+        cmd = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *cmd]   # its child dies with it
     proc = _start(cmd, tmp / log_name, cwd=tmp, env=environ)
     base = f"http://127.0.0.1:{port}"
     _wait(f"{base}/readyz", proc, "pond serve")
@@ -273,6 +273,8 @@ def test_sigterm_stops_within_5s_with_status_0_while_a_poll_hangs(registry, next
     finally:
         relay.set("forward")
         if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             proc.kill()
             proc.wait()
     log = (tmp / "serve-stop.log").read_text()

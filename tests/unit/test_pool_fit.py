@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.simulator.pool_fit import Replays, events, replay, servers_for, size
+from pond.simulator.pool_fit import Replays, events, pool_shares, replay, servers_for, size
 from pond.simulator.sizing import fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -50,12 +50,16 @@ def test_a_vm_that_fits_nowhere_is_counted_against_the_budget():
 
 
 def test_pools_of_servers_not_a_power_of_two_keep_first_fit_order():
-    """Four servers, pools of three (servers 0-2 and 3): with 4 GB per pool, a's 4 GB fills pool 0,
-    so b goes to server 3, the first server of the next pool; c has no pool part and takes server 0."""
-    ev = events(np.array([0, 1, 2]), np.array([10, 10, 10]), np.ones(3), np.full(3, 4.0), 4, 4.0)
-    unplaced, where = replay(ev, np.array([4.0, 4.0, 0.0]), 3, 8.0, 4.0)
+    """Four servers, pools of three (servers 0-2, and server 3: a third of a pool, bought for the one server it
+    has). With 6 GB per full pool, a's 6 GB fills pool 0, so b (2 GB on the pool) goes to server 3, whose partial
+    pool holds 6 / 3 = 2 GB; c has no pool part and takes server 0. A b of 3 GB fits nowhere."""
+    ev = events(np.array([0, 1, 2]), np.array([10, 10, 10]), np.ones(3), np.array([8.0, 8.0, 4.0]), 4, 4.0)
+    unplaced, where = replay(ev, np.array([6.0, 2.0, 0.0]), 3, 8.0, 6.0)
     assert unplaced == 0 and where.tolist() == [0, 3, 0]
-    assert replay(ev, np.array([4.0, 4.0, 4.0]), 3, 8.0, 4.0)[0] == 1     # a third 4 GB fits no pool
+    unplaced, where = replay(ev, np.array([6.0, 3.0, 0.0]), 3, 8.0, 6.0)
+    assert unplaced == 1 and where.tolist() == [0, -1, 0]
+    assert pool_shares(4, 3).tolist() == [1.0, 1 / 3] and pool_shares(32, 16).tolist() == [1.0, 1.0]
+    assert pool_shares(22, 16).tolist() == [1.0, 6 / 16]
 
 
 def test_a_subset_that_needs_more_servers_than_the_trace_gets_the_fewest_that_fit():

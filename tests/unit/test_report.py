@@ -38,7 +38,7 @@ def test_headline_rows_read_each_stage():
     assert rows[day.format("Pond's combined policy")] == \
         "50.0%, 1.91% (worst case 2.55%; budget 2%); 0.94% left slowed after 1.00% mitigated by the QoS monitor"
     assert rows[day.format("served (um_only)")] == "17.0%, 0.81% (worst case 1.02%; budget 2%)"
-    assert rows["DRAM saved at 16-socket pools vs all local"] == \
+    assert rows["DRAM saved at 16-socket pools vs all local (90% interval over clusters)"] == \
         "combined 9.0% (182%), 7.0% (222%); UM only -; static 15% 3.0%"
     assert rows["sizing answer (182%)"] == \
         "um_only_r1.82: 16 sockets, 579 GB/server + 774 GB/pool, saves 9.0% DRAM at 0.88% mispredicted"
@@ -47,6 +47,26 @@ def test_headline_rows_read_each_stage():
     assert rows["registered"] == "pond-znuma night 2026-01-28: challenger"
     assert rows["backtest: nights within budget after the QoS monitor (before), mean regret"] == \
         "not run (metrics/backtest.json missing)"
+
+
+def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
+    m = {"simulate": {"headline_pool_sockets": 16, "savings_at_headline": {"combined_r1.82": 0.09},
+                      "savings_at_headline_interval": {"combined_r1.82": [0.05, 0.12]},
+                      "steady_state": {"memory_hours_decided_pct": 99.5,
+                                       "memory_hours_decided_before_creation_pct": 61.25},
+                      "answer": {"1.82": {"policy": "combined_r1.82", "pool_sockets": 16, "local_gb_per_server": 500,
+                                          "gb_per_pool": 700, "savings": 0.09, "savings_interval": [0.05, 0.12],
+                                          "realized_mispredictions": 0.01, "decided": False,
+                                          "undecided_between": ["um_only_r1.82", "combined_r1.82"],
+                                          "difference_interval": [-0.01, 0.03]}}}}
+    rows = dict((a, b) for a, b, _ in headline(m))
+    assert rows["DRAM saved at 16-socket pools vs all local (90% interval over clusters)"] == \
+        "combined 9.0% [5.0%, 12.0%] (182%), - (222%); UM only -; static 15% -"
+    assert rows["replayed window's memory-hours a policy decides (before the VM's creation)"] == "99.50% (61.25%)"
+    assert rows["sizing answer (182%)"] == (
+        "combined_r1.82: 16 sockets, 500 GB/server + 700 GB/pool, saves 9.0% [5.0%, 12.0%] DRAM at 1.00% "
+        "mispredicted; undecided: um_only_r1.82 against combined_r1.82 differs by -1.0% to 3.0% over clusters, so "
+        "the solver's own policy is named")
 
 
 def test_the_backtest_row_gives_each_yardstick_the_metrics_hold():

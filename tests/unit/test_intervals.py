@@ -1,0 +1,72 @@
+"""The cluster bootstrap behind every DRAM-saved figure, and the sizing answer it decides (issue 64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pond.simulator.intervals import Savings, cluster_draws, percentiles
+from pond.simulator.sizing_report import answer
+
+
+def _table(gb: dict[str, list[float]]) -> pd.DataFrame:
+    """Per-cluster required GB (and the same as per-server peaks) for all local and each policy at 16 sockets."""
+    rows = []
+    for name, values in gb.items():
+        for c, v in enumerate(values):
+            rows.append({"policy": name, "pool_sockets": 0 if name == "all_local" else 16, "cluster": c,
+                         "required_gb": v, "peak_required_gb": v})
+    return pd.DataFrame(rows)
+
+
+def test_draws_take_every_cluster_count_with_replacement_and_are_seeded():
+    w = cluster_draws(5, 1000, 42)
+    assert w.shape == (1000, 5) and (w.sum(axis=1) == 5).all()
+    assert np.array_equal(w, cluster_draws(5, 1000, 42)) and not np.array_equal(w, cluster_draws(5, 1000, 43))
+    assert (w == 0).any() and (w >= 2).any()          # with replacement: some clusters out, some twice
+
+
+def test_a_saving_the_same_on_every_cluster_has_a_zero_width_interval():
+    t = _table({"all_local": [100, 200, 300, 400], "half": [90, 180, 270, 360]})
+    s = Savings(t, "required_gb", cluster_draws(4, 500, 1), 0.9)
+    assert s.interval("half", 16) == (pytest.approx(0.1), pytest.approx(0.1))
+    assert s.interval("all_local", 0) == (0.0, 0.0)
+
+
+def test_an_interval_spans_what_the_clusters_disagree_on():
+    t = _table({"all_local": [100] * 10, "p": [80, 80, 80, 80, 80, 100, 100, 100, 100, 100]})
+    s = Savings(t, "required_gb", cluster_draws(10, 4000, 7), 0.9)
+    lo, hi = s.interval("p", 16)
+    assert lo < 0.1 < hi and 0.0 <= lo and hi <= 0.2
+    # percentiles of a known sample: the central 90% of 0..100 is 5..95
+    assert percentiles(np.arange(101.0), 0.9) == (5.0, 95.0)
+
+
+def _policies(savings: dict[str, float]) -> dict:
+    return {name: {"recommended_pool_sockets": 16, "recommended": {"savings": v},
+                   "realized_mispredictions": {"1.82": 0.01}, "realized_unmitigated": {"1.82": 0.01}}
+            for name, v in savings.items()}
+
+
+def test_the_answer_names_a_policy_only_beyond_the_paired_interval():
+    # a beats b on every cluster by 5 points: decided, however the clusters are drawn
+    t = _table({"all_local": [100] * 6, "a_r1.82": [80] * 6, "combined_r1.82": [85] * 6})
+    s = Savings(t, "required_gb", cluster_draws(6, 1000, 3), 0.9)
+    got = answer(_policies({"a_r1.82": 0.2, "combined_r1.82": 0.15}), 0.02, s)["1.82"]
+    assert got["policy"] == "a_r1.82" and got["decided"] and got["runner_up"] == "combined_r1.82"
+    assert got["difference_interval"] == [pytest.approx(0.05), pytest.approx(0.05)]
+
+
+def test_an_undecided_answer_says_so_and_falls_back_to_the_solver_s_policy():
+    # a saves more on average, but on half the clusters less than combined: the paired interval spans 0
+    t = _table({"all_local": [100] * 8, "a_r1.82": [70, 70, 70, 70, 95, 95, 95, 95],
+                "combined_r1.82": [85] * 8, "combined_cap20pct_r1.82": [86] * 8})
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    got = answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15, "combined_cap20pct_r1.82": 0.14}), 0.02,
+                 s)["1.82"]
+    lo, hi = got["difference_interval"]
+    assert lo < 0 < hi and not got["decided"]
+    assert got["undecided_between"] == ["a_r1.82", "combined_r1.82"] and got["policy"] == "combined_r1.82"
+    # without draws the point estimate decides, as before
+    assert answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15}), 0.02)["1.82"]["policy"] == "a_r1.82"
