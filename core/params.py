@@ -224,12 +224,13 @@ class OptimizeParams(Section):
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
         "the credit pools more and saves less DRAM; docs/results.md, issue 48)"))
-    serve: Literal["combined", "li_only", "um_only"] = Field("um_only",
-        description="the policy the service applies: Pond's combined rule, or its LI-only / UM-only alternative "
-                    "(each solved within the same budget); simulate's sizing answer says which saves DRAM")
+    serve: Literal["answer", "combined", "li_only", "um_only"] = Field("answer",
+        description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
+                    "with its pool cap; the solver's combined rule where simulate gave none), or by hand Pond's "
+                    "combined rule or its LI-only / UM-only alternative (each solved within the same budget)")
     pool_cap: Annotated[float, Field(gt=0, le=1)] | None = Field(None,
         description="no VM served more than this share on the pool (a VM called insensitive gets exactly it); "
-                    "null: no cap")
+                    "null: no cap; with serve: answer, the answer's cap is used instead")
 
     @property
     def budget(self) -> float:

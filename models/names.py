@@ -35,3 +35,16 @@ def split_ratio(name: str) -> tuple[str, str | None]:
     except ValueError:
         return name, None
     return (base, ratio) if sep and base else (name, None)
+
+
+def served_of(row: str) -> tuple[str, float | None] | None:
+    """(policy, pool cap) a service can apply for a nightly policy row's name (``combined_cap30pct_r1.82`` ->
+    ``("combined", 0.3)``, ``um_only_r2.22`` -> ``("um_only", None)``); None for a row it cannot (a static pool,
+    an unknown name)."""
+    base, _ = split_ratio(row)
+    policy, sep, cap = base.rpartition("_cap")
+    if sep and cap.endswith("pct") and cap[:-3].isdigit() and 0 < int(cap[:-3]) <= 100:
+        base, limit = policy, int(cap[:-3]) / 100.0
+    else:
+        limit = None
+    return (base, limit) if base in ("combined", "li_only", "um_only") else None

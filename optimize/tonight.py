@@ -22,7 +22,7 @@ from pond.core.plots import pyplot, save_figure
 from pond.features.history import KEY
 from pond.models.decision import served_name
 from pond.models.inference import join_history, load_verified
-from pond.models.names import li_model_name
+from pond.models.names import li_model_name, served_of
 from pond.models.policy import Policy, write_policy
 from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
@@ -261,8 +261,28 @@ def plot_frontier(frontier: pd.DataFrame, tp: float, path: Path, what: str) -> N
     save_figure(fig, path)
 
 
-def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location | None = None) -> Tonight:
-    """Tonight's policy for the PDM, TP and latency ratio in ``params.optimize``."""
+def served_policy(serve: str, pool_cap: float | None, answer: dict[str, Any] | None, ratio: float
+                  ) -> tuple[str, float | None, str]:
+    """(policy, pool cap) the service applies, and a line saying why. ``serve: answer`` takes `simulate`'s sizing
+    answer at ``ratio`` (its ``answer`` metrics: the policy named, decided or not, with its cap); where there is
+    none (no `simulate` yet, no policy within the budget, a name the service cannot apply) the solver's own
+    combined rule, uncapped. Any other ``serve`` is the operator's choice, applied as given."""
+    if serve != "answer":
+        return serve, pool_cap, f"optimize: the service applies {serve} (optimize.serve, pool cap {pool_cap})"
+    row = (answer or {}).get(f"{ratio:g}", {}).get("policy")
+    got = served_of(row) if row else None
+    if got is None:
+        why = ("simulate has not run" if answer is None else f"simulate's answer at {ratio:g} is "
+               f"{row or 'none (no nightly policy within the budget)'}")
+        return "combined", None, f"optimize: the service applies the solver's combined rule: {why}"
+    verdict = "decided" if answer[f"{ratio:g}"].get("decided", True) else "undecided, the solver's own"
+    return got[0], got[1], f"optimize: the service applies simulate's sizing answer {row} ({verdict})"
+
+
+def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location | None = None,
+          answer: dict[str, Any] | None = None) -> Tonight:
+    """Tonight's policy for the PDM, TP and latency ratio in ``params.optimize``; ``answer``: `simulate`'s sizing
+    answer per ratio (its metrics' ``answer``), which ``optimize.serve: answer`` serves."""
     o, as_of = params.optimize, params.base.as_of
     pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
@@ -321,8 +341,9 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
             "li_threshold": float(li.threshold[ai]) if ai > 0 else None,
             "um_offset": float(offsets[f"{targets[aj]:g}"]) if aj > 0 else None,
             "um_target_op": float(targets[aj]), "expected_pool_share": float(g.pool[ai, aj])}
-    policy = Policy.model_validate({**raw, "alternatives": alternatives,
-                                    "serve": {"policy": o.serve, "pool_cap": o.pool_cap}})
+    serve, cap, why = served_policy(o.serve, o.pool_cap, answer, ratio)
+    notes.append(why)
+    policy = Policy.model_validate({**raw, "alternatives": alternatives, "serve": {"policy": serve, "pool_cap": cap}})
     metrics = {"pool_share": policy.expected.pool_share,
                "mispredictions": policy.expected.mispredictions,
                "mispredictions_bound": policy.expected.mispredictions_bound,

@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier"),
            li="data/models/li", um="data/models/um", features="data/features", raw="data/raw",
            out="data/policy/policy.json", metrics="metrics/optimize.json", frontier="plots/optimize/frontier.csv",
-           plot="plots/optimize/frontier.png")
+           plot="plots/optimize/frontier.png", answer="metrics/simulate.json")
     _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
            raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
@@ -224,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "optimize":
             from pond.pipelines import optimize
             optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot,
-                         args.raw)
+                         args.raw, args.answer)
         elif args.stage == "evaluate":
             from pond.pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,

@@ -10,12 +10,14 @@ model will call insensitive, in VMs and in GB), and the fleet's slowdowns measur
 Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (mean and bound),
 the error rate among called workloads (lab and fleet; what `evaluate` charges VMs without slowdown truth),
 the sha256 of both models, PDM, TP, ratio and as-of day, which policy the service applies
-(``optimize.serve``, ``optimize.pool_cap``); and the frontier (pool share vs
+(``optimize.serve``, ``optimize.pool_cap``; ``serve: answer`` reads `simulate`'s sizing answer from its metrics,
+``--answer``); and the frontier (pool share vs
 misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,12 @@ from pond.telemetry.storage import Location
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
-        metrics_path: Path, frontier_path: Path, plot_path: Path, raw_dir: Location | None = None) -> dict[str, Any]:
-    night = solve(params, li_dir, um_dir, features_dir, raw_dir)
+        metrics_path: Path, frontier_path: Path, plot_path: Path, raw_dir: Location | None = None,
+        answer_path: Path | None = None) -> dict[str, Any]:
+    answer = None
+    if answer_path is not None and answer_path.exists():     # simulate's metrics: its sizing answer per ratio
+        answer = json.loads(answer_path.read_text()).get("answer", {})
+    night = solve(params, li_dir, um_dir, features_dir, raw_dir, answer)
     night.write(out_path, metrics_path, frontier_path, plot_path, params.optimize.tp)
     for line in night.notes:
         print(line)

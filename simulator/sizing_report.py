@@ -217,8 +217,8 @@ def print_report(m: dict[str, Any]) -> None:
               f"saves {100 * a['savings']:+.2f}% DRAM{_bracket(a.get('savings_interval'))}{_verdict(a)}")
     for ratio, a in m.get("served", {}).items():
         best = m["answer"].get(ratio, {})
-        note = ("the sizing answer" if best.get("policy") == a["policy"] else
-                f"the answer {best['policy']} saves {100 * best['savings']:+.2f}%: set optimize.serve / pool_cap to serve it"
+        note = ("the sizing answer (optimize.serve: answer serves it tonight)" if best.get("policy") == a["policy"] else
+                f"the answer {best['policy']} saves {100 * best['savings']:+.2f}%: optimize.serve: answer serves it"
                 if best else "no nightly policy was within the budget")
         mis = a["realized_mispredictions"]
         print(f"simulate served at {ratio}: {a['policy']} ({'-' if mis is None else f'{100 * mis:.2f}%'} mispredicted): "

@@ -86,6 +86,7 @@ def small_params(variant: str = "pond") -> dict:
     params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
     params["backtest"] = {"nights": 2}
+    params["optimize"]["serve"] = "um_only"      # a night without simulate's answer: the operator's choice, pinned
     return params
 
 

@@ -89,7 +89,7 @@ def test_sizing_adds_up(sim):
     assert {"combined_r1.82", "combined_r2.22", "static_15pct"} <= set(m["policies"])
     assert set(m["policies"]["static_15pct"]["realized_mispredictions"]) == {"1.82", "2.22"}
     assert (wd / "plots" / "savings.png").exists()
-    # the policy the service applies (params.yaml: UM only) is reported per ratio from its own row
+    # the policy the service applies (small_params: UM only) is reported per ratio from its own row
     for ratio in ("1.82", "2.22"):
         served = m["served"][ratio]
         row = m["policies"][f"um_only_r{ratio}"]
@@ -238,3 +238,26 @@ def test_every_saving_carries_its_interval_and_the_answer_its_verdict(sim):
         assert lo <= hi and a["decided"] == (lo > 0)
         if not a["decided"]:
             assert a["policy"].startswith("combined") or a["policy"] == a["undecided_between"][0]
+
+
+def test_optimize_serves_simulate_s_answer_without_a_hand_edit(sim, small_bundle, small_raw, tmp_path):
+    """``optimize.serve: answer`` (params.yaml's default): tonight's policy serves the sizing answer at its ratio,
+    with the answer's pool cap; with no simulate metrics, the solver's own combined rule."""
+    from pond.models.names import served_of
+
+    wd, m = sim
+    params = small_params()
+    params["optimize"]["serve"] = "answer"
+    path = params_file(tmp_path / "params.yaml", params)
+    common = ["--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"), "--features",
+              str(small_bundle / "features"), "--raw", str(small_raw), "--metrics", str(tmp_path / "o.json"),
+              "--frontier", str(tmp_path / "f.csv"), "--plot", str(tmp_path / "f.png")]
+    assert run_pond(["--params", str(path), "optimize", *common, "--out", str(tmp_path / "p.json"),
+                     "--answer", str(wd / "simulate.json")]) == 0
+    want = served_of(m["answer"]["1.82"]["policy"])
+    got = read_policy(tmp_path / "p.json").serve
+    assert want is not None and (got.policy, got.pool_cap) == want
+    assert run_pond(["--params", str(path), "optimize", *common, "--out", str(tmp_path / "q.json"),
+                     "--answer", str(tmp_path / "none.json")]) == 0
+    fallback = read_policy(tmp_path / "q.json").serve
+    assert (fallback.policy, fallback.pool_cap) == ("combined", None)

@@ -42,7 +42,7 @@ def test_allocations_equal_evaluate_decisions(engine, next_day_vms, small_bundle
     np.testing.assert_array_equal(got.p_insensitive.to_numpy(), ev.p_insensitive.to_numpy())
     np.testing.assert_array_equal(got.untouched_fraction.to_numpy(), ev.untouched_pred.to_numpy())
     assert (got.local_gb + got.pool_gb == got.memory_gb).all()
-    assert engine.policy.serve == Serve(policy="um_only", pool_cap=None)   # params.yaml's optimize.serve
+    assert engine.policy.serve == Serve(policy="um_only", pool_cap=None)   # small_params' optimize.serve
     assert set(got.decision) == {"znuma", "local_only"} and engine.policy_summary["served"] == "um_only"
 
 
