@@ -272,8 +272,8 @@ def served_policy(serve: str, pool_cap: float | None, answer: dict[str, Any] | N
     row = (answer or {}).get(f"{ratio:g}", {}).get("policy")
     got = served_of(row) if row else None
     if got is None:
-        why = ("simulate has not run" if answer is None else f"simulate's answer at {ratio:g} is "
-               f"{row or 'none (no nightly policy within the budget)'}")
+        why = ("no sizing answer was given (`pond optimize --answer metrics/simulate.json`)" if answer is None else
+               f"simulate's answer at {ratio:g} is {row or 'none (no nightly policy within the budget)'}")
         return "combined", None, f"optimize: the service applies the solver's combined rule: {why}"
     verdict = "decided" if answer[f"{ratio:g}"].get("decided", True) else "undecided, the solver's own"
     return got[0], got[1], f"optimize: the service applies simulate's sizing answer {row} ({verdict})"

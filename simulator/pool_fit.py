@@ -30,6 +30,7 @@ O(log servers) whatever the pool size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -298,12 +299,15 @@ def smallest_pool(run: Replays, servers_per_pool: int, cap_local: float, cap_poo
     """The smallest whole-GB pool capacity of at least ``least``, at most ``cap_pool``'s whole GB, with at most
     ``budget`` VMs unplaced at ``cap_local``: the capacity grid lands near the answer, not on it (a proportional
     split on one-server pools came out 1.3% dearer than all local, the same DRAM labelled twice)."""
-    def ok(cap: float) -> bool:
-        return run(servers_per_pool, cap_local, cap, budget)[0] <= budget
+    return least_whole_gb(lambda cap: run(servers_per_pool, cap_local, cap, budget)[0] <= budget, cap_pool, least)
 
-    hi = float(np.ceil(cap_pool - 1e-9))
+
+def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0) -> float:
+    """The smallest whole-GB capacity in [``least``, ``cap``] that ``ok`` holds at, bisected (``cap`` itself when
+    its whole GB does not hold): both replays bisect their pool capacity with it."""
+    hi = float(np.ceil(cap - 1e-9))
     if not ok(hi):
-        return float(cap_pool)
+        return float(cap)
     lo = float(np.floor(least))
     if ok(lo):
         return lo

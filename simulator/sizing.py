@@ -212,27 +212,11 @@ def size(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_level: np
         lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
     hi = float(np.ceil(hi - 1e-9))       # whole GB
     if has_pool and cap_pool > floor[1]:  # the frontier's P is an arrival's level, not the least that holds
-        cap_pool = _least_pool(lambda cap: moves(c, pool_gb, servers_per_pool, hi, cap, budget)[0] <= budget,
-                               cap_pool, floor[1])
+        cap_pool = pool_fit.least_whole_gb(lambda cap: moves(c, pool_gb, servers_per_pool, hi, cap, budget)[0]
+                                           <= budget, cap_pool, floor[1])
     m, stuck = moves(c, pool_gb, servers_per_pool, hi, cap_pool)
     return Sizing(hi, float(cap_pool), c.n_servers, n_pools if has_pool else 0, int(m), int(stuck),
                   units if has_pool else 0.0)
-
-
-def _least_pool(ok: Callable[[float], bool], cap: float, least: float) -> float:
-    """The smallest whole-GB pool capacity in [``least``, ``cap``] that ``ok`` holds at (``cap`` itself if its
-    whole GB does not), bisected: a split on one-server pools is the same DRAM as all local, and sized with the
-    frontier's capacity it came out up to 2.9% dearer."""
-    hi = float(np.ceil(cap - 1e-9))
-    if not ok(hi):
-        return float(cap)
-    lo = float(np.floor(least))
-    if ok(lo):
-        return lo
-    while hi - lo > PRECISION_GB:
-        mid = float(np.floor((lo + hi) / 2))
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
 
 
 def in_window(start_s: np.ndarray, end_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:

@@ -31,7 +31,7 @@ def test_the_answer_at_the_policy_s_ratio_is_served():
 
 
 @pytest.mark.parametrize("answer, says", [
-    (None, "simulate has not run"),
+    (None, "no sizing answer was given"),
     ({}, "is none (no nightly policy within the budget)"),
     ({"1.82": {"policy": "static_15pct"}}, "is static_15pct"),
 ])
