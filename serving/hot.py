@@ -14,7 +14,6 @@ A valid body is read by ``telemetry.request.plain_request`` (the rules' fast pat
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from pond.serving.access import Access
 from pond.serving.observability import Tally
 from pond.serving.schemas import AllocationRequest
 from pond.telemetry.request import FIELDS, plain_request
@@ -97,7 +97,7 @@ class HotRoute:
     def __init__(self, app: Any, engine: Callable[[], Any], answers: Answers, limit: int,
                  token: bytes | None) -> None:
         self.app, self.engine, self.answers, self.limit = app, engine, answers, limit
-        self.expected = b"Bearer " + token if token is not None else None
+        self.access = Access(token)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
@@ -113,7 +113,7 @@ class HotRoute:
                 auth = value
         if (length is None or not length.isdigit() or int(length) > self.limit or content_type is None
                 or not is_json(content_type)
-                or (self.expected is not None and not secrets.compare_digest(auth or b"", self.expected))):
+                or not self.access.allows(auth)):
             return await self.app(scope, receive, send)
         chunks, size = [], 0
         while True:

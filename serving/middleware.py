@@ -4,7 +4,6 @@ and the request count and latency per endpoint."""
 from __future__ import annotations
 
 import logging
-import secrets
 from time import perf_counter
 from typing import Any
 
@@ -12,6 +11,7 @@ import orjson
 from starlette.requests import ClientDisconnect
 
 from pond.core.errors import PondError
+from pond.serving.access import Access
 from pond.serving.columnar import is_arrow
 from pond.serving.hot import is_json
 from pond.serving.observability import Metrics
@@ -28,7 +28,7 @@ class Edge:
         self.app, self.metrics, self.max_body, self.paths = app, metrics, max_body_bytes, paths
         self.body_limits = body_limits or {}   # per path, below max_body: one VM's request is a few hundred bytes
         self.arrow_paths = arrow_paths
-        self.expected = b"Bearer " + token if token is not None else None
+        self.access = Access(token)
         self._children: dict[tuple[str, int], Any] = {}
         self._latency = {p: metrics.latency.labels(p) for p in (*paths, "other")}
 
@@ -40,8 +40,7 @@ class Edge:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         limit = self.body_limits.get(scope["path"], self.max_body)
-        if (self.expected is not None and (scope["path"].startswith("/v1/") or scope["path"] == "/metrics")
-                and not secrets.compare_digest(headers.get(b"authorization", b""), self.expected)):
+        if self.access.protects(scope["path"]) and not self.access.allows(headers.get(b"authorization")):
             status[0] = 401
             await _send_json(send, 401, {"detail": "missing or wrong bearer token"},
                              [(b"www-authenticate", b"Bearer")])

@@ -205,6 +205,30 @@ def test_bearer_token(small_bundle, requests_):
         assert c.post("/v1/allocations", json=requests_[0], headers=ok).status_code == 200
         assert c.get("/metrics").status_code == 401 and c.get("/metrics", headers=ok).status_code == 200
         assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
+        # RFC 7235 §2.1: the scheme is case-insensitive, on the fast path (one VM) and the app's edge alike
+        for scheme in ("bearer", "BEARER", "BeArEr"):
+            h = {"Authorization": f"{scheme} {TOKEN}"}
+            assert c.post("/v1/allocations", json=requests_[0], headers=h).status_code == 200, scheme
+            assert c.post("/v1/allocations/batch", json={"requests": requests_[:2]}, headers=h).status_code == 200
+            assert c.get("/metrics", headers=h).status_code == 200
+        for bad in (f"bearer {TOKEN}x", f"bearer{TOKEN}", f"bearer  {TOKEN[:-1]}"):
+            assert c.post("/v1/allocations", json=requests_[0], headers={"Authorization": bad}).status_code == 401
+
+
+def test_the_fast_path_and_the_edge_ask_one_access_rule():
+    """Issue 66: the access rule is one object, which both layers hold; nothing else compares a token."""
+    import inspect
+
+    from pond.serving import hot, middleware
+    from pond.serving.access import Access
+
+    for module in (hot, middleware):
+        text = inspect.getsource(module)
+        assert "Access(token)" in text and "compare_digest" not in text and "b\"Bearer " not in text
+    a = Access(b"t" * 16)
+    assert a.allows(b"Bearer " + b"t" * 16) and a.allows(b"bearer " + b"t" * 16) and not a.allows(None)
+    assert not a.allows(b"Basic " + b"t" * 16) and Access(None).allows(None)
+    assert Access.protects("/v1/qos") and Access.protects("/metrics") and not Access.protects("/readyz")
 
 
 def test_tampered_model_is_refused(small_bundle, tmp_path):
