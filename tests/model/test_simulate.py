@@ -211,8 +211,10 @@ def test_the_qos_monitor_runs_in_the_replay(sim):
 
 
 def test_steady_state_every_vm_of_the_window_carries_a_decision(sim):
-    """Issue 64: the VMs the window opens with are decided by the first night (not left all local under every
-    policy); the small fleet's window is the two nights' next days, so a VM of an earlier day is one of them."""
+    """Steady state: the VMs the window opens with are decided by the first night, as a service running for months
+    decided them. Left all local under every policy, they bought every pool on top of local DRAM that could not
+    shrink (README, "Which policy the service applies"). The small fleet's window is the two nights' next days, so
+    a VM of an earlier day is one of them."""
     wd, m = sim
     st = m["steady_state"]
     assert st["memory_hours_decided_pct"] >= 99.0

@@ -216,7 +216,8 @@ def test_bearer_token(small_bundle, requests_):
 
 
 def test_the_fast_path_and_the_edge_ask_one_access_rule():
-    """Issue 66: the access rule is one object, which both layers hold; nothing else compares a token."""
+    """The access rule is one object (``serving.access``) that both layers hold, and nothing else compares a token:
+    with a copy in each, a change to one left the other answering 200 under the old rule."""
     import inspect
 
     from pond.serving import hot, middleware

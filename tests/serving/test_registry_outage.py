@@ -1,8 +1,8 @@
-"""The service following `@champion` when the registry fails (issue 68): a registry that accepts connections and
-never answers, and one that refuses them. The service keeps answering from the bundle it holds, counts the failed
-poll within two poll intervals, picks up a champion moved after the outage within a poll and its budget, and stops
-on SIGTERM within 5 s with status 0 while requests are in flight and a poll hangs, as PID 1 where the machine
-gives this test a PID namespace of its own.
+"""The service following `@champion` when the registry fails (README, "Running it in production", "When the registry
+fails"): a registry that accepts connections and never answers, and one that refuses them. The service keeps answering
+from the bundle it holds, counts the failed poll within two poll intervals, picks up a champion moved after the outage
+within a poll and its budget, and stops on SIGTERM within 5 s with status 0 while requests are in flight and a poll
+hangs, as PID 1 where the machine gives this test a PID namespace of its own.
 
 The registry is a real `mlflow server` behind a TCP relay this test switches between forwarding, holding every
 connection open without a byte in answer, and refusing connections (its port closed)."""

@@ -1,4 +1,6 @@
-"""The cluster bootstrap behind every DRAM-saved figure, and the sizing answer it decides (issue 64)."""
+"""The cluster bootstrap behind every DRAM-saved figure (``simulator.intervals``), and the sizing answer it decides:
+a policy is named only when it beats the runner-up beyond their paired interval (README, "Which policy the service
+applies")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``optimize.serve: answer``: the service applies simulate's sizing answer without a hand edit (issue 64)."""
+"""``optimize.serve: answer``: the service applies simulate's sizing answer without a hand edit, on any fleet that
+runs `simulate` (README, "Which policy the service applies")."""
 
 from __future__ import annotations
 

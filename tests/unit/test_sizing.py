@@ -208,7 +208,7 @@ def _random_trace(seed: int, n: int = 1200, servers: int = 16, horizon: int = 10
 @pytest.mark.parametrize("pool_aware", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_split_that_pools_nothing_saves_nothing(seed, pool_aware):
-    """Issue 64's first check that needs no model: a fixed share of every VM on one-server pools is the same DRAM
+    """A check that needs no model: a fixed share of every VM on one-server pools is the same DRAM
     labelled twice, so it saves 0 +- 0.5 points, in the provider's accounting and at each server's own peak.
     (Before the pool capacity was bisected to the whole GB, the grid's capacity made it up to 2.9% dearer.)"""
     start, end, server, memory, cores = _random_trace(seed)
