@@ -272,6 +272,8 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     for f in sp.static_fractions:                       # a static pool splits every VM, as Fig. 3 does
         decisions[(static_policy_name(f), None)] = static_decisions(mem, np.ones(len(vms), bool), f)
     decided, (window, label) = created_in | before, measured_window(window, label, sp, nights is not None, s.t0)
+    if nights is None:                                  # static pools only: they split every VM, the window's first too
+        decided = np.ones(len(vms), bool)
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
     steady = decided_share(start, end, mem, scored, before, judged)
     created_in = (start >= judged[0]) & (start < judged[1])

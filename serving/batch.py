@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from pond.core.errors import PondError
 from pond.serving.hot import NULLABLE
@@ -57,10 +58,7 @@ def parse_batch(body: bytes, max_batch: int) -> list[tuple]:
         raise TooLarge(f"more than {max_batch} requests; at most {max_batch} per batch"
                          if objects > 2 * max_batch + 1 else
                          "the body holds more values than its requests can; send {\"requests\": [objects]}")
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RequestValidationError([{"loc": ("body",), "msg": f"invalid JSON ({exc})", "type": "json_invalid"}]) from None
+    data = _loads(body)
     items = data.get("requests") if isinstance(data, dict) else None
     if not isinstance(items, list):     # one error at the top (the counts above bound what is inside)
         where = ("body", "requests") if isinstance(data, dict) else ("body",)
@@ -85,6 +83,20 @@ def parse_batch(body: bytes, max_batch: int) -> list[tuple]:
         for i, r in zip(declined, valid):
             out[i] = tuple(getattr(r, f) for f in REQUEST_FIELDS)
     return out
+
+
+def _loads(body: bytes) -> object:
+    """The decoded body. orjson refuses ``NaN``, ``Infinity`` and numbers past a double, which the single route's
+    parser (pydantic's) reads; read the same way here, a request carrying one is refused where it is
+    (``requests[1].counters``), not as a body that is not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            return from_json(body, allow_inf_nan=True)
+        except ValueError:
+            raise RequestValidationError([{"loc": ("body",), "msg": f"invalid JSON ({exc})",
+                                           "type": "json_invalid"}]) from None
 
 
 def invalid_body(exc: ValidationError) -> RequestValidationError:

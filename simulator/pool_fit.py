@@ -36,9 +36,13 @@ from functools import cache
 
 import numpy as np
 
-COARSE = 8        # pool capacities tried per sizing, then REFINE more around the cheapest
+COARSE = 8        # pool capacities tried per sizing over the range, as many near the bound, then REFINE more
+NEAR_STEP = 0.04  # near the least capacity that holds the pool parts (with local DRAM to spare), in 4% steps above it
 REFINE = 4
 PRECISION_GB = 1.0
+SCAN_STEP = 0.02    # ``lowest_holding``'s first step up from the bound, of the bound
+SCAN_FLAT = 10      # steps of that size (20% above the bound), then
+SCAN_GROWTH = 1.25  # each step grows on the last by this
 
 
 @cache
@@ -228,6 +232,11 @@ class Replays:
         self.run = 0                                  # replays run (the others were given back)
         self._kept: dict[tuple[float, int | None], tuple[int, np.ndarray]] = {}
         self._level: dict[tuple[float, int | None, int], float] = {}
+        self.local_bound = peak_total(ev, ev.memory_gb - self.pool_gb) / max(ev.n_servers, 1)
+
+    def pool_bound(self, servers_per_pool: int) -> float:
+        """The full pool's capacity the cluster's pool parts need at their peak, spread evenly over its pools."""
+        return peak_total(self.ev, self.pool_gb) * servers_per_pool / max(self.ev.n_servers, 1)
 
     def __call__(self, servers_per_pool: int, cap_local: float, cap_pool: float,
                  max_unplaced: int | None = None) -> tuple[int, np.ndarray]:
@@ -274,20 +283,12 @@ def pool_shares(n_servers: int, servers_per_pool: int) -> np.ndarray:
 def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget: int, hi: float,
                    least: float = 0.0) -> float | None:
     """The smallest whole-GB ``L`` of at least ``least`` with at most ``budget`` VMs unplaced at pool capacity
-    ``cap_pool``; None when even ``hi`` leaves more unplaced."""
+    ``cap_pool``, searched up from what the cluster's local parts need at their peak (``lowest_holding``); None
+    when even ``hi`` leaves more unplaced."""
     def ok(cap_local: float) -> bool:
         return run(servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
 
-    hi = float(np.ceil(max(hi, least) - 1e-9))
-    if not ok(hi):
-        return None
-    if least > 0 and ok(least):
-        return float(least)
-    lo = float(least)             # whole GB, and only values tried: first fit is not monotone in L
-    while hi - lo > PRECISION_GB:
-        mid = float(np.floor((lo + hi) / 2))
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return lowest_holding(ok, max(hi, least), least, run.local_bound)
 
 
 def n_pools_of(ev: Events, servers_per_pool: int) -> int:
@@ -299,18 +300,57 @@ def smallest_pool(run: Replays, servers_per_pool: int, cap_local: float, cap_poo
     """The smallest whole-GB pool capacity of at least ``least``, at most ``cap_pool``'s whole GB, with at most
     ``budget`` VMs unplaced at ``cap_local``: the capacity grid lands near the answer, not on it (a proportional
     split on one-server pools came out 1.3% dearer than all local, the same DRAM labelled twice)."""
-    return least_whole_gb(lambda cap: run(servers_per_pool, cap_local, cap, budget)[0] <= budget, cap_pool, least)
+    return least_whole_gb(lambda cap: run(servers_per_pool, cap_local, cap, budget)[0] <= budget, cap_pool, least,
+                          run.pool_bound(servers_per_pool))
 
 
-def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0) -> float:
-    """The smallest whole-GB capacity in [``least``, ``cap``] that ``ok`` holds at, bisected (``cap`` itself when
-    its whole GB does not hold): both replays bisect their pool capacity with it."""
+def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0, bound: float | None = None) -> float:
+    """The smallest whole-GB capacity in [``least``, ``cap``] that ``ok`` holds at (``cap`` itself when its whole GB
+    does not hold): both replays search their pool capacity with it. ``bound``: a capacity below which ``ok``
+    seldom holds (``lowest_holding`` searches up from it); without one, a bisection over the range."""
+    if bound is not None:
+        got = lowest_holding(ok, cap, least, bound)
+        return float(cap) if got is None else got
     hi = float(np.ceil(cap - 1e-9))
     if not ok(hi):
         return float(cap)
     lo = float(np.floor(least))
     if ok(lo):
         return lo
+    return _bisect(ok, lo, hi)
+
+
+def lowest_holding(ok: Callable[[float], bool], hi: float, least: float, bound: float) -> float | None:
+    """The smallest whole-GB capacity of at least ``least`` that ``ok`` holds at, found up from ``bound`` (what the
+    cluster's VMs need at their peak, spread evenly): None when ``hi``'s whole GB does not hold.
+
+    A first fit is not monotone in a capacity: a VM placed elsewhere early strands room later, so a cluster whose
+    VMs fit at 476 GB a server can leave VMs out at 576-592 GB and fit again at 596. A bisection over the range
+    settles on whichever border it meets first, another for each policy's split (a split on one-server pools,
+    the same DRAM labelled twice, came out 1.3% cheaper than all local). Steps up from the bound (2% of it, ten
+    times, then growing by a quarter each time, so a far answer costs few replays) find the lowest border near
+    the bound that is a step wide; the last step is then bisected."""
+    top = float(np.ceil(hi - 1e-9))
+    if not ok(top):
+        return None
+    floor_ = float(np.floor(least))
+    start = max(float(np.floor(bound)), floor_)
+    if start >= top:
+        return top
+    if ok(start):                    # the budget can leave a few VMs out: below the bound, bisect
+        return floor_ if start == floor_ or ok(floor_) else _bisect(ok, floor_, start)
+    step = max(PRECISION_GB, float(np.ceil(SCAN_STEP * max(bound, 1.0))))
+    lo, steps = start, 0
+    while True:
+        up = min(lo + step, top)
+        if up >= top or ok(up):
+            return _bisect(ok, lo, up)
+        steps += 1
+        lo, step = up, step if steps < SCAN_FLAT else float(np.ceil(step * SCAN_GROWTH))
+
+
+def _bisect(ok: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The whole GB in (``lo``, ``hi``] where ``ok`` turns true, given ``ok(hi)`` and not ``ok(lo)``."""
     while hi - lo > PRECISION_GB:
         mid = float(np.floor((lo + hi) / 2))
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -338,27 +378,27 @@ def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
     if top <= 0:
         grid = [0.0]
     else:
-        grid = sorted({max(p, floor[1]) for p in np.linspace(top / COARSE, top, COARSE)})
+        border = smallest_pool(run, servers_per_pool, local_hi, top, budget, floor[1])   # the least that holds
+        near = border * (1.0 + NEAR_STEP * np.arange(COARSE))
+        grid = sorted({max(p, floor[1]) for p in np.r_[np.linspace(top / COARSE, top, COARSE), near[near < top]]})
     cost: dict[float, tuple[float, float]] = {}
-    hi = local_hi
 
-    def look(p: float, hi: float) -> float | None:
+    def look(p: float) -> None:          # each from the bound: first fit is not monotone, so L need not fall as P grows
         if p not in cost:
-            L = smallest_local(run, servers_per_pool, p, budget, hi, floor[0])
+            L = smallest_local(run, servers_per_pool, p, budget, local_hi, floor[0])
             cost[p] = (np.inf, np.inf) if L is None else (ev.n_servers * L + pool_units * p, L)
-        return None if np.isinf(cost[p][1]) else cost[p][1]
 
-    for p in grid:                       # L only falls as P grows: each bisection starts at the last L
-        got = look(p, hi)
-        hi = got if got is not None else hi
+    for p in grid:
+        look(p)
     if len(grid) > 1 and any(np.isfinite(c[0]) for c in cost.values()):
-        step = grid[1] - grid[0]
+        best = min(cost, key=lambda p: cost[p][0])
+        step = min(abs(p - best) for p in cost if p != best)
         for _ in range(REFINE):          # halve the step around the cheapest capacity so far
             best = min(cost, key=lambda p: cost[p][0])
             step /= 2
             for p in (best - step, best + step):
                 if p > 0 and p >= floor[1]:
-                    look(float(p), local_hi)
+                    look(float(p))
     finite = {p: c for p, c in cost.items() if np.isfinite(c[0])}
     if not finite:                       # nothing fits within the budget: give every VM its own room
         p = max(top, 0.0)

@@ -94,27 +94,32 @@ def test_missing_field_and_bad_json(client, requests_):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "requests", 1, "memory_gb"]
 
 
-@pytest.mark.parametrize("value", ["1e999", "-1e999", "NaN", "-3"])
+@pytest.mark.parametrize("value", ["1e999", "-1e999", "NaN", "Infinity", "-3"])
 def test_counters_are_finite_counts_on_every_route(client, requests_, value):
-    """/v1/allocations took counts that /v1/qos refused (issue 49): one rule, one refusal, on all three routes."""
+    """One rule, one refusal, on all three routes, located where the bad count is: in a batch, at the request that
+    carries it (the second here), whichever JSON parser reads the body (orjson refuses NaN and 1e999 itself)."""
     text = json.dumps({**requests_[0], "counters": {"INST_RETIRED.ANY": 1.0, "CPU_CLK_UNHALTED.THREAD": 7.0}})
     body = text.replace("7.0}", value + "}").encode()
     headers = {"content-type": "application/json"}
     answers = [client.post("/v1/allocations", content=body, headers=headers),
-               client.post("/v1/allocations/batch", content=b'{"requests": [' + body + b"]}", headers=headers),
+               client.post("/v1/allocations/batch", content=b'{"requests": [' + json.dumps(requests_[1]).encode()
+                           + b", " + body + b"]}", headers=headers),
                client.post("/v1/qos", content=json.dumps({"vm_id": "v"}).encode()[:-1] + b', "counters": {'
                            b'"CPU_CLK_UNHALTED.THREAD": ' + value.encode() + b"}}", headers=headers)]
     assert [r.status_code for r in answers] == [422, 422, 422]
-    if value == "NaN":          # not JSON: refused by the parser, as before
-        return
-    details = [r.json()["detail"][0] for r in answers]
-    if value == "-3":
-        assert [d["loc"] for d in details] == [["body", "counters"], ["body", "requests", 0, "counters"],
-                                               ["body", "counters"]]
-    else:                       # 1e999: the batch's parser (orjson) refuses the number; the others read inf
-        assert details[1]["loc"] == ["body"] and details[1]["type"] == "json_invalid"
-        del details[1]
-    assert all("counts must be finite and >= 0: ['CPU_CLK_UNHALTED.THREAD']" in d["msg"] for d in details)
+    details = [r.json()["detail"] for r in answers]
+    assert [len(d) for d in details] == [1, 1, 1]
+    assert [d[0]["loc"] for d in details] == [["body", "counters"], ["body", "requests", 1, "counters"],
+                                              ["body", "counters"]]
+    assert all("counts must be finite and >= 0: ['CPU_CLK_UNHALTED.THREAD']" in d[0]["msg"] for d in details)
+
+
+def test_a_batch_that_is_not_json_is_refused_at_the_body(client, requests_):
+    """The second parser reads only what the first refused for its numbers: broken JSON stays a body error."""
+    body = b'{"requests": [' + json.dumps(requests_[0]).encode() + b", {]}"
+    r = client.post("/v1/allocations/batch", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert [(d["loc"], d["type"]) for d in r.json()["detail"]] == [(["body"], "json_invalid")]
 
 
 def test_the_batch_envelope_refuses_unknown_fields_as_the_single_route_does(client, requests_):

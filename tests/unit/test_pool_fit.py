@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.simulator.pool_fit import Replays, events, pool_shares, replay, servers_for, size
+from pond.simulator.pool_fit import (Replays, events, least_whole_gb, lowest_holding, pool_shares, replay, servers_for,
+                                     size)
 from pond.simulator.sizing import fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -100,3 +101,34 @@ def test_replays_answer_as_the_replay_does_on_random_traces():
             got, want = run(spp, L, P, limit), replay(ev, pool, spp, L, P, limit)
             assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
         assert run.run < 2 * len(calls)
+
+
+# Unplaced VMs by L, as on a default-draw cluster of 41 servers (budget 1): a first fit is not monotone in a capacity.
+ISLANDS = {**{L: 9 for L in range(0, 470)}, **{L: 1 for L in range(470, 480)}, **{L: 12 for L in range(480, 492)},
+           **{L: 1 for L in range(492, 576)}, **{L: 3 for L in range(576, 596)}}
+
+
+def test_the_search_finds_the_lowest_capacity_that_holds_not_the_border_a_bisection_meets():
+    """Bisected over [0, 1536], the search met the border at 596 (576-595 leave 3 VMs out) and bought 126 GB a
+    server more than 470, where the same VMs fit: each policy's split met another border, so a split that pools
+    nothing came out cheaper than all local. Searched up from what the VMs need at their peak, it finds 470."""
+    def ok(cap: float) -> bool:
+        return ISLANDS.get(int(cap), 0) <= 1
+
+    assert least_whole_gb(ok, 1536.0) == 596.0
+    assert lowest_holding(ok, 1536.0, 0.0, 388.0) == 470.0
+    assert least_whole_gb(ok, 1536.0, 0.0, 388.0) == 470.0
+    assert lowest_holding(ok, 1536.0, 500.0, 388.0) == 500.0        # never below what was bought
+    assert lowest_holding(ok, 465.0, 0.0, 388.0) is None             # nothing holds up to hi
+    assert lowest_holding(lambda cap: cap >= 300.0, 1536.0, 0.0, 388.0) == 300.0   # below the bound: bisected
+
+
+def test_steps_up_from_the_bound_grow_so_a_far_answer_costs_few_replays():
+    calls = []
+
+    def ok(cap: float) -> bool:
+        calls.append(cap)
+        return cap >= 5000.0
+
+    assert lowest_holding(ok, 100_000.0, 0.0, 100.0) == 5000.0
+    assert len(calls) < 60           # 50 times the bound: not the 2,450 steps of 2 GB
