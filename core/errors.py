@@ -42,6 +42,11 @@ class ConfigError(PondError):
     """A parameter or setting is missing or out of range."""
 
 
+class TooLittleHistory(ConfigError):
+    """A night with too few days of telemetry before it to train on (`backtest` skips such nights at the start of a
+    short trace; `train_um` alone stops on it)."""
+
+
 class InputFormatError(PondError):
     """A file in a real external format (perf stat, Azure vmtable) cannot be parsed."""
 

@@ -9,6 +9,9 @@ overrides it for every run of the process.
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -64,9 +67,72 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
         artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
         mlflow.create_experiment(name, artifact_location=artifacts)
     mlflow.set_experiment(name)
-    with mlflow.start_run(run_name=stage, tags={"stage": stage, **(tags or {})}) as run:
-        mlflow.log_params(_flatten(params))
-        yield run
+    host = socket.gethostname()
+    close_abandoned(mlflow.get_experiment_by_name(name).experiment_id, stage, host)
+    run = mlflow.start_run(run_name=stage, tags={"stage": stage, HOST_TAG: host, PID_TAG: str(os.getpid()),
+                                                 **(tags or {})})
+    try:
+        with _stopped_by_sigterm():
+            mlflow.log_params(_flatten(params))
+            yield run
+    except (KeyboardInterrupt, SystemExit):
+        mlflow.end_run("KILLED")
+        raise
+    except BaseException:
+        mlflow.end_run("FAILED")
+        raise
+    mlflow.end_run("FINISHED")
+
+
+HOST_TAG, PID_TAG = "pond.host", "pond.pid"    # where a run's process ran: a run left RUNNING by a killed one is closed
+
+
+def close_abandoned(experiment_id: str, stage: str, host: str) -> list[str]:
+    """Mark KILLED the runs of ``stage`` still RUNNING whose process, on this host, is gone (killed with SIGKILL, or
+    the machine stopped): MLflow would show them running forever. Runs of other hosts are left alone (their process
+    cannot be seen from here). The run ids closed."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    found = client.search_runs([experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.stage = '{stage}' "
+                                                               f"and tags.`{HOST_TAG}` = '{host}'")
+    closed = []
+    for r in found:
+        pid = r.data.tags.get(PID_TAG, "")
+        if pid.isdigit() and not _alive(int(pid)):
+            client.set_terminated(r.info.run_id, "KILLED")
+            closed.append(r.info.run_id)
+            print(f"{stage}: MLflow run {r.info.run_id} was left RUNNING by process {pid}, which is gone: marked KILLED")
+    return closed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # another user's process: alive
+        return True
+    return True
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler stopping the job) ends the stage as Ctrl-C does: the ``with`` blocks unwind
+    (temp outputs removed, the MLflow run marked KILLED) and the process exits 143. Python's default would stop
+    the process at once and leave the run RUNNING. Only the main thread can take a signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def not_found(exc: BaseException) -> bool:

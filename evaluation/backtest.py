@@ -240,7 +240,10 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
 
 def summary_line(m: dict[str, Any]) -> str:
     """The stage's last line, from ``summary``'s figures."""
-    return (f"backtest: {m['nights']} nights; realized mispredictions within the budget on "
+    short = m.get("nights_skipped_short_history", 0)
+    asked = (f" of the {m['nights_asked']} asked ({short} at the start had too little telemetry before them to "
+             "train on)") if short else ""
+    return (f"backtest: {m['nights']} nights{asked}; realized mispredictions within the budget on "
             f"{m['nights_within_budget']} of {m['nights']} after the QoS monitor, {m['nights_within_budget_raw']} "
             f"before it (worst case, censored VMs counted overpredicted: {m['nights_within_budget_worst_case']}); "
             f"pool share {m['realized_pool_mean']:.1%} on average; mean regret {100 * m['regret_mean']:.2f} points "

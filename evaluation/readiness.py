@@ -39,8 +39,17 @@ HOW = {
 
 
 def _ready(vms: pd.DataFrame, days: set, as_of: pd.Timestamp, params: Params) -> bool:
-    first_night = as_of - pd.Timedelta(days=params.backtest.nights - 1)
-    return as_of + pd.Timedelta(days=1) in days and usable_nights(vms, first_night, params.train_um) > 0
+    """``as_of`` can be a night: VMs created the day after it, and a UM backtest night to train on before it
+    (`backtest` replays the nights of ``backtest.nights`` that have one: at least this one)."""
+    return as_of + pd.Timedelta(days=1) in days and usable_nights(vms, as_of, params.train_um) > 0
+
+
+def supported_nights(vms: pd.DataFrame, params: Params) -> int:
+    """How many of the ``backtest.nights`` ending ``base.as_of`` have telemetry enough before them to train on:
+    the ones `backtest` replays (the first nights of a short trace have none)."""
+    as_of = pd.Timestamp(params.base.as_of)
+    return sum(usable_nights(vms, as_of - pd.Timedelta(days=k), params.train_um) > 0
+               for k in range(params.backtest.nights))
 
 
 def _creation_days(vms: pd.DataFrame) -> pd.DatetimeIndex:
@@ -64,9 +73,9 @@ def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
     trace = f"the trace's VMs were created from {start.date()} to {end.date()}"
     if first is None:
         return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}), nor can any other day with "
-                f"these params: every night needs {params.backtest.nights} backtest nights, each with VMs that ended "
-                f"within train_um.train_days ({params.train_um.train_days}) and train_um.calib_days before it, and "
-                "VMs created the next day. Fix: a longer trace, or lower backtest.nights / train_um.calib_lag_days"]
+                f"these params: a night needs VMs that ended within train_um.train_days "
+                f"({params.train_um.train_days}) and train_um.calib_days before it, and VMs created the next day. "
+                "Fix: a longer trace, or lower train_um.calib_lag_days / calib_days"]
     return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}). Fix: set base.as_of in "
             f"params.yaml to a day from {first.date()} to {last.date()}"]
 
@@ -111,7 +120,12 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
     problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists; fix it or remove it): "
                         f"{state[t].removeprefix('invalid: ')}" for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
     if params is not None and not _lacks(LABELLED, state, valid):
-        problems[REPRO] += timeline(valid["vms"], params)
+        late = timeline(valid["vms"], params)
+        problems[REPRO] += late
+        n, asked = (0, 0) if late else (supported_nights(valid["vms"], params), params.backtest.nights)
+        if n < asked:
+            state["vms"] += (f"; {n} of the {asked} backtest nights ending base.as_of have telemetry enough before "
+                             f"them to train on: `backtest` replays those {n}")
     if params is not None and "slowdowns" in valid:
         problems[REPRO] += lab_labels(valid["slowdowns"], params.train_li.latency_ratios)
     return state, problems

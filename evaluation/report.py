@@ -64,7 +64,8 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         ("regret_fixed_mean", "the best pair fixed over the nights"),
         ("regret_admitted_mean", "the best fixed pair the lab admits")) if b.get(k) is not None]
     row("backtest: nights within budget after the QoS monitor (before), mean regret", "backtest", None if not b else
-        f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}, "
+        f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}"
+        + (f" (of {b['nights_asked']} asked: a shorter trace)" if b.get("nights_skipped_short_history") else "") + ", "
         f"{100 * b.get('regret_mean', float('nan')):.2f} points" + (f" ({'; '.join(against)})" if against else ""))
     if b.get("sla_alpha_gb_share_mean") is not None:
         row("backtest: mitigations' local DRAM, all local vs SLA-alpha (nights within budget)", "backtest",

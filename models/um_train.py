@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pond.core.errors import ConfigError
+from pond.core.errors import ConfigError, TooLittleHistory
 from pond.core.params import UmParams
 from pond.models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
 from pond.models.runtime import sha256
@@ -77,7 +77,7 @@ def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, c
     held by the Dask workers (``client``)."""
     nights, sweep = backtest(rows, as_of, p, seed, client)
     if nights.empty:
-        raise ConfigError(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
+        raise TooLittleHistory(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
                           f"(nights end train_um.calib_lag_days={p.calib_lag_days} days before as_of): move "
                           "base.as_of later, or lower train_um.calib_lag_days / calib_days")
     curve, metrics = tradeoff(rows, as_of, p, seed, client)

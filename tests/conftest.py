@@ -176,3 +176,71 @@ def backtest_args(raw: Path, bundle: Path, wd: Path) -> list[str]:
     """``pond backtest``'s paths: inputs from ``raw`` and a night's ``bundle``, outputs under ``wd``."""
     return ["--raw", str(raw), "--features", str(bundle / "features"), "--li", str(bundle / "li"),
             "--out", str(wd / "out"), "--plots", str(wd / "plots"), "--metrics", str(wd / "backtest.json")]
+
+
+def params_paths() -> dict[type, str]:
+    """Each params section class and its dotted path in params.yaml (``generate.lab``, ``simulate``, ...)."""
+    from pond.core.params import Params, Section
+
+    out: dict[type, str] = {}
+
+    def walk(cls: type, prefix: str) -> None:
+        for name, field in cls.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, Section):
+                out[ann] = f"{prefix}{name}"
+                walk(ann, f"{prefix}{name}.")
+
+    walk(Params, "")
+    return out
+
+
+@contextmanager
+def params_reads():
+    """While open, every field of a params section that project code reads (outside ``core/params.py``, whose
+    validators read across sections to refuse an inconsistent file) is recorded as the key ``dvc.yaml`` would
+    declare: ``simulate.buy_days``; a field ``base`` hands to a section (``features.as_of``) as ``base.as_of``.
+    Yields ``run(argv)``: ``run_pond``, recording under the stage the argv names; and ``reads``, per stage its keys.
+    Reads through ``model_dump`` are not seen (pydantic dumps in Rust): a section dumped whole must be declared
+    whole by the stage, which this cannot check."""
+    import sys
+
+    from pond.core.params import INJECTED, Section
+
+    paths, injected = params_paths(), {(".".join(p), k) for p, k in INJECTED.items()}
+    root, own = str(ROOT), str(ROOT / "core" / "params.py")
+    reads: dict[str, set[str]] = {}
+    current: list[set[str]] = []
+    plain, had = Section.__getattribute__, "__getattribute__" in Section.__dict__
+
+    def spy(self, name):
+        cls = type(self)
+        if current and name in cls.model_fields and cls in paths:
+            where = sys._getframe(1).f_code.co_filename
+            if where.startswith(root) and where != own and "/tests/" not in where:
+                path = paths[cls]
+                current[-1].add(f"base.{name}" if (path, name) in injected else f"{path}.{name}")
+        return plain(self, name)
+
+    def run(argv: list[str]) -> int:
+        stage = next(a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] != "--params"))
+        current.append(reads.setdefault(stage, set()))
+        try:
+            return run_pond(argv)
+        finally:
+            current.pop()
+
+    Section.__getattribute__ = spy
+    try:
+        yield run, reads
+    finally:
+        if had:
+            Section.__getattribute__ = plain
+        else:
+            del Section.__getattribute__
+
+
+def undeclared(stage: str, keys: set[str], dvc_yaml: dict) -> list[str]:
+    """The keys ``stage`` read that its ``params`` in ``dvc.yaml`` do not cover (a section covers its keys)."""
+    declared = dvc_yaml["stages"][stage].get("params", [])
+    return sorted(k for k in keys if not any(k == d or k.startswith(f"{d}.") for d in declared))

@@ -53,3 +53,37 @@ def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(s
                      *backtest_args(small_raw, small_bundle, tmp_path)]) == 2
     assert "no VM was created on the day after any of the 1 nights ending 2026-01-12" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_raw, small_bundle, tmp_path,
+                                                                          monkeypatch, capsys):
+    """A month of telemetry stopped the default nightly job at backtest, whose 14 nights need about 35 days. The
+    small fleet starts 2026-01-01: of 8 nights ending 01-08, the first with a UM night to train on is 01-04, so
+    backtest replays 5, says so, and simulate decides the window on them. A trace too short for one night still
+    stops with train_um's own error."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    params = small_params()
+    params["backtest"]["nights"] = 8
+    p = ["--params", str(params_file(tmp_path / "params.yaml", params))]
+    assert run_pond([*p, "backtest", *backtest_args(small_raw, small_bundle, tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
+        assert f"backtest: night {day} skipped: too little telemetry before it to train on" in out
+    assert "backtest: 5 nights of the 8 asked (3 at the start had too little telemetry before them to train on)" in out
+    import json
+
+    m = json.loads((tmp_path / "backtest.json").read_text())
+    assert (m["nights"], m["nights_asked"], m["nights_skipped_short_history"]) == (5, 8, 3)
+    nights = pd.read_csv(tmp_path / "out" / "nights.csv")
+    assert nights.as_of.tolist() == [f"2026-01-0{d}" for d in range(4, 9)]
+    assert sorted(d.name for d in (tmp_path / "out").iterdir() if d.is_dir()) == nights.as_of.tolist()
+    assert run_pond([*p, "simulate", "--raw", str(small_raw), "--nightly", str(tmp_path / "out"), "--out",
+                     str(tmp_path / "sim"), "--metrics", str(tmp_path / "simulate.json"), "--plots",
+                     str(tmp_path / "plots_sim")]) == 0
+    assert json.loads((tmp_path / "simulate.json").read_text())["answer"]
+
+    params["base"]["as_of"] = "2026-01-03"          # no night with anything before it to train on
+    params["backtest"]["nights"] = 2
+    assert run_pond(["--params", str(params_file(tmp_path / "short.yaml", params)), "backtest",
+                     *backtest_args(small_raw, small_bundle, tmp_path / "short")]) == 2
+    assert "no backtest night before 2026-01-03 had VMs to train on" in capsys.readouterr().err

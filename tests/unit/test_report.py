@@ -77,6 +77,10 @@ def test_the_backtest_row_gives_each_yardstick_the_metrics_hold():
     assert dict((a, v) for a, v, _ in headline({"backtest": b}))[row] == (
         "14 (13) of 14, 4.35 points (1.86 against the best pair fixed over the nights; -0.12 against the best fixed "
         "pair the lab admits)")
+    short = {"nights": 9, "nights_within_budget": 9, "nights_within_budget_raw": 8, "regret_mean": 0.0435,
+             "nights_asked": 14, "nights_skipped_short_history": 5}     # a 28-day trace: the nights it allows
+    assert dict((a, v) for a, v, _ in headline({"backtest": short}))[row] == \
+        "9 (8) of 9 (of 14 asked: a shorter trace), 4.35 points"
 
 
 def test_markdown_has_one_row_per_figure():

@@ -53,3 +53,72 @@ def test_a_logged_model_names_its_flavors_packages_not_the_process(tmp_path, mon
     listed = (tmp_path / "m" / "requirements.txt").read_text().split()
     assert f"lightgbm=={version('lightgbm')}" in listed and not any(r.startswith(("pytest", "dask")) for r in listed)
     np.testing.assert_allclose(mlflow.lightgbm.load_model(local).predict(x), booster.predict(x))
+
+
+STAGE_SCRIPT = """
+import sys, time
+from pond.core.tracking import start_run
+with start_run("train_li", {"a": 1}) as run:
+    print(run.info.run_id, flush=True)
+    if sys.argv[1] == "wait":
+        time.sleep(120)
+"""
+
+
+def _stage(tmp_path, how: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    return subprocess.Popen([sys.executable, "-c", STAGE_SCRIPT, how], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _status(tmp_path, run_id: str) -> str:
+    from mlflow import MlflowClient
+
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(run_id).info.status
+
+
+def test_a_stage_stopped_by_sigterm_ends_its_run_killed_and_exits_143(tmp_path):
+    """A stage killed mid-run left its MLflow run RUNNING forever: SIGTERM now unwinds it like Ctrl-C."""
+    import signal
+
+    proc = _stage(tmp_path, "wait")
+    run_id = proc.stdout.readline().strip()
+    assert run_id, proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert _status(tmp_path, run_id) == "KILLED"
+
+
+def test_a_run_left_running_by_a_process_killed_outright_is_closed_by_the_next_run(tmp_path):
+    """SIGKILL gives the process no chance: the next run of the stage on this host sees the process is gone."""
+    import signal
+
+    proc = _stage(tmp_path, "wait")
+    stale = proc.stdout.readline().strip()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert _status(tmp_path, stale) == "RUNNING"
+    nxt = _stage(tmp_path, "done")
+    out, err = nxt.communicate(timeout=120)
+    assert nxt.returncode == 0, err
+    fresh = out.strip().splitlines()[-1]
+    assert (_status(tmp_path, stale), _status(tmp_path, fresh)) == ("KILLED", "FINISHED")
+    assert f"MLflow run {stale} was left RUNNING" in out
+
+
+def test_a_stage_that_fails_ends_its_run_failed(tmp_path, monkeypatch):
+    import mlflow
+    import pytest
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(ValueError):
+        with start_run("train_li", {"a": 1}) as run:
+            raise ValueError("a stage's own error")
+    assert mlflow.get_run(run.info.run_id).info.status == "FAILED"
+    with start_run("train_li", {"a": 1}) as run:
+        pass
+    assert mlflow.get_run(run.info.run_id).info.status == "FINISHED"
