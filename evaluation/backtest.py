@@ -21,6 +21,7 @@ from scipy import stats
 
 from pond.core.cluster import run_all
 from pond.core.days import end_of, in_days_up_to
+from pond.core.errors import TooLittleHistory
 from pond.core.params import Params, QosParams
 from pond.core.plots import pyplot, save_figure
 from pond.evaluation.compare import psi
@@ -213,11 +214,23 @@ def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.nda
     return nights, fixed, best
 
 
+def short_history(short: list[TooLittleHistory], trained: bool, as_of: str, asked: int, exc: TooLittleHistory) -> None:
+    """A night with too little telemetry before it to train on: skipped at the start of a trace shorter than the
+    nights asked (``short`` collects them), an error once a night has trained (later nights have more history)."""
+    if trained:
+        raise exc
+    print(f"backtest: night {as_of} skipped: too little telemetry before it to train on (a trace shorter than "
+          f"backtest.nights={asked} needs)")
+    short.append(exc)
+
+
 def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, candidates: list,
-            admitted_pair: tuple[int, int] | None) -> dict[str, Any]:
-    """``metrics/backtest.json``."""
+            admitted_pair: tuple[int, int] | None, asked: int | None = None, short: int = 0) -> dict[str, Any]:
+    """``metrics/backtest.json``: ``asked``, the nights ``backtest.nights`` asked; ``short``, the first ones skipped
+    with too little telemetry before them."""
     return {
-        "nights": len(nights), "nights_skipped_no_vms": skipped,
+        "nights": len(nights), "nights_asked": len(nights) + skipped + short if asked is None else asked,
+        "nights_skipped_no_vms": skipped, "nights_skipped_short_history": short,
         "nights_within_budget": int((nights.realized_unmitigated <= nights.budget).sum()),   # left slowed
         "nights_within_budget_raw": int((nights.realized_mispredictions <= nights.budget).sum()),
         "realized_unmitigated_max": float(nights.realized_unmitigated.max()),

@@ -41,9 +41,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
                     columns=[c for c in table_columns(path) if c in drift])
     nights = [params.with_as_of((last - pd.Timedelta(days=k)).date().isoformat())   # in order, as nightly
               for k in range(n_nights - 1, -1, -1)]
-    rows, skipped, grids, admits = [], [], [], []   # grids: each night's (pool, left slowed) over the candidate pairs
-    short: list[str] = []                  # the first nights of a trace too short for them: no history to train on
-    last_short: TooLittleHistory | None = None
+    rows, skipped, grids, admits, short = [], [], [], [], []   # grids: (pool, left slowed) per pair
     with AtomicDir(out_dir) as tmp, session(params.engine) as client, \
             bt.snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
@@ -62,17 +60,12 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             cust.to_parquet(feats / "snapshot" / "customer_percentiles.parquet", index=False)
             hist.to_parquet(feats / "snapshot" / "workload_history.parquet", index=False)
             del cust, hist                         # the night's stages read the files
-            try:
-                with silenced():                   # one line per night (above), not train_um's own
+            try:                                   # one line per night (above), not train_um's own
+                with silenced():
                     um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client,
                                       BACKTEST)
             except TooLittleHistory as exc:
-                if rows:                           # later nights have more history than one that trained
-                    raise
-                print(f"backtest: night {as_of} skipped: too little telemetry before it to train on (a trace "
-                      f"shorter than backtest.nights={n_nights} needs)")
-                short.append(as_of)
-                last_short = exc
+                bt.short_history(short, bool(rows), as_of, n_nights, exc)
                 shutil.rmtree(night)
                 continue
             policy_path = BundlePaths.of(night).policy       # optimize writes it, evaluate reads it
@@ -91,8 +84,8 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             grids.append((pool, mis))
             inputs = bt.input_drift(vmf, pd.Timestamp(as_of), p.train_um.train_days, p.features.customer_columns)
             rows.append(bt.night_row(as_of, policy, ev, r, um, inputs))
-        if not rows and last_short is not None and not skipped:
-            raise last_short                       # not one night: the error train_um gives
+        if not rows and short and not skipped:
+            raise short[-1]                        # not one night: the error train_um gives
         if not rows:
             raise ConfigError(f"backtest: no VM was created on the day after any of the {n_nights} nights ending "
                               f"{last.date()}; move base.as_of or import a trace that covers those days")
@@ -100,8 +93,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
     bt.plot_nights(nights, plots_dir / "backtest.png")
-    m = {**bt.summary(nights, len(skipped), fixed, candidates, admitted_pair), "nights_asked": n_nights,
-         "nights_skipped_short_history": len(short)}
+    m = bt.summary(nights, len(skipped), fixed, candidates, admitted_pair, n_nights, len(short))
     if metrics_path is not None:
         write_json(metrics_path, m)
     print(f"{bt.summary_line(m)} -> {out_dir / 'nights.csv'}, {plots_dir / 'backtest.png'}")

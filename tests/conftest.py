@@ -244,3 +244,29 @@ def undeclared(stage: str, keys: set[str], dvc_yaml: dict) -> list[str]:
     """The keys ``stage`` read that its ``params`` in ``dvc.yaml`` do not cover (a section covers its keys)."""
     declared = dvc_yaml["stages"][stage].get("params", [])
     return sorted(k for k in keys if not any(k == d or k.startswith(f"{d}.") for d in declared))
+
+
+def stage_argv(wd: Path, raw: Path) -> list[list[str]]:
+    """The stages of dvc.yaml after generate, in its order, on the tables in ``raw``, with every output under ``wd``
+    (metrics in ``wd/m``, named as `register --metrics-dir` reads them)."""
+    m = wd / "m"
+    common = ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features")]
+    return [
+        ["features", "--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(m / "features.json")],
+        ["calibrate", "--raw", str(raw), "--features", str(wd / "features"), "--metrics", str(m / "calibration.json"),
+         "--plots", str(wd / "plots/cal")],
+        ["train_li", "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
+         "--metrics", str(m / "train_li.json"), "--plots", str(wd / "plots")],
+        ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(m / "train_um.json"),
+         "--plots", str(wd / "plots")],
+        ["optimize", *common, "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(m / "optimize.json"),
+         "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+        ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
+         "--metrics", str(m / "evaluate.json"), "--plots", str(wd / "plots")],
+        ["backtest", "--raw", str(raw), "--features", str(wd / "features"), "--li", str(wd / "li"),
+         "--out", str(wd / "backtest"), "--plots", str(wd / "plots/bt"), "--metrics", str(m / "backtest.json")],
+        ["simulate", "--raw", str(raw), "--nightly", str(wd / "backtest"), "--out", str(wd / "sim"),
+         "--metrics", str(m / "simulate.json"), "--plots", str(wd / "plots/sim")],
+        ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(m),
+         "--out", str(wd / "bundle"), "--metrics", str(m / "register.json")],
+    ]

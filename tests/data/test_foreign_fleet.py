@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from pond.serving.app import create_app
 from pond.telemetry.io import read_tables
-from tests.conftest import run_pond, small_params
+from tests.conftest import run_pond, small_params, stage_argv
 from tests.serving.conftest import settings_for
 
 pytestmark = pytest.mark.slow
@@ -90,26 +90,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
 
     (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
     p = ["--params", str(wd / "params.yaml")]
-    common = ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features")]
-    stages = [  # the stages of dvc.yaml after generate, in its order, on the imported tables
-        ["features", "--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "m/features.json")],
-        ["calibrate", "--raw", str(raw), "--features", str(wd / "features"), "--metrics", str(wd / "m/cal.json"),
-         "--plots", str(wd / "plots/cal")],
-        ["train_li", "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
-         "--metrics", str(wd / "m/train_li.json"), "--plots", str(wd / "plots")],
-        ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(wd / "m/train_um.json"),
-         "--plots", str(wd / "plots")],
-        ["optimize", *common, "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(wd / "m/optimize.json"),
-         "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
-        ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
-         "--metrics", str(wd / "m/evaluate.json"), "--plots", str(wd / "plots")],
-        ["backtest", "--raw", str(raw), "--features", str(wd / "features"), "--li", str(wd / "li"),
-         "--out", str(wd / "backtest"), "--plots", str(wd / "plots/bt"), "--metrics", str(wd / "m/backtest.json")],
-        ["simulate", "--raw", str(raw), "--nightly", str(wd / "backtest"), "--out", str(wd / "sim"),
-         "--metrics", str(wd / "m/simulate.json"), "--plots", str(wd / "plots/sim")],
-        ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(wd / "m"),
-         "--out", str(wd / "bundle"), "--metrics", str(wd / "m/register.json")],
-    ]
+    stages = stage_argv(wd, raw)     # the stages of dvc.yaml after generate, in its order, on the imported tables
     for argv in stages:
         assert run_pond(p + argv) == 0, argv[0]
     out = capsys.readouterr().out
