@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from pond.core import night_run
+from pond.core.night_run import HOST_TAG, PID_TAG
 from pond.core.runtime import Runtime
 
 LOCAL_DIR = Path("data/mlflow")
@@ -55,9 +57,12 @@ def requirements(*packages: str) -> list[str]:
 @contextmanager
 def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None,
               default_experiment: str = NIGHTLY) -> Iterator[Any]:
+    """The stage's MLflow run. In the nightly experiment it nests under the night's parent run (``core.night_run``),
+    whose id is the run's ``pond.night_run`` tag; a backtest's runs stand alone."""
     # Usage telemetry would try to reach the internet from every nightly run; operators may opt in.
     os.environ.setdefault(Runtime.variable("mlflow_disable_telemetry"), Runtime.now().mlflow_disable_telemetry)
     import mlflow
+    from mlflow import MlflowClient
 
     uri = tracking_uri()
     embedded = uri == _local_uri()   # not the env variable: mlflow.set_tracking_uri sets it for the process
@@ -65,26 +70,38 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
     name = experiment(default_experiment)
     if mlflow.get_experiment_by_name(name) is None:
         artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
-        mlflow.create_experiment(name, artifact_location=artifacts)
-    mlflow.set_experiment(name)
+        mlflow.create_experiment(name, artifact_location=artifacts, tags=night_run.KIND)
+    exp = mlflow.set_experiment(name)
+    client = MlflowClient()
+    for key, value in night_run.KIND.items():
+        if key not in exp.tags:           # experiments created before the tag
+            client.set_experiment_tag(exp.experiment_id, key, value)
     host = socket.gethostname()
-    close_abandoned(mlflow.get_experiment_by_name(name).experiment_id, stage, host)
-    run = mlflow.start_run(run_name=stage, tags={"stage": stage, HOST_TAG: host, PID_TAG: str(os.getpid()),
-                                                 **(tags or {})})
+    close_abandoned(exp.experiment_id, stage, host)
+    night = night_run.open_night(client, exp.experiment_id) if default_experiment == NIGHTLY else None
+    run = mlflow.start_run(run_name=stage, parent_run_id=night,
+                           tags={"stage": stage, HOST_TAG: host, PID_TAG: str(os.getpid()),
+                                 **({NIGHT_RUN_TAG: night} if night else {}), **(tags or {})})
     try:
         with _stopped_by_sigterm():
             mlflow.log_params(_flatten(params))
             yield run
     except (KeyboardInterrupt, SystemExit):
-        mlflow.end_run("KILLED")
+        _end(mlflow, client, night, "KILLED")
         raise
     except BaseException:
-        mlflow.end_run("FAILED")
+        _end(mlflow, client, night, "FAILED")
         raise
     mlflow.end_run("FINISHED")
 
 
-HOST_TAG, PID_TAG = "pond.host", "pond.pid"    # where a run's process ran: a run left RUNNING by a killed one is closed
+NIGHT_RUN_TAG = "pond.night_run"
+
+
+def _end(mlflow: Any, client: Any, night: str | None, status: str) -> None:
+    mlflow.end_run(status)
+    if night is not None:
+        night_run.mark(client, night, status)
 
 
 def close_abandoned(experiment_id: str, stage: str, host: str) -> list[str]:

@@ -17,6 +17,7 @@ from scipy import stats
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.models.decision import served_name
+from pond.models.names import at_ratio, li_model_name
 from pond.models.policy import read_policy
 
 DRIFT_COLUMNS_HISTORY = ("tma_dram_bound", "tma_memory_bound", "l3_miss_latency", "mlp", "tma_backend_bound")
@@ -55,21 +56,45 @@ def drift(a_dir: Path, b_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def headline(bundle_dir: Path) -> dict[str, float | None]:
+    """The night's figures a promotion is judged on (fractions), from what the bundle carries: the served LI
+    model's held-out share called insensitive at 2% false positives, UM's memory on the pool at 4% overpredicted
+    VMs, the evaluation day's realized pool share and mispredictions, and the DRAM the served policy saves in
+    the replay with its interval. `register` logs them on the night's MLflow run and `pond compare` prints them,
+    so the UI's comparison of two versions and the command show the same figures. None: the bundle lacks it."""
+    policy = read_policy(BundlePaths.of(bundle_dir).policy)
+    li = bundle.metrics(bundle_dir, "train_li").get(li_model_name(policy.latency_ratio, policy.pdm), {})
+    li_fp2 = li.get(f"{li.get('selection.method', 'random_forest')}.li_at_fp2")
+    served = _served_row(bundle_dir)
+    sim = (bundle.metrics(bundle_dir, "simulate").get("policies", {})
+           .get(at_ratio(served_name(policy), policy.latency_ratio), {}).get("recommended", {}))
+    lo, hi = sim.get("savings_interval") or (None, None)
+    return {"li_at_fp2": None if li_fp2 is None else li_fp2 / 100,
+            "um_at_op4": bundle.metrics(bundle_dir, "train_um").get("gbm.um_at_op4"),
+            "realized_pool": served.get("pool_share"),
+            "realized_mispredictions": served.get("mispredictions_conservative"),
+            "dram_saved": sim.get("savings"), "dram_saved_lo": lo, "dram_saved_hi": hi}
+
+
+def _served_row(bundle_dir: Path) -> dict[str, Any]:
+    metrics = bundle.metrics(bundle_dir, "evaluate")
+    return metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
+
+
 def summary(bundle_dir: Path) -> dict[str, Any]:
     info = bundle.verify(bundle_dir)
     policy = read_policy(BundlePaths.of(bundle_dir).policy)
-    metrics = bundle.metrics(bundle_dir, "evaluate")
-    ev = metrics.get("served") or metrics.get("combined", {})   # bundles before optimize.serve: combined
+    ev = _served_row(bundle_dir)
     size = {k: (Path(bundle_dir) / k / getattr(policy, k).model).stat().st_size for k in ("li", "um")}
     return {
-        "as_of": policy.as_of, "served": served_name(policy), "li_threshold": policy.li.threshold,
+        "as_of": policy.as_of, "served": served_name(policy), **headline(bundle_dir),
+        "li_threshold": policy.li.threshold,
         "um_target_op": policy.um.target_op,
         "expected_li": policy.li.expected_li, "expected_um": policy.um.expected_um,
         "expected_pool": policy.expected.pool_share, "expected_fp": policy.li.expected_fp,
         "expected_op": policy.um.expected_op, "expected_mispredictions": policy.expected.mispredictions,
-        "realized_pool": ev.get("pool_share"), "realized_li": ev.get("li_share"), "realized_um": ev.get("um_share"),
+        "realized_li": ev.get("li_share"), "realized_um": ev.get("um_share"),
         "realized_fp": ev.get("false_positives"), "realized_op": ev.get("overpredictions"),
-        "realized_mispredictions": ev.get("mispredictions_conservative"),
         "li_model_mb": size["li"] / 2 ** 20, "um_model_mb": size["um"] / 2 ** 20,
         "li_sha256": info["li_sha256"][:12], "um_sha256": info["um_sha256"][:12],
     }

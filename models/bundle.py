@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from pond.core.errors import ModelError
 from pond.models.policy import read_policy
@@ -80,6 +81,19 @@ def verify(bundle_dir: Path) -> dict[str, Any]:
     if bad:
         raise ModelError(f"bundle {bundle_dir}: files missing or altered: {bad[:5]}; re-download or re-register it")
     return info
+
+
+def located(downloaded: Path) -> Path:
+    """The bundle inside a registered version's download: a version logged as an MLflow model keeps it where its
+    MLmodel's python_function flavor says (``data/bundle``); older versions are the bundle itself."""
+    mlmodel = Path(downloaded) / "MLmodel"
+    if not mlmodel.exists():
+        return Path(downloaded)
+    data = (yaml.safe_load(mlmodel.read_text()).get("flavors", {}).get("python_function", {}).get("data"))
+    inside = (Path(downloaded) / str(data or ".")).resolve()
+    if not inside.is_relative_to(Path(downloaded).resolve()):
+        raise ModelError(f"{mlmodel}: the bundle path {data!r} leaves the version's directory; re-register it")
+    return inside
 
 
 def metrics(bundle_dir: Path, stage: str) -> dict[str, Any]:

@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("b")
     c.add_argument("--out", type=Path, default=Path("data/compare"), help="table, drift and curves (default data/compare)")
     c.add_argument("--no-latency", action="store_true", help="skip measuring the per-VM decision time")
+    u = sub.add_parser("ui", help="the MLflow UI on the nightly job's store, with links that open on its runs")
+    u.add_argument("--host", default="127.0.0.1", help="address mlflow ui listens on (default 127.0.0.1)")
+    u.add_argument("--port", type=int, default=5000, help="port of mlflow ui (default 5000)")
+    u.add_argument("--print-only", action="store_true", help="print the links, start nothing")
     bt = sub.add_parser("backtest", help="replay N consecutive nights ending at base.as_of: train, optimize, evaluate")
     bt.add_argument("nights", type=int, nargs="?", help="nights to replay (default: params backtest.nights)")
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
@@ -237,6 +241,9 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "compare":
             from pond.pipelines import compare
             compare.run(params, args.a, args.b, args.out, not args.no_latency)
+        elif args.stage == "ui":
+            from pond.pipelines import ui
+            return ui.run(params, args.host, args.port, args.print_only)
         elif args.stage == "backtest":
             from pond.pipelines import backtest
             backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots, args.metrics)

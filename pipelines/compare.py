@@ -17,7 +17,7 @@ from pond.core.params import Params
 from pond.core.plots import pyplot, save_figure
 from pond.core.tracking import not_found, tracking_uri
 from pond.evaluation import compare
-from pond.models.bundle import BundlePaths
+from pond.models.bundle import BundlePaths, located
 from pond.telemetry.atomic import AtomicDir
 from pond.telemetry.request import FIELDS as REQUEST_FIELDS
 
@@ -39,7 +39,7 @@ def resolve(ref: str, model_name: str) -> tuple[str, Path]:
                                 f"{str(exc)[:300]}); check the registry") from exc
         raise ConfigError(f"no version or alias {ref!r} of registered model {model_name!r} at {tracking_uri()}; "
                           "list them in `mlflow ui` or pass a bundle directory") from None
-    return f"{model_name}/v{mv.version}", Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
+    return f"{model_name}/v{mv.version}", located(Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source)))
 
 
 def latency_us(bundle_dir: Path, calls: int = 1000) -> dict[str, float]:

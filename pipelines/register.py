@@ -14,17 +14,18 @@ import pandas as pd
 from pond.core.days import next_day
 from pond.core.errors import ConfigError, RegistryError
 from pond.core.params import Params
-from pond.core.tracking import not_found, start_run
+from pond.core.tracking import NIGHT_RUN_TAG, not_found, start_run
 from pond.evaluation.gate import gate
 from pond.evaluation.next_day import bundle_on
+from pond.evaluation.registry import CHAMPION, Verdict, close_night, record, version_tags
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.models.policy import read_policy
+from pond.serving import pyfunc
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_days
 from pond.telemetry.storage import Location
 
-CHAMPION, CHALLENGER = "champion", "challenger"
 NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
 
 
@@ -66,34 +67,30 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
                                   gp.model_name, CHAMPION)
         champ = None
         if champ_version is not None:
-            champ_dir = Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source))
+            champ_dir = bundle.located(Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source)))
             bundle.verify(champ_dir)
             champ = bundle_on(champ_dir, day_vms, raw_dir, params.qos)
-        promote, reason = gate(candidate, champ, policy.misprediction_budget, gp)
+        verdict = Verdict(*gate(candidate, champ, policy.misprediction_budget, gp),
+                          None if champ_version is None else str(champ_version.version))
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
-        mlflow.log_artifacts(str(dst), artifact_path="bundle")
+        model = pyfunc.log(dst)
         mlflow.log_metrics({"realized.mispredictions": candidate["mispredictions_conservative"],
                             "realized.mispredictions_unmitigated": candidate["mispredictions_unmitigated"],
-                            "realized.pool_share": candidate["pool_share"], "promoted": float(promote)})
+                            "realized.pool_share": candidate["pool_share"], "promoted": float(verdict.promote)})
         if _registry(f"looking up {gp.model_name}", client.get_registered_model, gp.model_name) is None:
             client.create_registered_model(gp.model_name, description="Pond zNUMA sizing bundle (policy, LI + UM "
                                                                       "ONNX models, feature snapshot)")
-        tags = {"as_of": policy.as_of, "evaluation_day": evaluation["day"],
-                "realized.mispredictions": f"{candidate['mispredictions_conservative']:.6f}",
-                "realized.pool_share": f"{candidate['pool_share']:.6f}", "li_sha256": info["li_sha256"],
-                "um_sha256": info["um_sha256"], "gate.decision": CHAMPION if promote else CHALLENGER,
-                "gate.reason": reason}
-        if champ_version is not None:
-            tags["gate.champion_version"] = str(champ_version.version)
-        mv = client.create_model_version(gp.model_name, source=f"{run_.info.artifact_uri}/bundle",
-                                         run_id=run_.info.run_id, tags=tags)
-        client.set_registered_model_alias(gp.model_name, CHAMPION if promote else CHALLENGER, mv.version)
-        mlflow.set_tags({"registered_version": mv.version, "gate.decision": tags["gate.decision"],
-                         "gate.reason": reason})
+        night = run_.data.tags[NIGHT_RUN_TAG]
+        mv = record(client, gp.model_name, model, night,
+                    version_tags(policy, evaluation["day"], candidate, info, verdict), verdict)
+        mlflow.set_tags({"registered_version": mv.version, "gate.decision": verdict.alias,
+                         "gate.reason": verdict.reason})
+        close_night(client, night, dst, policy, str(mv.version), verdict)
+    promote, reason = verdict.promote, verdict.reason
     metrics = {"model_name": gp.model_name, "as_of": policy.as_of, "promoted": promote,
                "candidate": {k: candidate[k] for k in ("pool_share", "mispredictions_conservative")},
                "champion_on_same_vms": None if champ is None else
                {k: champ[k] for k in ("pool_share", "mispredictions_conservative")}}
     write_json(out_metrics, metrics)
-    print(f"register: {gp.model_name} version {mv.version} -> {tags['gate.decision']}: {reason}")
+    print(f"register: {gp.model_name} version {mv.version} -> {verdict.alias}: {reason}")
     return {**metrics, "version": int(mv.version)}

@@ -104,7 +104,7 @@ class RegistrySource:
 
         mv = self._version()
         with self._bounded():
-            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source))
+            local = bundle.located(Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source)))
         bundle.verify(local)
         return Engine.load(BundlePaths.of(local), self.qos_threshold, label=f"{self.model_name}/v{mv.version}")
 

@@ -33,28 +33,54 @@ def test_compose_runs_the_service_against_the_registry_server():
     assert "USER pond" in docker and "/readyz" in docker and "requirements/serve.txt" in docker
 
 
+def _context() -> list[str]:
+    """The Docker build context's files: the repository's files (tracked, or new and not git-ignored) that no
+    .dockerignore pattern excludes (a pattern excludes a path or any folder above it; ``**/`` matches any depth)."""
+    import fnmatch
+
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    patterns += [p.removeprefix("**/") for p in patterns if p.startswith("**/")]
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    def excluded(path: str) -> bool:
+        parts = path.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        return any(fnmatch.fnmatchcase(q, p) for q in prefixes for p in patterns)
+    return [f for f in listed if (ROOT / f).is_file() and not excluded(f)]
+
+
 def test_the_image_builds_the_wheel_from_its_own_build_context(tmp_path):
-    """The Dockerfile copies the build context file by file: the wheel is built here from exactly what it copies
-    (a package created after the Dockerfile last changed once stopped setuptools in the image build)."""
+    """The Dockerfile copies the build context (the repository minus .dockerignore): the wheel is built here from
+    exactly that context (a package created after the Dockerfile last changed once stopped setuptools in the
+    image build, when the Dockerfile copied package by package)."""
     import shutil
     import sys
 
+    docker = (DEPLOY / "Dockerfile").read_text()
+    assert "COPY . ." in docker
     context = tmp_path / "context"
-    lines = [line.split()[1:] for line in (DEPLOY / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")]
-    copies = [(src, words[-1]) for words in lines for src in words[:-1]]     # COPY src... dst
-    assert copies, "the Dockerfile copies nothing"
-    for src, dst in copies:
-        path = ROOT / src
-        target = context / src if dst.endswith("/") or dst == "." else context / dst
-        if path.is_dir():
-            shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
+    for name in _context():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, context / name)
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
                           str(tmp_path / "dist"), str(context)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert len(list((tmp_path / "dist").glob("pond_znuma-*.whl"))) == 1
+
+
+def test_pyproject_lists_every_package_the_image_ships_and_no_other():
+    """pyproject.toml's package list is the one hand-kept list: it names every package of the build context (a
+    folder with __init__.py there), so a new package cannot be left out of the wheel, the image or the tests."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folder = {name: "pond." + name.rpartition("/")[0].replace("/", ".") for name in _context() if "/" in name}
+    shipped = {f for name, f in folder.items() if name.endswith("/__init__.py")}
+    assert shipped <= listed, f"pyproject.toml does not list the packages {sorted(shipped - listed)}"
+    assert listed <= set(folder.values()), f"pyproject.toml lists {sorted(listed - set(folder.values()))}, " \
+                                           "which the build context does not hold"
+    assert not any(name.startswith(("tests/", "benchmarks/", "data/")) for name in _context())
 
 
 def test_nightly_script_refuses_a_bad_day_before_running_anything(tmp_path):
