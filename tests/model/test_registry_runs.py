@@ -107,3 +107,15 @@ def test_two_nights_in_the_ui_compare_by_their_headline_figures(mlflow_server, s
         shown = table[f"pond-znuma/v{version}"]
         for key in HEADLINE:
             assert float(shown[key]) == pytest.approx(_metrics(by_version[version])[key], rel=1e-9), key
+
+    # `pond ui` (a server: links only) links the runs, the two nights side by side and the champion, each in the
+    # model-training mode (MLflow 3's UI otherwise opens on the GenAI overview)
+    capsys.readouterr()
+    assert run_pond(["--params", str(params), "ui"]) == 0
+    links = [line.split()[-1] for line in capsys.readouterr().out.splitlines() if "://" in line]
+    text = "\n".join(links)
+    assert len(links) == 3 and all(link.startswith(f"{uri}/#/") and link.endswith("workflowType=machine_learning")
+                                   for link in links), text
+    assert f"experiments/{exp['experiment_id']}/runs" in text and "models/pond-znuma/versions/1?" in text
+    assert all(n["info"]["run_id"] in text for n in nights)
+
