@@ -130,7 +130,10 @@ def test_train_li_stage(small_raw, tmp_path, monkeypatch):
         assert manifest["models"][name]["method"] == m["selection.method"]
     assert (tmp_path / "plots" / "li_fp_curves.png").exists()
     import mlflow
-    runs = mlflow.search_runs(experiment_names=["pond"])
-    assert len(runs) == 1 and runs["tags.stage"].iloc[0] == "train_li"
+    every = mlflow.search_runs(experiment_names=["pond"])
+    runs = every[every["tags.stage"] == "train_li"]
+    night = every[every["tags.pond.kind"] == "night"]       # the night it opened, still in progress (no register)
+    assert len(runs) == 1 and len(night) == 1 and night.status.iloc[0] == "RUNNING"
+    assert runs["tags.mlflow.parentRunId"].iloc[0] == night.run_id.iloc[0]
     logged = runs["metrics.r1.82_pdm5.random_forest.li_at_fp2"].iloc[0]
     assert logged == pytest.approx(metrics["r1.82_pdm5"]["random_forest.li_at_fp2"], abs=0.005)
