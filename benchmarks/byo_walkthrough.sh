@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README "Bring your own telemetry", step by step, with the default params, timed: in a copy of the
+# docs/your-telemetry.md, "Step by step", with the default params, timed: in a copy of the
 # repository (tracked files only) under a temporary directory, so this checkout is left as it is.
 #   bash benchmarks/byo_walkthrough.sh            (after `bash scripts/setup.sh`)
 set -euo pipefail

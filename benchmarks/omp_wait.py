@@ -1,4 +1,4 @@
-"""How LightGBM's OpenMP waiting policy fares alone and on a shared host (README, "On a host the nightly job shares"),
+"""How LightGBM's OpenMP waiting policy fares alone and on a shared host (docs/production.md, "On a host the nightly job shares"),
 after `dvc repro`:
 
     python -m benchmarks.omp_wait [--stage train_um|backtest] [--busy 2] [--policies default PASSIVE spin10k]

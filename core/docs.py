@@ -1,4 +1,4 @@
-"""The configuration reference and the README's pipeline picture, rendered from what the code reads: the fields of a
+"""The configuration reference and the pipeline picture (docs/pipeline.md), rendered from what the code reads: the fields of a
 pydantic model (params.yaml's, the service's settings, the runtime's environment) as table rows, and ``dvc dag``
 (`pond docs` assembles them; ``pond docs --check`` fails when the committed files differ)."""
 
@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pond.core.errors import PondError
 
 DAG_BEGIN, DAG_END = "<!-- dvc dag: begin (pond docs) -->", "<!-- dvc dag: end -->"
+REPORT_BEGIN, REPORT_END = "<!-- pond report: begin (pond docs, from metrics/) -->", "<!-- pond report: end -->"
 
 
 def allowed(info: FieldInfo) -> str:
@@ -107,11 +108,15 @@ def render_dag(cwd: Path = Path(".")) -> str:
     return out.stdout.strip().replace("\t", "    ")
 
 
-def with_dag(readme: str, dag: str) -> str:
-    """The README with the text between the dag markers replaced by ``dag``."""
-    if DAG_BEGIN not in readme or DAG_END not in readme:
-        raise PondError(f"docs: README.md has no {DAG_BEGIN} ... {DAG_END} markers. Fix: put them back where the "
-                        "pipeline picture goes")
-    head, rest = readme.split(DAG_BEGIN, 1)
-    _, tail = rest.split(DAG_END, 1)
-    return f"{head}{DAG_BEGIN}\n{dag}\n{DAG_END}{tail}"
+def with_dag(readme: str, dag: str, page: str = "docs/pipeline.md") -> str:
+    """The page with the text between the dag markers replaced by ``dag``."""
+    return between(readme, DAG_BEGIN, DAG_END, dag, page, "the pipeline picture")
+
+
+def between(text: str, begin: str, end: str, body: str, page: str, what: str) -> str:
+    """``text`` with what stands between the markers ``begin`` and ``end`` replaced by ``body``."""
+    if begin not in text or end not in text:
+        raise PondError(f"docs: {page} has no {begin} ... {end} markers. Fix: put them back where {what} goes")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"

@@ -17,7 +17,7 @@ class PondError(Exception):
 
 
 class ContractError(PondError):
-    """Input tables do not follow the telemetry contract (DESIGN.md)."""
+    """Input tables do not follow the telemetry contract (docs/design.md)."""
 
     def __init__(self, table: str, problem: str, *, column: str | None = None,
                  rows: list | None = None, fix: str = "") -> None:

@@ -108,9 +108,9 @@ class FleetParams(Section):
     internal_share: float = Field(0.0, ge=0, le=1,
         description="share of customers whose VMs report a slowdown entirely on pool (vm_slowdowns); 0: none")
     shape: Literal["footprint", "azure"] = Field("azure", description=(
-        "VM sizes and lifetimes: azure (the public 2019 trace's vCPU, memory and lifetime mix, CALIBRATION.md; a "
+        "VM sizes and lifetimes: azure (the public 2019 trace's vCPU, memory and lifetime mix, docs/calibration.md; a "
         "workload runs an instance scaled to its VM) or footprint (each VM holds its workload's whole footprint; "
-        "4h median life; the default before issue 47)"))
+        "4h median life; the older default)"))
 
 
 class FeatureParams(Section):
@@ -223,11 +223,12 @@ class OptimizeParams(Section):
     credit_mitigation: bool = Field(True, description=(
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
-        "the credit pools more and saves less DRAM; docs/results.md, issue 48)"))
-    serve: Literal["answer", "combined", "li_only", "um_only"] = Field("answer",
+        "the credit pools more and saves less DRAM; docs/results.md)"))
+    serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
-                    "with its pool cap; the solver's combined rule where simulate gave none), or by hand Pond's "
-                    "combined rule or its LI-only / UM-only alternative (each solved within the same budget)")
+                    "with its pool cap; all local where it buys no pool; the solver's combined rule where simulate "
+                    "gave none), or by hand Pond's combined rule, its LI-only / UM-only alternative (each solved "
+                    "within the same budget) or all local (nothing on a pool)")
     pool_cap: Annotated[float, Field(gt=0, le=1)] | None = Field(None,
         description="no VM served more than this share on the pool (a VM called insensitive gets exactly it); "
                     "null: no cap; with serve: answer, the answer's cap is used instead")
@@ -260,7 +261,7 @@ class SimParams(Section):
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
     pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),
         description="the nightly combined policy replayed again with no VM over this share on the pool, per cap")
-    dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (CALIBRATION.md)")
+    dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (docs/calibration.md)")
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
                                               description="one nightly policy per pool latency, each sized")
     max_move_rate: float = Field(0.001, ge=0, le=1, description="VMs a sized cluster may move, share of the window's")

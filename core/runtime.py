@@ -1,4 +1,4 @@
-"""The environment variables the pipeline reads, one typed model (issue 51): each variable's name, default and
+"""The environment variables the pipeline reads, one typed model: each variable's name, default and
 meaning are written here once, every reader goes through ``Runtime.now()``, and the configuration reference
 (`pond docs`) lists them from this model. The service's own variables are ``serving.settings.Settings``.
 

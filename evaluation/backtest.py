@@ -200,7 +200,7 @@ def lab_admits(p: Params, li_dir: Path, vm_features: Path, history: pd.DataFrame
 def with_fixed_regret(nights: pd.DataFrame, grids: list[tuple[np.ndarray, np.ndarray]], admits: list[np.ndarray]
                       ) -> tuple[pd.DataFrame, tuple[int, int] | None, tuple[int, int] | None]:
     """``nights`` with the best pair fixed over every night in hindsight (``evaluation.regret.best_fixed``) and
-    each night's regret against it, the yardstick issue 48 set; and the same among the LI thresholds the lab admits
+    each night's regret against it (the yardstick of the backtest's regret); and the same among the LI thresholds the lab admits
     on every night (``admits``: ``lab_admits`` per night), the yardstick a solver that trusts its lab can reach."""
     pools, left, budget = [g[0] for g in grids], [g[1] for g in grids], float(nights.budget.min())
     fixed = best_fixed(pools, left, budget)

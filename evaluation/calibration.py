@@ -1,4 +1,4 @@
-"""How closely a fleet (built-in or imported) resembles the published one (CALIBRATION.md).
+"""How closely a fleet (built-in or imported) resembles the published one (docs/calibration.md).
 
 Every check is computed from the contract tables alone, so the same report runs on a team's
 real telemetry. ``tolerance`` is absolute, in the unit of the figure.
@@ -107,10 +107,10 @@ def fleet_checks(vms: pd.DataFrame, has_history: pd.Series | None = None) -> lis
 
 
 def shape_checks(vms: pd.DataFrame) -> list[Check]:
-    """The fleet against the public Azure 2019 trace (CALIBRATION.md "Fleet shape"). A running VM counts as one that
+    """The fleet against the public Azure 2019 trace (docs/calibration.md, "Fleet shape"). A running VM counts as one that
     lives past every threshold (the trace's ~8% run for weeks)."""
     life_h = ((vms["deleted_at"] - vms["created_at"]).dt.total_seconds() / 3600).fillna(np.inf)
-    src = "Azure Public Dataset V2 (CALIBRATION.md Fleet shape)"
+    src = "Azure Public Dataset V2 (docs/calibration.md, Fleet shape)"
 
     def pct(mask: pd.Series) -> float:
         return float(100 * mask.mean())

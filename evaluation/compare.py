@@ -17,7 +17,7 @@ from scipy import stats
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.models.decision import served_name
-from pond.models.names import at_ratio, li_model_name
+from pond.models.names import ALL_LOCAL, at_ratio, li_model_name
 from pond.models.policy import read_policy
 
 DRIFT_COLUMNS_HISTORY = ("tma_dram_bound", "tma_memory_bound", "l3_miss_latency", "mlp", "tma_backend_bound")
@@ -68,6 +68,8 @@ def headline(bundle_dir: Path) -> dict[str, float | None]:
     served = _served_row(bundle_dir)
     sim = (bundle.metrics(bundle_dir, "simulate").get("policies", {})
            .get(at_ratio(served_name(policy), policy.latency_ratio), {}).get("recommended", {}))
+    if served_name(policy) == ALL_LOCAL:     # the baseline: it saves nothing, and nothing is uncertain about that
+        sim = {"savings": 0.0, "savings_interval": [0.0, 0.0]}
     lo, hi = sim.get("savings_interval") or (None, None)
     return {"li_at_fp2": None if li_fp2 is None else li_fp2 / 100,
             "um_at_op4": bundle.metrics(bundle_dir, "train_um").get("gbm.um_at_op4"),

@@ -141,7 +141,7 @@ def _lacks(need: str, state: dict[str, str], valid: dict[str, pd.DataFrame]) -> 
         return f"{table} is not usable: {state[table].removeprefix('invalid: ')}"
     if need == LABELLED and valid["vms"]["untouched_fraction"].notna().sum() == 0:
         return ("vms has no untouched_fraction on any VM: train_um learns it from ended VMs (an Azure vmtable has "
-                "none; export it from the guest or hypervisor, DESIGN.md)")
+                "none; export it from the guest or hypervisor, docs/design.md)")
     return ""
 
 

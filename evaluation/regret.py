@@ -10,7 +10,7 @@ VMs without truth, OP known or confirmed so far), and what the QoS monitor leave
 (``unmitigated_grid``), the figure the budget bounds.
 
 ``best_admitted`` is the same fixed yardstick among the LI thresholds the lab admits (``admitted``): the best a
-solver that trusts its lab can be asked to approach (issue 48).
+solver that trusts its lab can be asked to approach.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ from pond.evaluation.combined import realize, summarize
 from pond.evaluation.qos import summarize as monitor_summary
 from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy_knobs, served_name
-from pond.models.names import at_ratio, capped_policy_name, static_policy_name
+from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
 from pond.simulator.intervals import Savings, cluster_draws, with_intervals
 from pond.simulator.sizing import fleet_sizing, fleet_sizing_by_cluster
@@ -82,7 +82,8 @@ def night_knobs(policy: Policy, caps: tuple[float, ...]) -> dict[str, PolicyKnob
     served = knobs.pop("served")
     c = knobs["combined"]
     knobs |= {capped_policy_name("combined", cap): PolicyKnobs(c.li_threshold, c.um_offset, cap) for cap in caps}
-    return knobs if served_name(policy) in knobs else knobs | {served_name(policy): served}
+    name = served_name(policy)     # all local is the baseline every replay measures against: not replayed again
+    return knobs if name in knobs or name == ALL_LOCAL else knobs | {name: served}
 
 
 def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
@@ -113,7 +114,7 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
                              s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
-                if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights since issue 48)
+                if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights write it)
                     d["p_exceed"][idx] = s[at_ratio("p_exceed", ratio)].to_numpy()
         hit = np.zeros(len(vms), bool)
         hit[idx] = True

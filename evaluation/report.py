@@ -100,7 +100,10 @@ def _answer(a: dict[str, Any] | None, served: bool = False) -> str:
         return ("the served policy was not replayed at this ratio" if served else
                 "no nightly policy at this ratio within the budget (or none replayed): all local")
     if not a["pool_sockets"]:
-        return f"no pool: all local is cheapest ({a['policy']} within the budget saves nothing)"
+        if "no_pool_for" not in a and a["policy"] == "all_local":
+            return "all local: nothing on a pool, nothing saved"
+        named = a.get("no_pool_for", a["policy"])
+        return f"no pool: all local is cheapest ({named} within the budget saves nothing), served as all local"
     text = (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "
             f"{a['gb_per_pool']:.0f} GB/pool, saves {_pct(a['savings'])}{_span(a.get('savings_interval'))} DRAM at "
             f"{_pct(a['realized_mispredictions'], 2)} mispredicted")

@@ -61,7 +61,7 @@ def require_events(df: pd.DataFrame, table: str) -> None:
         name, event = next(iter(near.items()))
         raise ContractError(table, f"the file has {len(near)} of the PMU events spelled in another case, e.g. "
                             f"{name!r} for {event!r}", column=event,
-                            fix="name event columns as DESIGN.md does, in upper case (rename them)")
+                            fix="name event columns as docs/design.md does, in upper case (rename them)")
     if missing:
         raise ContractError(table, f"PMU events needed for TMA metrics are missing: {missing}",
                             column=missing[0], fix="count these core events (see features/tma.py)")

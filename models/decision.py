@@ -1,4 +1,4 @@
-"""The per-VM decision of DESIGN.md; the one implementation evaluation and serving share.
+"""The per-VM decision of docs/design.md; the one implementation evaluation and serving share.
 
     history and P(insensitive) >= li_threshold   -> pool_only: everything on the pool
     else pool_gb = floor(u * memory_gb), u = clip(raw UM prediction - conformal offset, 0, 1)
@@ -133,13 +133,15 @@ def decide_one(memory_gb: float, has_history: bool, p_insensitive: float, um_raw
 
 def policy_knobs(policy: Policy) -> dict[str, PolicyKnobs]:
     """The optimized policy and its LI-only / UM-only alternatives, from ``policy.json``; and under
-    ``served``, the one the service applies (``serve``: one of them, with its pool cap)."""
+    ``served``, the one the service applies (``serve``: one of them, with its pool cap, or ``all_local`` where
+    the sizing answer buys no pool)."""
     alt = policy.alternatives
     um = policy.um.offset if policy.um.enabled else None
     knobs = {"combined": PolicyKnobs(policy.li.threshold, um),
              "li_only": PolicyKnobs(alt["li_only"].li_threshold, None),
              "um_only": PolicyKnobs(None, alt["um_only"].um_offset)}
-    return knobs | {"served": replace(knobs[policy.serve.policy], pool_cap=policy.serve.pool_cap)}
+    served = knobs.get(policy.serve.policy, PolicyKnobs(None, None))     # all_local: neither model puts GB on a pool
+    return knobs | {"served": replace(served, pool_cap=policy.serve.pool_cap)}
 
 
 def served_name(policy: Policy) -> str:

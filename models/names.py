@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+ALL_LOCAL = "all_local"   # no pool: every VM's memory local (the baseline, and the answer where no pool pays)
+
 
 def li_model_name(ratio: float, pdm: float) -> str:
     """An LI model's name, as its file (``<name>.onnx``) and the LI manifest call it: ``r1.82_pdm5``."""
@@ -39,12 +41,14 @@ def split_ratio(name: str) -> tuple[str, str | None]:
 
 def served_of(row: str) -> tuple[str, float | None] | None:
     """(policy, pool cap) a service can apply for a nightly policy row's name (``combined_cap30pct_r1.82`` ->
-    ``("combined", 0.3)``, ``um_only_r2.22`` -> ``("um_only", None)``); None for a row it cannot (a static pool,
-    an unknown name)."""
+    ``("combined", 0.3)``, ``um_only_r2.22`` -> ``("um_only", None)``, ``all_local`` -> ``("all_local", None)``);
+    None for a row it cannot (a static pool, an unknown name)."""
     base, _ = split_ratio(row)
     policy, sep, cap = base.rpartition("_cap")
     if sep and cap.endswith("pct") and cap[:-3].isdigit() and 0 < int(cap[:-3]) <= 100:
         base, limit = policy, int(cap[:-3]) / 100.0
     else:
         limit = None
+    if base == ALL_LOCAL:
+        return ALL_LOCAL, None
     return (base, limit) if base in ("combined", "li_only", "um_only") else None

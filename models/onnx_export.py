@@ -1,4 +1,4 @@
-"""ONNX export with parity checked, not assumed (ECOSYSTEM.md). Scoring lives in ``models.runtime``."""
+"""ONNX export with parity checked, not assumed (docs/libraries.md). Scoring lives in ``models.runtime``."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def export_um_onnxmltools(booster: lgb.Booster) -> bytes:
 
 
 def check_regressor_parity(booster: lgb.Booster, onnx_bytes: bytes, X: np.ndarray, atol: float = 1e-4) -> float:
-    """Max |LightGBM - ONNX| over ``X``; raises ModelError when above ``atol`` (ECOSYSTEM.md)."""
+    """Max |LightGBM - ONNX| over ``X``; raises ModelError when above ``atol`` (docs/libraries.md)."""
     X = np.asarray(X, dtype=np.float32)
     sess = session(onnx_bytes)
     got = sess.run(None, {sess.get_inputs()[0].name: X})[0].ravel()

@@ -79,7 +79,7 @@ class Expected(_Strict):
 class Serve(_Strict):
     """Which of the solved policies the service applies, and its pool cap (params ``optimize.serve``)."""
 
-    policy: Annotated[str, Field(pattern="^(combined|li_only|um_only)$")]
+    policy: Annotated[str, Field(pattern="^(combined|li_only|um_only|all_local)$")]   # all_local: no pool bought
     pool_cap: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None
 
 

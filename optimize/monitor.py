@@ -1,4 +1,4 @@
-"""The QoS monitor's flags as the fleet's evidence on LI errors (Pond §4.4; issue 48).
+"""The QoS monitor's flags as the fleet's evidence on LI errors (Pond §4.4).
 
 The lab runs each workload once and cannot say how often the fleet's VMs called insensitive err: on the
 built-in fleet they erred 3-8 times as often as the lab's workloads (docs/results.md, "The QoS monitor's

@@ -1,4 +1,4 @@
-"""Stage `calibrate`: compare the fleet with CALIBRATION.md; metrics JSON, plot data and a PNG."""
+"""Stage `calibrate`: compare the fleet with docs/calibration.md; metrics JSON, plot data and a PNG."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def run(raw_dir: Location, features_dir: Path, metrics_path: Path, plot_dir: Pat
     vm_feats = pd.read_parquet(features_dir / "vm_features.parquet", columns=["vm_id", "has_history"])
     checks = lab_checks(t["workloads"], t["slowdowns"]) + fleet_checks(t["vms"], vm_feats["has_history"])
     out = report(checks)
-    # Issue 47's figures, beside the headline until the built-in fleet's default shape is Azure's: its shape
+    # Reported beside the headline checks, not counted in them: the fleet's shape
     # against the public trace, Fig. 2a's stranding and Fig. 3's fixed pool shares, on the simulator's first fit
     placed = place(t["vms"], rule=packing)  # once, for Fig. 2a and Fig. 3
     server = placed.shape

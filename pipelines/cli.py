@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "for a scheduler that embeds it with ONNX Runtime")
     dg.add_argument("out", type=Path, help="the .onnx file to write")
     _paths(dg, policy="data/policy/policy.json", li="data/models/li", um="data/models/um")
-    d = sub.add_parser("docs", help="write docs/configuration.md and the README's pipeline picture from the code")
+    d = sub.add_parser("docs", help="write docs/configuration.md and docs/pipeline.md's picture from the code")
     d.add_argument("--check", action="store_true", help="write nothing; exit 1 when either differs from the code")
     from pond.serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),

@@ -1,8 +1,10 @@
-"""`pond docs`: the configuration reference and the README's pipeline picture, generated.
+"""`pond docs`: the configuration reference, the pipeline picture (docs/pipeline.md) and the README's report of the
+default run, generated.
 
-Both are written from what the code reads (the params models of ``core.params``, the service's
-``Settings``, dvc.yaml through ``dvc dag``), and ``pond docs --check`` (run by the tests) fails
-when the committed files differ, so the documentation cannot drift from the code.
+They are written from what the code reads (the params models of ``core.params``, the service's ``Settings``,
+dvc.yaml through ``dvc dag``) and from the committed metrics (``pond report``'s table), and ``pond docs --check``
+(run by the tests) fails when the committed files differ, so the documentation cannot drift from the code or from
+the figures the default run gives.
 """
 
 from __future__ import annotations
@@ -10,14 +12,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pond.core.docs import params_rows, render_dag, settings_rows, table, variable_rows, with_dag
+from pond.core.docs import (REPORT_BEGIN, REPORT_END, between, params_rows, render_dag, settings_rows, table,
+                            variable_rows, with_dag)
 from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
+from pond.evaluation.report import headline, to_text
+from pond.pipelines import report
 from pond.serving.cli import SETTING_OPTIONS
 from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
+PIPELINE = Path("docs/pipeline.md")
 README = Path("README.md")
+METRICS = Path("metrics")
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
 SCRIPT_ENVIRONMENT = (
@@ -61,15 +68,19 @@ def render_reference() -> str:
     return "\n".join(sections)
 
 
+def rendered(root: Path = Path(".")) -> dict[Path, str]:
+    """Each generated page as the code, dvc.yaml and the committed metrics give it now."""
+    report_text = "```\n" + to_text(headline(report.load(root / METRICS))) + "\n```"
+    return {REFERENCE: render_reference(),
+            PIPELINE: with_dag((root / PIPELINE).read_text(), render_dag(root)),
+            README: between((root / README).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(README),
+                            "`pond report`'s table")}
+
+
 def stale(root: Path = Path(".")) -> list[str]:
-    """The generated files that differ from what the code and dvc.yaml give now."""
-    out = []
-    if not (root / REFERENCE).exists() or (root / REFERENCE).read_text() != render_reference():
-        out.append(str(REFERENCE))
-    readme = (root / README).read_text()
-    if with_dag(readme, render_dag(root)) != readme:
-        out.append(str(README))
-    return out
+    """The generated files that differ from what the code, dvc.yaml and the metrics give now."""
+    return [str(path) for path, text in rendered(root).items()
+            if not (root / path).exists() or (root / path).read_text() != text]
 
 
 def run(check: bool, root: Path = Path(".")) -> int:
@@ -79,8 +90,7 @@ def run(check: bool, root: Path = Path(".")) -> int:
             print(f"docs: {path} is out of date. Fix: run `pond docs` and commit it", file=sys.stderr)
         return 1 if behind else 0
     (root / REFERENCE).parent.mkdir(parents=True, exist_ok=True)
-    readme = with_dag((root / README).read_text(), render_dag(root))
-    for path, text in ((REFERENCE, render_reference()), (README, readme)):
+    for path, text in rendered(root).items():
         tmp = (root / path).with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(root / path)

@@ -13,7 +13,8 @@ from pond.telemetry.atomic import write_atomic
 STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
 
 
-def run(metrics_dir: Path, out: Path, plots_dir: Path = Path("plots")) -> str:
+def load(metrics_dir: Path) -> dict[str, dict]:
+    """Each stage's metrics file that exists, parsed; ConfigError where none does or one is not JSON."""
     metrics = {}
     for stage in STAGES:
         path = Path(metrics_dir) / f"{stage}.json"
@@ -24,6 +25,11 @@ def run(metrics_dir: Path, out: Path, plots_dir: Path = Path("plots")) -> str:
                 raise ConfigError(f"report: {path} is not JSON ({exc}); rerun `dvc repro` to rewrite it") from None
     if not metrics:
         raise ConfigError(f"report: no stage metrics in {metrics_dir} (train_li.json, ...): run `dvc repro` first")
+    return metrics
+
+
+def run(metrics_dir: Path, out: Path, plots_dir: Path = Path("plots")) -> str:
+    metrics = load(metrics_dir)
     rows = headline(metrics)
     night = metrics.get("register", {}).get("as_of") or metrics.get("evaluate", {}).get("day", "?")
     title = f"pond-znuma, night {night}"

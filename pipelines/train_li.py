@@ -29,7 +29,7 @@ from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_tables
 from pond.telemetry.storage import Location
 
-# Types a fitted imputer + forest pipeline holds that skops does not trust by default (ECOSYSTEM.md).
+# Types a fitted imputer + forest pipeline holds that skops does not trust by default (docs/libraries.md).
 SKOPS_TRUSTED = ["sklearn.tree._tree.Tree", "numpy.dtype", "pond.models.li_rule.CounterRule"]
 
 

@@ -1,4 +1,4 @@
-"""Are this checkout's pipeline outputs the bytes of another commit's? (issue 51: a refactor must change no figure)
+"""Are this checkout's pipeline outputs the bytes of another commit's? (a refactor must change no figure)
 
     dvc repro && python scripts/same_outs.py HEAD      # after `dvc repro` on a change, against the last commit
 

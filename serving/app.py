@@ -1,4 +1,4 @@
-"""The HTTP service (DESIGN.md API), laid out as FastAPI's own template lays one out.
+"""The HTTP service (docs/design.md, The HTTP API), laid out as FastAPI's own template lays one out.
 
 ``create_app`` builds the service's parts (``serving.dependencies.Service``), the engine in ``lifespan`` (off
 the event loop), the routers (``serving.routes``), the error handlers and the middleware (``serving.middleware``),

@@ -68,7 +68,7 @@ def check_registry_uri(uri: str) -> None:
 class RegistrySource:
     """The bundle an MLflow registered-model alias points at (`champion`, moved by `pond register`).
 
-    MLflow servers never reload a model when an alias moves (ECOSYSTEM.md): this source is polled.
+    MLflow servers never reload a model when an alias moves (docs/libraries.md): this source is polled.
     The bundle is downloaded, every file checked against bundle.json, then loaded like a file bundle.
     """
 

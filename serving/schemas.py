@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (DESIGN.md); field names are the contract.
+"""Request and response bodies of the HTTP API (docs/design.md); field names are the contract.
 
 The request's fields and their rules are ``telemetry.request.VmRequest``, the same rules import
 and ``pond predict`` apply; this module adds only what is HTTP's own.

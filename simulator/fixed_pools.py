@@ -11,7 +11,7 @@ its servers' shares of their peaks, so no fixed share can cost DRAM: what it sav
 Whatever the pool size, a share saves at most what one pool spanning each whole cluster saves (``cluster_pool``):
 ``f`` times one less the clusters' peaks over the servers' peaks.
 
-Not yet here (issue 47): DRAM bought ahead, one size per server and per pool decided on the week before the
+Not here (``simulator.sizing`` does it): DRAM bought ahead, one size per server and per pool decided on the week before the
 window and judged on it. On the first fit's servers, opened as load grows, a pool's servers change between the
 week it is bought on and the week it is judged on, and up to 62% of the judged week's arrivals found their pool
 full (azure shape, 64 sockets): that needs servers bought ahead of demand, which the placement does not model.

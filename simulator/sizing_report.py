@@ -12,7 +12,7 @@ import pandas as pd
 
 from pond.core.params import SimParams
 from pond.core.plots import pyplot, save_figure
-from pond.models.names import split_ratio
+from pond.models.names import ALL_LOCAL, split_ratio
 from pond.simulator.intervals import Savings
 from pond.simulator.pool_sim import Placement
 
@@ -45,6 +45,9 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     out["savings"] = 1 - out.required_gb / base_gb if base_gb else 0.0
     out["savings_bought"] = 1 - out.bought_gb / base_bought if base_bought else 0.0
     out["savings_per_server_peaks"] = 1 - out.peak_required_gb / base_peak if base_peak else 0.0
+    # What one size per cluster costs over each server and pool at its own peak: the two accountings differ by how
+    # much of it a pool recovers, (1 - saved) = (1 - saved at peaks) x (1 + this) / (1 + all local's)
+    out["uniform_premium"] = out.required_gb / out.peak_required_gb.where(out.peak_required_gb > 0) - 1
     out["server_cost_saving"] = out.savings * sp.dram_cost_share
     out["move_rate"] = out.moves / out.window_vms.clip(lower=1)
     out["judged_move_rate"] = out.judged_moves / out.judged_vms.clip(lower=1)
@@ -90,8 +93,22 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
                           "undecided_between": [name, other[0]]}
                 else:
                     a["undecided_between"] = [name, other[0]]
-        out[ratio] = a
+        out[ratio] = _no_pool(a, rows[0][1]) if a["pool_sockets"] == 0 else a
     return out
+
+
+def _no_pool(a: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
+    """The answer where the policy it names buys no pool (no pool size saves DRAM under it): all local, which the
+    service can serve (``optimize.serve: answer``), rather than a policy whose pool was never bought. Decided when
+    even the best policy within the budget saves nothing at any pool size; otherwise the answer was undecided and
+    the solver's own policy, which it falls back to, buys no pool."""
+    keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "undecided_between")
+            if k in a}
+    return {"policy": ALL_LOCAL, "pool_sockets": 0, **{k: v for k, v in best["recommended"].items()
+                                                        if k != "savings_interval"},
+            "savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0, "savings_interval": [0.0, 0.0],
+            "realized_mispredictions": 0.0, "realized_unmitigated": 0.0,
+            "decided": best["recommended_pool_sockets"] == 0, "no_pool_for": a["policy"], **keep}
 
 
 def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
@@ -99,6 +116,11 @@ def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     at its recommended pool size and at the headline size, beside the sizing answer."""
     out: dict[str, Any] = {}
     for ratio, name in names.items():
+        if split_ratio(name)[0] == ALL_LOCAL:     # nothing on a pool: the baseline itself
+            out[ratio] = {"policy": ALL_LOCAL, "pool_sockets": 0, "savings": 0.0, "savings_interval": [0.0, 0.0],
+                          "server_cost_saving": 0.0, "gb_per_pool": 0.0, "savings_at_headline": 0.0,
+                          "realized_mispredictions": 0.0, "realized_unmitigated": 0.0}
+            continue
         p = policies.get(name)
         if p is None:
             continue
@@ -147,14 +169,16 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
         if name in head.index:
             r = head.loc[name]
             policies[name]["at_headline"] = {k: round(float(r[k]), 5) for k in (
-                "savings", "savings_bought", "savings_per_server_peaks", "server_cost_saving", "move_rate",
-                "judged_move_rate", "local_gb_per_server", "gb_per_pool")} | _interval(r, "savings") | \
+                "savings", "savings_bought", "savings_per_server_peaks", "uniform_premium", "server_cost_saving",
+                "move_rate", "judged_move_rate", "local_gb_per_server", "gb_per_pool")} | _interval(r, "savings") | \
                 _interval(r, "savings_per_server_peaks")
     return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
             "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
             "servers": int(base.servers.sum()), "max_move_rate": sp.max_move_rate,
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
+            "all_local_uniform_premium": round(float(base.required_gb.sum() / max(base.peak_required_gb.sum(), 1e-9))
+                                               - 1, 5),
             "judged_vms": int(base.judged_vms.sum()), "all_local_judged_move_rate": round(judged_rate, 5),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},
@@ -172,6 +196,9 @@ def _bracket(iv: list[float] | None) -> str:
 
 def _verdict(a: dict[str, Any]) -> str:
     """Whether the answer is decided beyond the paired interval over clusters, and what it is against."""
+    if a["policy"] == ALL_LOCAL:
+        return (f"; no pool: {a['no_pool_for']} buys none (no pool size saves DRAM under it), so the service "
+                "serves all local")
     if "difference_interval" not in a:
         return ""
     lo, hi = a["difference_interval"]
@@ -193,6 +220,13 @@ def print_report(m: dict[str, Any]) -> None:
               f"{st['vms_decided_by_the_first_night']} VMs the window opened with: by its first night)")
     print(f"simulate: DRAM judged on {m['judged_vms']} VMs; what all local bought moved "
           f"{100 * m['all_local_judged_move_rate']:.2f}% of them (a cluster over the move budget buys more)")
+    if m.get("all_local_uniform_premium") is not None:
+        static = {n: p["at_headline"]["uniform_premium"] for n, p in m["policies"].items()
+                  if n.startswith("static_") and "uniform_premium" in p.get("at_headline", {})}
+        print(f"simulate: one local size per cluster costs all local {100 * m['all_local_uniform_premium']:+.2f}% "
+              "over each server at its own peak; at the headline pool " + ", ".join(
+                  f"{n} {100 * v:+.2f}%" for n, v in static.items()) + " (what pools recover of it is the gap "
+              "between the provider's saving and the per-server one)")
     print(f"simulate {'policy':16s} {'saved@16':>9s} {'per-server':>10s} {'moves':>6s} {'judged':>7s} "
           f"{'mispredicted->left slowed':>13s}  recommended")
     for name, p in m["policies"].items():

@@ -74,7 +74,7 @@ def _started(pid: int) -> str | None:
 def writer_tag() -> str:
     """What a temp or old copy's name says of its writer: the PID, and when that process started. The
     PID alone is not the writer: a PID is reused, and a run in a fresh container gets the PID the killed
-    run had, so its leftovers looked like a live writer's and stayed (issue 49)."""
+    run had, so its leftovers would look like a live writer's and stay."""
     return f"{os.getpid()}-s{_started(os.getpid()) or 0}"
 
 

@@ -1,4 +1,4 @@
-"""The telemetry contract (DESIGN.md) as code: table schemas and their validation.
+"""The telemetry contract (docs/design.md) as code: table schemas and their validation.
 
 Outside tools write these tables, so names are fixed; validation is strict and vectorized, and
 every rejection names the table, the column and the first offending rows.
@@ -37,7 +37,7 @@ class Column:
         return f"{lo}, {self.le if self.le is not None else 'inf'}]"
 
 
-# Plausible ranges (README "The telemetry contract"): beyond them a value is a unit or export error.
+# Plausible ranges (docs/your-telemetry.md, "The contract's rules"): beyond them a value is a unit or export error.
 EARLIEST, LATEST = "2000-01-01", "2100-01-01"   # timestamps: ISO-8601 text or Parquet timestamps, UTC
 MAX_SLOWDOWN_PCT = 10_000.0
 MAX_COUNT = 1e18            # a raw PMU count: 3e14 cycles is a day at 3.5 GHz on one thread
@@ -285,5 +285,5 @@ def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
                                    f"{next(iter(cased))!r} for the lab's {next(iter(cased.values()))!r}"
                                    if cased else ""), column=diff[0],
                                 fix="count the same PMU events in the lab and on VMs" + (
-                                    ", and name them in upper case in both tables, as DESIGN.md does" * bool(cased)))
+                                    ", and name them in upper case in both tables, as docs/design.md does" * bool(cased)))
     return out

@@ -82,7 +82,7 @@ def _text(limit: int, description: str) -> Any:
 
 
 class VmRequest(BaseModel):
-    """One VM request as the HTTP API takes it (DESIGN.md)."""
+    """One VM request as the HTTP API takes it (docs/design.md)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,4 +1,4 @@
-"""``POST /v1/allocations`` and ``POST /v1/allocations/batch``: the scheduler's calls (DESIGN.md API).
+"""``POST /v1/allocations`` and ``POST /v1/allocations/batch``: the scheduler's calls (docs/design.md, The HTTP API).
 
 A valid single request is answered by ``serving.hot`` before it reaches this router; the route here answers
 the rest alike (a refusal, a body sent in chunks) and documents the call in the OpenAPI schema. The batch

@@ -45,10 +45,10 @@ from pond.telemetry.events import lab_events
 from pond.telemetry.fleet.portable import exp, log, power, sigmoid
 
 LLC_MB = 27.5            # Cascade Lake 2S lab part, per socket
-LOCAL_LAT_CYCLES = 195   # 78 ns at 2.5 GHz (CALIBRATION.md)
+LOCAL_LAT_CYCLES = 195   # 78 ns at 2.5 GHz (docs/calibration.md, Latencies)
 PEAK_LINES_PER_CYCLE = 0.10  # per-thread share of DRAM bandwidth, 64-byte lines per cycle
 BW_QUEUEING = 1.3       # cost of bandwidth use on the slower, narrower pool link
-INTENSITY_OFFSET = 2.8  # logit offset of DRAM-stall share; tuned against CALIBRATION.md shares
+INTENSITY_OFFSET = 2.8  # logit offset of DRAM-stall share; tuned against docs/calibration.md's shares
 D_MAX = 0.31             # largest DRAM-stall share of cycles
 LATE_PF_DEMAND = 0.05    # share of prefetch-covered stalls that stay demand misses locally
 ETA_SD = 0.25            # slowdown variation no counter explains (relative)

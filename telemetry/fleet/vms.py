@@ -35,7 +35,7 @@ FAMILIES = {"D": 4.0, "E": 8.0, "F": 2.0, "L": 8.0, "M": 16.0, "B": 4.0}
 FAMILY_WEIGHTS = np.array([0.40, 0.22, 0.14, 0.05, 0.04, 0.15])
 VCPUS = np.array([2, 4, 8, 16, 32, 48, 64])
 VCPU_WEIGHTS = np.array([0.28, 0.27, 0.2, 0.13, 0.07, 0.03, 0.02])
-# generate.fleet.shape azure: the public 2019 trace (CALIBRATION.md "Fleet shape"). vCPUs: its mix, its 1.2% above
+# generate.fleet.shape azure: the public 2019 trace (docs/calibration.md, "Fleet shape"). vCPUs: its mix, its 1.2% above
 # 24 split over 32/48/64; GB per vCPU drawn independently of the vCPUs, weights solved so that the memory mix
 # (2 / 4 / 8 GB: 12.1 / 16.5 / 32.8%) about holds; the families' names say their ratio (A 1, F 2, D 4, E 8 GB/vCPU).
 AZURE_VCPUS = np.array([2, 4, 8, 12, 24, 32, 48, 64])

@@ -145,7 +145,7 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
 
 
 def test_byo_section_step_by_step(tmp_path):
-    """README's "Bring your own telemetry", literally, in a copy of the repository whose params are shrunk
+    """docs/your-telemetry.md's "Step by step", literally, in a copy of the repository whose params are shrunk
     as test_pipeline's (to keep CI short) but keep the default night, which the template's days do not
     reach: `pond template`, `pond validate` (blocked, naming the days that fit), base.as_of set to one,
     `generate` replaced by `pond import`, `dvc repro`."""

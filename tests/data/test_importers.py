@@ -27,7 +27,7 @@ def test_parse_perf_stat():
 
 
 def test_perf_aliases_in_lower_case_become_the_contract_columns():
-    """`perf list` shows aliases in lower case and perf prints them as typed (README: Producing each table)."""
+    """`perf list` shows aliases in lower case and perf prints them as typed (docs/your-telemetry.md, "Producing each table on Linux")."""
     text = ("12,,cycle_activity.stalls_l3_miss,100,100.00,,\n"
             "30,,CPU_CLK_UNHALTED.Thread,100,100.00,,\n"
             "7,,cpu/event=0x3c/,100,100.00,,\n"

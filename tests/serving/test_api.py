@@ -1,4 +1,4 @@
-"""The HTTP contract of DESIGN.md, through FastAPI's TestClient."""
+"""The HTTP contract of docs/design.md, through FastAPI's TestClient."""
 
 from __future__ import annotations
 

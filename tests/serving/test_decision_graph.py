@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.models.decision import LABELS, policy_knobs
+from pond.models.decision import LABELS, PolicyKnobs, policy_knobs
 from pond.models.decision_graph import build
 from pond.models.inference import join_history, read_verified
 from pond.models.runtime import session
@@ -35,7 +35,8 @@ def inputs(engine, next_day_vms, small_bundle):
 def _policies(engine):
     knobs = policy_knobs(engine.policy)
     return {**knobs, "combined_cap20pct": dataclasses.replace(knobs["combined"], pool_cap=0.2),
-            "li_only_cap50pct": dataclasses.replace(knobs["li_only"], pool_cap=0.5)}
+            "li_only_cap50pct": dataclasses.replace(knobs["li_only"], pool_cap=0.5),
+            "all_local": PolicyKnobs(None, None)}
 
 
 def test_the_graph_answers_as_the_service_does(engine, inputs, small_bundle):

@@ -70,6 +70,19 @@ def test_the_engine_applies_the_served_policy(small_bundle, next_day_vms, tmp_pa
         assert set(out["decision"][~called]) == {"local_only"} and eng.policy_summary["um_target_op"] is None
 
 
+def test_an_all_local_answer_puts_nothing_on_a_pool(small_bundle, next_day_vms, tmp_path):
+    # simulate's answer where no pool pays (optimize.serve: answer serves it): every VM all local, whatever a cap says
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    policy["serve"] = {"policy": "all_local", "pool_cap": None}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    paths = bundle_paths(small_bundle)
+    eng = Engine.load(BundlePaths(tmp_path / "policy.json", paths.li_dir, paths.um_dir, paths.snapshot_dir))
+    out = eng.allocate(_cols(next_day_vms))
+    assert set(out["decision"]) == {"local_only"} and not out["pool_gb"].any() and not out["li_called"].any()
+    np.testing.assert_array_equal(out["local_gb"], next_day_vms.memory_gb.to_numpy(float))
+    assert eng.policy_summary["served"] == "all_local" and eng.policy_summary["um_target_op"] is None
+
+
 def test_unknown_customer_takes_the_no_history_path(engine, next_day_vms):
     vm = next_day_vms.iloc[[0]].assign(customer_id="never-seen", vm_id="x")
     out = engine.allocate(_cols(vm))

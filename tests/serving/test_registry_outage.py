@@ -1,4 +1,4 @@
-"""The service following `@champion` when the registry fails (README, "Running it in production", "When the registry
+"""The service following `@champion` when the registry fails (docs/production.md, "When the registry
 fails"): a registry that accepts connections and never answers, and one that refuses them. The service keeps answering
 from the bundle it holds, counts the failed poll within two poll intervals, picks up a champion moved after the outage
 within a poll and its budget, and stops on SIGTERM within 5 s with status 0 while requests are in flight and a poll

@@ -1,6 +1,6 @@
 """The cluster bootstrap behind every DRAM-saved figure (``simulator.intervals``), and the sizing answer it decides:
-a policy is named only when it beats the runner-up beyond their paired interval (README, "Which policy the service
-applies")."""
+a policy is named only when it beats the runner-up beyond their paired interval (docs/tonight.md, "Which policy the
+service applies")."""
 
 from __future__ import annotations
 
@@ -72,3 +72,30 @@ def test_an_undecided_answer_says_so_and_falls_back_to_the_solver_s_policy():
     assert got["undecided_between"] == ["a_r1.82", "combined_r1.82"] and got["policy"] == "combined_r1.82"
     # without draws the point estimate decides, as before
     assert answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15}), 0.02)["1.82"]["policy"] == "a_r1.82"
+
+
+def _no_pool(names: list[str], pool_sockets: int = 0) -> dict:
+    """Policies whose recommended pool is none: every pool size costs more DRAM than all local."""
+    return {name: {"recommended_pool_sockets": pool_sockets,
+                   "recommended": {"savings": 0.0, "server_cost_saving": 0.0, "local_gb_per_server": 300.0,
+                                   "gb_per_pool": 0.0, "move_rate": 0.0005, "judged_move_rate": 0.0005},
+                   "realized_mispredictions": {"1.82": 0.01}, "realized_unmitigated": {"1.82": 0.004}}
+            for name in names}
+
+
+def test_where_no_pool_pays_the_answer_is_all_local_not_a_policy_without_its_pool():
+    got = answer(_no_pool(["um_only_r1.82", "combined_r1.82"]), 0.02)["1.82"]
+    assert got["policy"] == "all_local" and got["pool_sockets"] == 0 and got["decided"]
+    assert got["savings"] == 0.0 and got["gb_per_pool"] == 0.0 and got["savings_interval"] == [0.0, 0.0]
+    assert got["realized_mispredictions"] == 0.0 and got["no_pool_for"] == "um_only_r1.82"
+    assert got["local_gb_per_server"] == 300.0
+
+
+def test_an_undecided_answer_whose_solver_policy_buys_no_pool_is_all_local():
+    # a saves on half the clusters only; the solver's combined rule, the fallback, buys no pool at all
+    t = _table({"all_local": [100] * 8, "a_r1.82": [50, 50, 115, 115, 115, 115, 115, 115]})
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    policies = _policies({"a_r1.82": 0.0125}) | _no_pool(["combined_r1.82"])
+    got = answer(policies, 0.02, s)["1.82"]
+    assert got["policy"] == "all_local" and not got["decided"] and got["no_pool_for"] == "combined_r1.82"
+    assert got["undecided_between"][0] == "a_r1.82"

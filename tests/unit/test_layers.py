@@ -1,4 +1,4 @@
-"""Imports only go down (README "Layout"): core -> telemetry -> features -> models -> optimize | serving | simulator ->
+"""Imports only go down (docs/layout.md): core -> telemetry -> features -> models -> optimize | serving | simulator ->
 evaluation -> pipelines. With one import root the structure tools that map imports to folders no longer see the
 arrows, so this test holds the rule itself."""
 

@@ -31,7 +31,7 @@ def test_committed_params_are_the_code_defaults():
     ({"optimize": {"tp": 101}}, None, "optimize.tp"),
     ({"simulate": {"pool_sockets": "many"}}, None, "simulate.pool_sockets"),
     ({"simulate": {"pool_caps": [0.15, 0]}}, None, "simulate.pool_caps"),
-    ({"optimize": {"serve": "everything"}}, None, "optimize.serve: Input should be 'answer', 'combined', 'li_only' or 'um_only'"),
+    ({"optimize": {"serve": "everything"}}, None, "optimize.serve: Input should be 'answer', 'combined', 'li_only', 'um_only' or 'all_local'"),
     ({"optimize": {"pool_cap": 1.5}}, None, "optimize.pool_cap"),
     ({"shiny": {}}, None, "shiny: Extra inputs are not permitted"),
 ])

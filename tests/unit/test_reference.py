@@ -1,4 +1,4 @@
-"""The configuration reference and the README's pipeline picture are what the code reads (issue 17)."""
+"""The configuration reference and the pipeline picture (docs/pipeline.md) are what the code reads."""
 
 from __future__ import annotations
 

@@ -240,3 +240,25 @@ def test_more_pool_never_costs_more_under_a_fixed_split(seed):
             saved = 100 * (1 - rows[col].to_numpy() / at)
             assert abs(saved[0]) <= 0.5, (name, col, saved)
             assert (np.diff(saved) >= -1.0).all(), (name, col, saved.round(2))
+
+
+def test_the_two_accountings_differ_by_what_pools_recover_of_one_size_per_cluster():
+    """The provider buys one local size per cluster; Pond's Fig. 3 lets each server and pool buy its own peak. Their
+    savings differ by exactly the premium the one size costs over the peaks, all local's against the policy's:
+    (1 - saved) = (1 - saved at the peaks) x (1 + the policy's premium) / (1 + all local's)."""
+    from pond.core.params import SimParams
+    from pond.simulator.sizing_report import summarize_sizing
+
+    start, end, server, memory, cores = _random_trace(5, n=3000, servers=32)
+    splits = {"static_50pct": 0.5 * memory}
+    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 2, cores, memory, splits, (2, 16, 64),
+                       (30_000, 100_000), 64.0, 0.001, True)
+    fleet = summarize_sizing(out, SimParams())
+    base = out[out.policy == "all_local"].iloc[0]
+    all_local_premium = base.required_gb / base.peak_required_gb - 1
+    assert all_local_premium > 0               # the fullest server buys more than the typical one
+    lhs = 1 - fleet.savings
+    rhs = (1 - fleet.savings_per_server_peaks) * (1 + fleet.uniform_premium) / (1 + all_local_premium)
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
+    # a larger pool absorbs more of the servers' deviations: the premium falls as the pool grows
+    assert fleet.set_index("pool_sockets").uniform_premium.loc[64] < all_local_premium

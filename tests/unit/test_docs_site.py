@@ -1,0 +1,54 @@
+"""The documentation site builds as CI builds it (`mkdocs build --strict`), lists every page, and loads nothing from
+outside itself: an operator reads it on a network without internet."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+OUTSIDE = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|@import\s+url\(\s*["']?(?:https?:)?//|url\(\s*["']?https?://""")
+
+
+def _nav_pages(nav: list) -> list[str]:
+    out = []
+    for item in nav:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        out += _nav_pages(value) if isinstance(value, list) else [value]
+    return out
+
+
+def test_the_site_builds_strict_with_every_page_in_the_navigation(tmp_path):
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert sorted(_nav_pages(config["nav"])) == sorted(pages)
+    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    built = [p for p in (tmp_path / "site").rglob("*") if p.suffix in (".html", ".css", ".js")]
+    assert len([p for p in built if p.suffix == ".html"]) >= len(pages)
+    loaded = {p.relative_to(tmp_path / "site").as_posix(): OUTSIDE.findall(p.read_text(errors="ignore"))
+              for p in built}
+    assert {k: v for k, v in loaded.items() if v} == {}
+
+
+def test_the_readme_is_a_landing_page_that_stays_in_the_repository():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for link in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        assert link.startswith(("http://", "https://")) or (ROOT / link).exists(), link
+
+
+def test_a_page_of_the_docs_links_only_to_pages_of_the_site():
+    """mkdocs --strict checks it too; this names the page and the link where a file moved."""
+    for page in (ROOT / "docs").rglob("*.md"):
+        for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if not link.startswith(("http://", "https://", "mailto:")):
+                assert (page.parent / link).resolve().is_file() and (page.parent / link).suffix == ".md", \
+                    f"{page.relative_to(ROOT)}: {link}"
