@@ -8,12 +8,18 @@ import base64
 from html import escape
 from typing import Any
 
+from pond.models.names import split_ratio
+
 Metrics = dict[str, dict[str, Any]]   # stage name -> its metrics/<stage>.json (absent: not run)
 HEADLINE_RATIO = "r1.82_pdm5"
 
 
-def _pct(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{100 * x:.{digits}f}%"
+LABEL = 34          # a row's label column; with its value, a row fits a 100-column terminal
+WIDTH = 100
+
+
+def _pct(x: float | None, digits: int = 1, sign: bool = False) -> str:
+    return "-" if x is None else f"{100 * x:{'+' if sign else ''}.{digits}f}%"
 
 
 def _get(m: Metrics, stage: str, *keys: str) -> Any:
@@ -25,107 +31,131 @@ def _get(m: Metrics, stage: str, *keys: str) -> Any:
     return node
 
 
+def _span(iv: list[float] | None) -> str:
+    """A 90% interval in points, ``[-2.0, +8.7]``; nothing where the metrics carry none."""
+    return "" if not iv else f" [{100 * iv[0]:+.1f}, {100 * iv[1]:+.1f}]"
+
+
+def _name(row: str | None) -> str:
+    """A policy row's name without its ratio: ``combined_cap30pct_r1.82`` -> ``combined_cap30pct``."""
+    return "-" if row is None else split_ratio(row)[0]
+
+
 def headline(m: Metrics) -> list[tuple[str, str, str]]:
-    """(figure, value, where it comes from) rows."""
+    """(figure, value, where it comes from) rows: one figure per row, its interval beside it where it has one."""
     rows: list[tuple[str, str, str]] = []
 
     def row(name: str, stage: str, value: str | None) -> None:
         if stage not in m:
             value = f"not run (metrics/{stage}.json missing)"
         elif value is None:
-            value = f"not in metrics/{stage}.json (written by another version?)"
+            value = f"not in metrics/{stage}.json (another version?)"
         rows.append((name, value, f"metrics/{stage}.json"))
 
     li = m.get("train_li", {}).get(HEADLINE_RATIO, {})
     sel, rule = li.get("selection.heldout_li.selected"), li.get("selection.best_rule")
-    rule_li = li.get(f"selection.heldout_li.{rule}", float("nan"))
-    row("LI at FP 2%, held-out workloads (182%, PDM 5)", "train_li", None if sel is None else
-        f"{sel:.1f}% ({li.get('selection.method')}; best rule {rule} {rule_li:.1f}%)")
+    row("LI at FP 2% (lab, 182%, PDM 5)", "train_li", None if sel is None else
+        f"{sel:.1f}%, {li.get('selection.method')} (best rule {rule}: "
+        f"{li.get(f'selection.heldout_li.{rule}', float('nan')):.1f}%)")
     um = m.get("train_um", {})
-    gbm, static = um.get("gbm.um_at_op4"), um.get("static.um_at_op4")
-    row("UM at OP 4%, backtest nights", "train_um",
-        None if gbm is None else f"{_pct(gbm)} (static fraction {_pct(static)})")
+    row("UM at OP 4% (backtest nights)", "train_um", None if um.get("gbm.um_at_op4") is None else
+        f"{_pct(um['gbm.um_at_op4'])} (a static fraction: {_pct(um.get('static.um_at_op4'))})")
     o = m.get("optimize", {})
-    row("policy (solver)", "optimize", None if not o else
-        f"LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'))}, expected pool "
-        f"{_pct(o.get('pool_share'))}, mispredictions bound {_pct(o.get('mispredictions_bound'), 2)}")
-    served = f"served ({_get(m, 'evaluate', 'served_policy') or 'combined'})"
-    for key, what in (("combined", "Pond's combined policy"), ("served", served)):
+    row("solver: LI threshold, UM target", "optimize", None if not o else
+        f"{o.get('li_threshold')}, OP {_pct(o.get('um_target_op'))}: pool {_pct(o.get('pool_share'))}, "
+        f"mispredicted <= {_pct(o.get('mispredictions_bound'), 2)}")
+    budget = _pct(_get(m, "evaluate", "budget"), 0)
+    for key, label in (("combined", "next day: Pond's combined rule"), ("served", "next day: served policy")):
         c = _get(m, "evaluate", key) or {}
-        row(f"next day {_get(m, 'evaluate', 'day')}, {what}: pool share, realized mispredictions", "evaluate",
-            None if not c else
-            f"{_pct(c.get('pool_share'))}, {_pct(c.get('mispredictions_conservative'), 2)} (worst case "
-            f"{_pct(c.get('mispredictions_worst_case'), 2)}; budget {_pct(_get(m, 'evaluate', 'budget'), 0)})"
-            + ("" if c.get("mispredictions_unmitigated") is None else
-               f"; {_pct(c['mispredictions_unmitigated'], 2)} left slowed after {_pct(c.get('mitigations'), 2)} "
-               "mitigated by the QoS monitor"))
+        who = f"{_get(m, 'evaluate', 'served_policy') or 'combined'}: " if key == "served" else ""
+        row(label, "evaluate", None if not c else
+            f"{who}pool {_pct(c.get('pool_share'))}, mispredicted {_pct(c.get('mispredictions_conservative'), 2)} "
+            f"(worst {_pct(c.get('mispredictions_worst_case'), 2)}" + (f", budget {budget})" if not who else ")"))
+        if c.get("mispredictions_unmitigated") is not None:
+            row("  after the QoS monitor", "evaluate", f"{_pct(c['mispredictions_unmitigated'], 2)} left slowed, "
+                f"{_pct(c.get('mitigations'), 2)} of VMs mitigated")
     b = m.get("backtest", {})
-    against = [f"{100 * b[k]:.2f} against {pair}" for k, pair in (
-        ("regret_fixed_mean", "the best pair fixed over the nights"),
-        ("regret_admitted_mean", "the best fixed pair the lab admits")) if b.get(k) is not None]
-    row("backtest: nights within budget after the QoS monitor (before), mean regret", "backtest", None if not b else
-        f"{b.get('nights_within_budget')} ({b.get('nights_within_budget_raw')}) of {b.get('nights')}"
-        + (f" (of {b['nights_asked']} asked: a shorter trace)" if b.get("nights_skipped_short_history") else "") + ", "
-        f"{100 * b.get('regret_mean', float('nan')):.2f} points" + (f" ({'; '.join(against)})" if against else ""))
+    row("backtest: nights within budget", "backtest", None if not b else
+        f"{b.get('nights_within_budget')} of {b.get('nights')} after the QoS monitor "
+        f"({b.get('nights_within_budget_raw')} before)" +
+        (f"; {b['nights_asked']} asked" if b.get("nights_skipped_short_history") else ""))
+    against = [f"{100 * b[k]:.2f} {pair}" for k, pair in (
+        ("regret_fixed_mean", "vs the best fixed pair"), ("regret_admitted_mean", "vs the lab's")) if b.get(k) is not None]
+    row("backtest: mean regret (points)", "backtest", None if not b else
+        f"{100 * b.get('regret_mean', float('nan')):.2f}" + (f" ({', '.join(against)})" if against else ""))
     if b.get("sla_alpha_gb_share_mean") is not None:
-        row("backtest: mitigations' local DRAM, all local vs SLA-alpha (nights within budget)", "backtest",
-            f"{_pct(b['mitigated_gb_share_mean'], 3)} vs {_pct(b['sla_alpha_gb_share_mean'], 3)} of the day's memory "
-            f"({b.get('nights_within_budget')} vs {b.get('nights_within_budget_sla_alpha')} of {b.get('nights')})")
+        row("mitigations' local DRAM", "backtest", f"{_pct(b['mitigated_gb_share_mean'], 3)} of the day's memory "
+            f"(SLA-alpha: {_pct(b['sla_alpha_gb_share_mean'], 3)})")
     s = _get(m, "simulate", "savings_at_headline") or {}
     sockets = _get(m, "simulate", "headline_pool_sockets")
     iv = _get(m, "simulate", "savings_at_headline_interval") or {}
 
     def saved(name: str) -> str:
-        return _pct(s.get(name)) + _span(iv.get(name))
+        return "-" if s.get(name) is None else _pct(s[name], sign=True) + _span(iv.get(name))
 
-    row(f"DRAM saved at {sockets}-socket pools vs all local (90% interval over clusters)", "simulate", None if not s else
-        f"combined {saved('combined_r1.82')} (182%), {saved('combined_r2.22')} (222%); "
-        f"UM only {saved('um_only_r1.82')}; static 15% {saved('static_15pct')}")
+    for label, name in ((f"DRAM saved, {sockets} sockets: combined", "combined_r1.82"),
+                        ("  combined at 222%", "combined_r2.22"), ("  UM only", "um_only_r1.82"),
+                        ("  static 15% of every VM", "static_15pct")):
+        row(label, "simulate", None if not s else saved(name) + (" at 182%" if name == "combined_r1.82" else ""))
     st = _get(m, "simulate", "steady_state") or {}
     if st.get("memory_hours_decided_pct") is not None:
-        row("replayed window's memory-hours a policy decides (before the VM's creation)", "simulate",
-            f"{st['memory_hours_decided_pct']:.2f}% ({st.get('memory_hours_decided_before_creation_pct', 0):.2f}%)")
-    a = _get(m, "simulate", "answer")
-    row("sizing answer (182%)", "simulate", None if a is None else _answer(a.get("1.82")))
-    sv = _get(m, "simulate", "served")
-    row("served policy's saving (182%)", "simulate", None if sv is None else _answer(sv.get("1.82"), served=True))
+        row("window's memory-hours decided", "simulate", f"{st['memory_hours_decided_pct']:.2f}% "
+            f"({st.get('memory_hours_decided_before_creation_pct', 0):.2f}% before the VM's creation)")
+    a = (_get(m, "simulate", "answer") or {}).get("1.82")
+    row("sizing answer (182%)", "simulate", None if "simulate" in m and _get(m, "simulate", "answer") is None else
+        _answer(a))
+    if a and a["pool_sockets"]:
+        row("  what it buys", "simulate", f"{a['local_gb_per_server']:.0f} GB/server + {a['gb_per_pool']:.0f} "
+            f"GB/pool; {_pct(a['realized_mispredictions'], 2)} mispredicted")
+    if a:
+        row("  verdict", "simulate", _verdict(a))
+    sv = (_get(m, "simulate", "served") or {}).get("1.82")
+    row("served policy's saving (182%)", "simulate", "not replayed at this ratio" if sv is None else _answer(sv))
     r = m.get("register", {})
     row("registered", "register", None if not r else
         f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")
     return rows
 
 
-def _answer(a: dict[str, Any] | None, served: bool = False) -> str:
+def closing(m: Metrics) -> str:
+    """One line on what the night means for the scheduler: the policy it gets, the memory on the pool, the DRAM."""
+    served = _get(m, "evaluate", "served") or {}
+    name = _get(m, "evaluate", "served_policy")
+    if name is None:
+        return "Served: nothing evaluated yet (run `dvc repro`)."
+    sv = (_get(m, "simulate", "served") or {}).get("1.82")
+    dram = "DRAM not replayed" if sv is None else (
+        f"DRAM saved {_pct(sv['savings'], sign=True)}{_span(sv.get('savings_interval'))}"
+        + (f" at {sv['pool_sockets']} sockets" if sv.get("pool_sockets") else ""))
+    return f"Served: {name}, {_pct(served.get('pool_share'))} of memory pooled, {dram}."
+
+
+def _answer(a: dict[str, Any] | None) -> str:
     if a is None:
-        return ("the served policy was not replayed at this ratio" if served else
-                "no nightly policy at this ratio within the budget (or none replayed): all local")
+        return "no nightly policy within the budget at this ratio: all local"
     if not a["pool_sockets"]:
-        if "no_pool_for" not in a and a["policy"] == "all_local":
-            return "all local: nothing on a pool, nothing saved"
-        named = a.get("no_pool_for", a["policy"])
-        return f"no pool: all local is cheapest ({named} within the budget saves nothing), served as all local"
-    text = (f"{a['policy']}: {a['pool_sockets']} sockets, {a['local_gb_per_server']:.0f} GB/server + "
-            f"{a['gb_per_pool']:.0f} GB/pool, saves {_pct(a['savings'])}{_span(a.get('savings_interval'))} DRAM at "
-            f"{_pct(a['realized_mispredictions'], 2)} mispredicted")
+        return "all local: no pool size saves DRAM"
+    return (f"{_name(a['policy'])}, {a['pool_sockets']} sockets: "
+            f"{_pct(a['savings'], sign=True)}{_span(a.get('savings_interval'))}")
+
+
+def _verdict(a: dict[str, Any]) -> str:
+    """Whether the answer beats its runner-up beyond their paired interval over clusters (in points)."""
+    if a["policy"] == "all_local":
+        return f"no pool: {_name(a.get('no_pool_for'))} buys none"
+    if "difference_interval" not in a:
+        return "the point estimate (no cluster draws)"
+    lo, hi = (100 * x for x in a["difference_interval"])
     if a.get("undecided_between"):
-        best, other = a["undecided_between"]
-        lo, hi = a["difference_interval"]
-        text += (f"; undecided: {best} against {other} differs by {_pct(lo)} to {_pct(hi)} over clusters, so the "
-                 "solver's own policy is named")
-    elif a.get("decided"):
-        lo, hi = a["difference_interval"]
-        text += f"; beats {a['runner_up']} by {_pct(lo)} to {_pct(hi)}"
-    return text
+        best, other = (_name(x) for x in a["undecided_between"])
+        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}"
+    return f"beats {_name(a.get('runner_up'))} by {lo:+.1f} to {hi:+.1f} points"
 
 
-def _span(iv: list[float] | None) -> str:
-    return "" if not iv else f" [{_pct(iv[0])}, {_pct(iv[1])}]"
-
-
-def to_markdown(rows: list[tuple[str, str, str]], title: str) -> str:
+def to_markdown(rows: list[tuple[str, str, str]], title: str, last: str | None = None) -> str:
     lines = [f"# {title}", "", "| figure | value | source |", "| --- | --- | --- |"]
-    lines += [f"| {a} | {b.replace('|', '/')} | `{c}` |" for a, b, c in rows]
-    return "\n".join(lines) + "\n"
+    lines += [f"| {a.strip()} | {b.replace('|', '/')} | `{c}` |" for a, b, c in rows]
+    return "\n".join(lines + (["", last] if last else [])) + "\n"
 
 
 def to_html(rows: list[tuple[str, str, str]], title: str, images: dict[str, bytes]) -> str:
@@ -142,6 +172,7 @@ def to_html(rows: list[tuple[str, str, str]], title: str, images: dict[str, byte
             f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n")
 
 
-def to_text(rows: list[tuple[str, str, str]]) -> str:
-    width = max(len(a) for a, _, _ in rows)
-    return "\n".join(f"{a:<{width}}  {b}" for a, b, _ in rows)
+def to_text(rows: list[tuple[str, str, str]], last: str | None = None) -> str:
+    """The rows as a terminal shows them, each within ``WIDTH`` columns, and the closing line."""
+    lines = [f"{a:<{LABEL}}  {b}" for a, b, _ in rows]
+    return "\n".join(lines + ([last] if last else []))

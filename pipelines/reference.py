@@ -16,14 +16,14 @@ from pond.core.docs import (REPORT_BEGIN, REPORT_END, between, params_rows, rend
                             variable_rows, with_dag)
 from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
-from pond.evaluation.report import headline, to_text
+from pond.evaluation.report import closing, headline, to_text
 from pond.pipelines import report
 from pond.serving.cli import SETTING_OPTIONS
 from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
 PIPELINE = Path("docs/pipeline.md")
-README = Path("README.md")
+README, TONIGHT = Path("README.md"), Path("docs/tonight.md")
 METRICS = Path("metrics")
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
@@ -70,11 +70,12 @@ def render_reference() -> str:
 
 def rendered(root: Path = Path(".")) -> dict[Path, str]:
     """Each generated page as the code, dvc.yaml and the committed metrics give it now."""
-    report_text = "```\n" + to_text(headline(report.load(root / METRICS))) + "\n```"
+    metrics = report.load(root / METRICS)
+    report_text = "```\n" + to_text(headline(metrics), closing(metrics)) + "\n```"
     return {REFERENCE: render_reference(),
             PIPELINE: with_dag((root / PIPELINE).read_text(), render_dag(root)),
-            README: between((root / README).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(README),
-                            "`pond report`'s table")}
+            **{page: between((root / page).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(page),
+                             "`pond report`'s table") for page in (README, TONIGHT)}}
 
 
 def stale(root: Path = Path(".")) -> list[str]:

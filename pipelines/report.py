@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pond.core.errors import ConfigError
-from pond.evaluation.report import headline, to_html, to_markdown, to_text
+from pond.evaluation.report import closing, headline, to_html, to_markdown, to_text
 from pond.telemetry.atomic import write_atomic
 
 STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
@@ -33,11 +33,12 @@ def run(metrics_dir: Path, out: Path, plots_dir: Path = Path("plots")) -> str:
     rows = headline(metrics)
     night = metrics.get("register", {}).get("as_of") or metrics.get("evaluate", {}).get("day", "?")
     title = f"pond-znuma, night {night}"
-    write_atomic(out, to_markdown(rows, title))
+    last = closing(metrics)
+    write_atomic(out, to_markdown(rows, title, last))
     images = {p.relative_to(plots_dir).as_posix(): p.read_bytes() for p in sorted(Path(plots_dir).rglob("*.png"))}
     page = out.with_suffix(".html")
     write_atomic(page, to_html(rows, title, images))
-    text = to_text(rows)
+    text = to_text(rows, last)
     print(text)
     print(f"report: written to {out} and {page} ({len(images)} plots inline, no outside URL)")
     return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pond.evaluation.report import headline, to_markdown
+from pond.evaluation.report import closing, headline, to_markdown, to_text
 from tests.conftest import run_pond
 
 METRICS = {
@@ -31,22 +31,38 @@ METRICS = {
 
 
 def test_headline_rows_read_each_stage():
-    rows = dict((a, b) for a, b, _ in headline(METRICS))
-    assert rows["LI at FP 2%, held-out workloads (182%, PDM 5)"] == "45.4% (random_forest; best rule dram_bound 45.1%)"
-    assert rows["UM at OP 4%, backtest nights"] == "28.7% (static fraction 6.3%)"
-    day = "next day 2026-01-29, {}: pool share, realized mispredictions"
-    assert rows[day.format("Pond's combined policy")] == \
-        "50.0%, 1.91% (worst case 2.55%; budget 2%); 0.94% left slowed after 1.00% mitigated by the QoS monitor"
-    assert rows[day.format("served (um_only)")] == "17.0%, 0.81% (worst case 1.02%; budget 2%)"
-    assert rows["DRAM saved at 16-socket pools vs all local (90% interval over clusters)"] == \
-        "combined 9.0% (182%), 7.0% (222%); UM only -; static 15% 3.0%"
-    assert rows["sizing answer (182%)"] == \
-        "um_only_r1.82: 16 sockets, 579 GB/server + 774 GB/pool, saves 9.0% DRAM at 0.88% mispredicted"
-    assert rows["served policy's saving (182%)"] == \
-        "combined_cap30pct_r1.82: 32 sockets, 601 GB/server + 640 GB/pool, saves 8.2% DRAM at - mispredicted"
+    rows = {a: b for a, b, _ in headline(METRICS)}
+    assert rows["LI at FP 2% (lab, 182%, PDM 5)"] == "45.4%, random_forest (best rule dram_bound: 45.1%)"
+    assert rows["UM at OP 4% (backtest nights)"] == "28.7% (a static fraction: 6.3%)"
+    assert rows["next day: Pond's combined rule"] == "pool 50.0%, mispredicted 1.91% (worst 2.55%, budget 2%)"
+    assert rows["  after the QoS monitor"] == "0.94% left slowed, 1.00% of VMs mitigated"
+    assert rows["next day: served policy"] == "um_only: pool 17.0%, mispredicted 0.81% (worst 1.02%)"
+    assert rows["DRAM saved, 16 sockets: combined"] == "+9.0% at 182%"
+    assert rows["  combined at 222%"] == "+7.0%"
+    assert rows["  UM only"] == "-"
+    assert rows["  static 15% of every VM"] == "+3.0%"
+    assert rows["sizing answer (182%)"] == "um_only, 16 sockets: +9.0%"
+    assert rows["  what it buys"] == "579 GB/server + 774 GB/pool; 0.88% mispredicted"
+    assert rows["  verdict"] == "the point estimate (no cluster draws)"
+    assert rows["served policy's saving (182%)"] == "combined_cap30pct, 32 sockets: +8.2%"
     assert rows["registered"] == "pond-znuma night 2026-01-28: challenger"
-    assert rows["backtest: nights within budget after the QoS monitor (before), mean regret"] == \
-        "not run (metrics/backtest.json missing)"
+    assert rows["backtest: nights within budget"] == "not run (metrics/backtest.json missing)"
+    assert closing(METRICS) == "Served: um_only, 17.0% of memory pooled, DRAM saved +8.2% at 32 sockets."
+
+
+def test_every_line_fits_a_100_column_terminal():
+    m = json.loads(json.dumps(METRICS))
+    m["backtest"] = {"nights": 14, "nights_within_budget": 9, "nights_within_budget_raw": 8, "regret_mean": 0.0435,
+                     "regret_fixed_mean": 0.0186, "regret_admitted_mean": -0.0012, "nights_asked": 14,
+                     "nights_skipped_short_history": 5, "mitigated_gb_share_mean": 0.00648,
+                     "sla_alpha_gb_share_mean": 0.00601}
+    m["simulate"]["savings_at_headline_interval"] = {k: [-0.186, 0.11] for k in m["simulate"]["savings_at_headline"]}
+    m["simulate"]["answer"]["1.82"] |= {"policy": "combined_cap30pct_r1.82", "savings_interval": [-0.02, 0.087],
+                                        "undecided_between": ["um_only_r1.82", "combined_cap30pct_r1.82"],
+                                        "difference_interval": [-0.034, 0.056], "decided": False}
+    text = to_text(headline(m), closing(m))
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert "undecided: um_only -3.4 to +5.6 pts vs combined_cap30pct" in text
 
 
 def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
@@ -59,28 +75,34 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
                                           "realized_mispredictions": 0.01, "decided": False,
                                           "undecided_between": ["um_only_r1.82", "combined_r1.82"],
                                           "difference_interval": [-0.01, 0.03]}}}}
-    rows = dict((a, b) for a, b, _ in headline(m))
-    assert rows["DRAM saved at 16-socket pools vs all local (90% interval over clusters)"] == \
-        "combined 9.0% [5.0%, 12.0%] (182%), - (222%); UM only -; static 15% -"
-    assert rows["replayed window's memory-hours a policy decides (before the VM's creation)"] == "99.50% (61.25%)"
-    assert rows["sizing answer (182%)"] == (
-        "combined_r1.82: 16 sockets, 500 GB/server + 700 GB/pool, saves 9.0% [5.0%, 12.0%] DRAM at 1.00% "
-        "mispredicted; undecided: um_only_r1.82 against combined_r1.82 differs by -1.0% to 3.0% over clusters, so "
-        "the solver's own policy is named")
+    rows = {a: b for a, b, _ in headline(m)}
+    assert rows["DRAM saved, 16 sockets: combined"] == "+9.0% [+5.0, +12.0] at 182%"
+    assert rows["  combined at 222%"] == "-"
+    assert rows["window's memory-hours decided"] == "99.50% (61.25% before the VM's creation)"
+    assert rows["sizing answer (182%)"] == "combined, 16 sockets: +9.0% [+5.0, +12.0]"
+    assert rows["  verdict"] == "undecided: um_only -1.0 to +3.0 pts vs combined"
 
 
-def test_the_backtest_row_gives_each_yardstick_the_metrics_hold():
-    row = "backtest: nights within budget after the QoS monitor (before), mean regret"
+def test_an_answer_that_buys_no_pool_says_all_local():
+    a = {"policy": "all_local", "pool_sockets": 0, "savings": 0.0, "savings_interval": [0.0, 0.0],
+         "no_pool_for": "combined_r1.82", "decided": True, "difference_interval": [0.0, 0.0]}
+    rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
+    assert rows["sizing answer (182%)"] == "all local: no pool size saves DRAM"
+    assert rows["  verdict"] == "no pool: combined buys none" and "  what it buys" not in rows
+
+
+def test_the_backtest_rows_give_each_yardstick_the_metrics_hold():
     b = {"nights": 14, "nights_within_budget": 14, "nights_within_budget_raw": 13, "regret_mean": 0.0435}
-    assert dict((a, v) for a, v, _ in headline({"backtest": b}))[row] == "14 (13) of 14, 4.35 points"
+    rows = {a: v for a, v, _ in headline({"backtest": b})}
+    assert rows["backtest: nights within budget"] == "14 of 14 after the QoS monitor (13 before)"
+    assert rows["backtest: mean regret (points)"] == "4.35"
     b |= {"regret_fixed_mean": 0.0186, "regret_admitted_mean": -0.0012}
-    assert dict((a, v) for a, v, _ in headline({"backtest": b}))[row] == (
-        "14 (13) of 14, 4.35 points (1.86 against the best pair fixed over the nights; -0.12 against the best fixed "
-        "pair the lab admits)")
+    rows = {a: v for a, v, _ in headline({"backtest": b})}
+    assert rows["backtest: mean regret (points)"] == "4.35 (1.86 vs the best fixed pair, -0.12 vs the lab's)"
     short = {"nights": 9, "nights_within_budget": 9, "nights_within_budget_raw": 8, "regret_mean": 0.0435,
              "nights_asked": 14, "nights_skipped_short_history": 5}     # a 28-day trace: the nights it allows
-    assert dict((a, v) for a, v, _ in headline({"backtest": short}))[row] == \
-        "9 (8) of 9 (of 14 asked: a shorter trace), 4.35 points"
+    assert {a: v for a, v, _ in headline({"backtest": short})}["backtest: nights within budget"] == \
+        "9 of 9 after the QoS monitor (8 before); 14 asked"
 
 
 def test_markdown_has_one_row_per_figure():
