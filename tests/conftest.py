@@ -49,7 +49,7 @@ def small_raw(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def small_walks_raw(tmp_path_factory) -> Path:
-    """The same small fleet under the `walks` mechanisms (issue 13: CI runs both variants)."""
+    """The same small fleet under the `walks` mechanisms (CI runs both variants)."""
     out = tmp_path_factory.mktemp("raw_walks") / "raw"
     generate(LabParams(seed=5, repetitions=2), SMALL_FLEET, out, variant="walks")
     return out

@@ -1,4 +1,4 @@
-"""generate.fleet.shape azure, the default: the public trace's sizes and lifetimes (issue 47), with every existing
+"""generate.fleet.shape azure, the default: the public trace's sizes and lifetimes, with every existing
 check of the fleet still holding; footprint, the shape before it, stays reachable."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_the_azure_shape_follows_the_public_trace(tmp_path, variant):
 
 
 def test_the_footprint_shape_is_not_the_traces(small_tables):
-    """The footprint shape (the unit tests' fleet, the default before issue 47): larger and longer-lived than Azure's."""
+    """The footprint shape (the unit tests' fleet, the older default): larger and longer-lived than Azure's."""
     failed = {c.name for c in shape_checks(small_tables["vms"]) if not c.ok}
     assert {"vms_with_2_vcpus_pct", "vms_up_to_8gb_pct", "life_under_30min_pct"} <= failed
     assert pd.Series(small_tables["vms"].memory_gb).mean() > 40

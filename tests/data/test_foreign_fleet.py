@@ -50,7 +50,7 @@ def foreign(small_tables, small_reports_raw, tmp_path_factory):
     for col, names in FREE_NAMES.items():
         values = sorted(vms[col].unique())
         vms[col] = vms[col].map({v: f"{names[i % len(names)]}{i}" for i, v in enumerate(values)})
-    # and ids a type-guessing reader turns into others (issue 49): 001, 01 and 1 are three customers
+    # and ids a type-guessing reader turns into others: 001, 01 and 1 are three customers
     values = sorted(vms.customer_id.unique())[1::2]
     vms["customer_id"] = vms.customer_id.replace({v: LOOKALIKE_IDS[i] if i < len(LOOKALIKE_IDS) else f"{i:04d}"
                                                   for i, v in enumerate(values)})

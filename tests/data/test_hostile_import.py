@@ -201,7 +201,7 @@ def test_pmu_events_in_another_case_are_named(src, out, capsys, tmp_path):
 @pytest.mark.parametrize("cut", ["mid_field", "after_comma", "first_field"])
 def test_a_csv_cut_mid_row_is_refused_as_cut_off(src, out, capsys, cut):
     """An interrupted export: the last row loses its end. It used to read as a shorter table, and the refusal
-    blamed vm_counters ("counters for unknown VMs") for the row vms lost (issue 49)."""
+    blamed vm_counters ("counters for unknown VMs") for the row vms lost."""
     vms = _as_csv(src, "vms")
     text = vms.to_csv(index=False)
     last = text.rstrip("\n").rsplit("\n", 1)[1]

@@ -1,4 +1,4 @@
-"""Ids and names are text in every reader (issue 49): ``001`` is not ``1``, ``1e5`` is not 100000,
+"""Ids and names are text in every reader: ``001`` is not ``1``, ``1e5`` is not 100000,
 ``2026-01-05`` is not a date and ``NA`` is a customer, through `pond template`, `pond import`, `pond
 predict`'s CSV, the Azure vmtable and the perf runs' meta file. The HTTP routes and a request for
 ``001`` getting ``001``'s answer: tests/data/test_foreign_fleet.py, end to end."""

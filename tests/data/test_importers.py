@@ -228,7 +228,7 @@ def test_azure_trace_simulates_with_static_pools(tmp_path):
                  "--metrics", str(metrics), "--plots", str(plots)]) == 2
 
 
-# One run's counts, as `perf stat -x,` prints them with each layout's flags (issue 49): two CPUs, two sockets or
+# One run's counts, as `perf stat -x,` prints them with each layout's flags: two CPUs, two sockets or
 # two intervals hold parts of every count, and the plain layout's count is their sum.
 PARTS = {"INST_RETIRED.ANY": (600, 400), "CPU_CLK_UNHALTED.THREAD": (250, 750), "cpu/event=0x3c/": (7, 3)}
 

@@ -1,4 +1,4 @@
-"""Issue 18: the VM tables as datasets partitioned by creation day, read back as the same tables."""
+"""The VM tables as datasets partitioned by creation day, read back as the same tables."""
 
 from __future__ import annotations
 

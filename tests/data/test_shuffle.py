@@ -1,4 +1,4 @@
-"""Issue 18: the dask engine's `features` moves the fleet through files (features.shuffle), run here
+"""The dask engine's `features` moves the fleet through files (features.shuffle), run here
 with an in-process runner: the same tables as the local engine, errors that name the row, and a
 merge that keeps the local row order."""
 

@@ -1,4 +1,4 @@
-"""Issue 18: the raw tables in a bucket (s3:// through s3fs) and the dask engine's scratch folder in
+"""The raw tables in a bucket (s3:// through s3fs) and the dask engine's scratch folder in
 one. An S3 server (moto) stands in for the store; the dask workers are other processes and reach it
 as a real cluster's would, through the environment. Every run must give the local path's tables."""
 

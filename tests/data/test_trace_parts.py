@@ -1,4 +1,4 @@
-"""Issue 18: `simulate`'s trace, placed by cluster partitions (the dask engine's way, run here with a
+"""`simulate`'s trace, placed by cluster partitions (the dask engine's way, run here with a
 runner that calls each task in turn), is the trace placed whole: the same span, the same window's
 VMs in the same order, on the same servers; and the checks the whole table gets still hold."""
 

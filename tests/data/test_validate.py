@@ -150,7 +150,7 @@ def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(smal
 def test_an_azure_v1_vmtable_feeds_the_static_simulation_and_says_why_nothing_else(tmp_path, capsys):
     """The public V1 rows: exact core counts and 0.75 / 1.75 GB sizes, the category misspelled as the public file
     has it, no header. Import succeeds, validate calls `simulate --static-only` ready, the command then runs, and
-    every BLOCKED line says why (issue 49: vms was "not usable" with no reason, and the static simulation too)."""
+    every BLOCKED line says why (vms was "not usable" with no reason, and the static simulation too)."""
     rng = np.random.default_rng(3)
     n = 1500
     cores = rng.choice([1, 2, 4, 8, 24], n)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("variant", ["pond", "walks"])
 def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
-    """Both built-in fleet variants (issue 13): the walks fleet's mechanisms differ, the contract does not."""
+    """Both built-in fleet variants: the walks fleet's mechanisms differ, the contract does not."""
     if variant == "pond":        # the shared fixture: simulate's tests replay its nights
         out = request.getfixturevalue("small_backtest")
         nights = pd.read_csv(out / "nights.csv")
@@ -37,7 +37,7 @@ def test_two_nights_with_regret(variant, request, tmp_path, monkeypatch):
     # the best pair fixed over the nights keeps the budget every night, so no night's best in hindsight is below it
     assert (nights.fixed_pool <= nights.hindsight_pool + 1e-12).all()
     assert (nights.regret_fixed <= nights.regret + 1e-12).all()
-    # the QoS monitor (issue 48): it only takes mispredictions away, at most 1% of each day's VMs
+    # the QoS monitor: it only takes mispredictions away, at most 1% of each day's VMs
     assert (nights.realized_unmitigated <= nights.realized_mispredictions + 1e-12).all()
     assert (nights.realized_mispredictions - nights.realized_unmitigated <= nights.mitigations + 1e-12).all()
     assert (nights.mitigations <= 0.01 + 1e-12).all() and (nights.false_alarms <= nights.mitigations).all()

@@ -1,4 +1,4 @@
-"""Issue 18: the dask engine gives the local engine's tables (features, simulate) and a UM model as good
+"""The dask engine gives the local engine's tables (features, simulate) and a UM model as good
 (train_um, lightgbm.dask) on a LocalCluster."""
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def test_train_um_on_dask_matches_local(tmp_path, monkeypatch):
     day) and its realized OP, dask against local; the same float32-safe ONNX export, parity-checked.
     The local engine reads its days at once; on Dask the process reads and sends them a day at a time.
 
-    Issue 18's bound (0.5 points) is for the built-in fleet (141,061 VMs; measured 0.05 points,
+    The bound (0.5 points) is for the built-in fleet (141,061 VMs; measured 0.05 points,
     docs/scale-out.md). This 24,000-VM fleet scores ~6,000 VMs over its 3 backtest nights; before
     the dask fits were bit-reproducible (models.dask_fit), 6 runs put its UM 0.19-0.49 points and
     its OP 0.45-0.80 points from the local model's. The bounds are twice that spread."""

@@ -141,7 +141,7 @@ def test_one_vm_from_2019_does_not_move_the_static_window(small_raw, tmp_path):
 
 
 def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw, tmp_path):
-    """simulate.placement keep (issue 47): the all-local first fit's servers are kept under every policy, as a
+    """simulate.placement keep: the all-local first fit's servers are kept under every policy, as a
     trace's own, so a fixed share on the pool can only lower the sum of per-server and per-pool peaks. Placed
     afresh per policy (pool_aware, the default), the same static pools can raise it."""
     import yaml
@@ -165,7 +165,7 @@ def test_kept_servers_a_fixed_split_never_raises_the_per_server_peaks(small_raw,
 
 
 def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw, tmp_path):
-    """simulate.buy_days (issue 47): the window's first days buy each cluster's DRAM, the rest judges it. What
+    """simulate.buy_days: the window's first days buy each cluster's DRAM, the rest judges it. What
     was bought is never returned (required >= bought), what fell short on the judged days is counted and
     topped up; the per-server peaks are those of the judged days, where a fixed split still never costs."""
     import yaml
@@ -197,7 +197,7 @@ def test_dram_bought_ahead_is_judged_on_later_days_and_only_topped_up(small_raw,
 
 
 def test_the_qos_monitor_runs_in_the_replay(sim):
-    """Issue 48: every policy's window is watched, at most 1% of each day's VMs mitigated, and only what the monitor
+    """Every policy's window is watched, at most 1% of each day's VMs mitigated, and only what the monitor
     left slowed decides the sizing answer; a policy that mitigated some VMs is sized on its own VMs (their pool
     memory back as local one window after creation), so its row differs from a replay without the monitor."""
     wd, m = sim

@@ -139,7 +139,7 @@ def test_no_leakage_from_the_future(vmf):
 
 @pytest.mark.parametrize("as_of", ["2026-01-06", "2026-01-09"])
 def test_the_days_train_um_reads_hold_every_row_its_nights_use(vmf, as_of):
-    """train_um reads only ``creation_days`` of the VM features (issue 18): the same nights."""
+    """train_um reads only ``creation_days`` of the VM features: the same nights."""
     first, last = creation_days(as_of, P)
     kept = vmf[(vmf["day"] >= first) & (vmf["day"] <= last)]
     assert len(kept) < len(vmf)

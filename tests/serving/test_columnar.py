@@ -1,4 +1,4 @@
-"""The batch as an Arrow IPC stream (issue 50): the JSON route's answers, field for field, in Arrow, and its
+"""The batch as an Arrow IPC stream: the JSON route's answers, field for field, in Arrow, and its
 refusals by column."""
 
 from __future__ import annotations

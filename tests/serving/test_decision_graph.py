@@ -1,4 +1,4 @@
-"""The decision as one ONNX graph (issue 50): both models and the served rule, equal to the service's answers
+"""The decision as one ONNX graph: both models and the served rule, equal to the service's answers
 on the next day's VMs field for field, and runnable with ONNX Runtime alone."""
 
 from __future__ import annotations

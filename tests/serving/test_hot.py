@@ -168,7 +168,7 @@ def test_the_periodic_flush_survives_a_failure():
 
 def test_the_single_route_is_registered_once_beside_its_fast_path():
     """``serving.hot`` answers a valid request; the router's one route answers the rest and documents the call
-    (before issue 51, a plain Starlette route was also inserted ahead of the router)."""
+    (before the service was split into layers, a plain Starlette route was also inserted ahead of the router)."""
     from pond.serving.app import create_app
     from pond.serving.hot import PATH
     from pond.serving.routes import allocations

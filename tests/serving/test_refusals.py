@@ -1,5 +1,5 @@
 """Every refusal the service documents, byte for byte as the service gave it before the scheduler's fast path
-(issue 50): ``refusals.json`` was recorded from the code of commit cd86b8b, whose single route validated every
+(the fast path): ``refusals.json`` was recorded from the code of commit cd86b8b, whose single route validated every
 body with pydantic inside FastAPI's stack. A refusal does not depend on the bundle, so any bundle records it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Against a running `mlflow server` (tracking + registry + artifacts over HTTP), not the embedded
-SQLite file (issue 16): register publishes there, the service follows `@champion` through it, and
+SQLite file: register publishes there, the service follows `@champion` through it, and
 moving the alias swaps the model with no failed request."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The service on the ``serve`` lock alone (issue 16): a fresh venv, no training package."""
+"""The service on the ``serve`` lock alone: a fresh venv, no training package."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 48's reachable yardstick (evaluation.regret, reported by the backtest stage): the best fixed pair among the LI
+"""The reachable yardstick (evaluation.regret, reported by the backtest stage): the best fixed pair among the LI
 thresholds the lab's own counts admit."""
 
 from __future__ import annotations

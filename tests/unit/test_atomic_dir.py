@@ -125,7 +125,7 @@ def test_a_file_is_not_written_over_a_folder(tmp_path):
 
 def test_a_killed_writers_leftovers_go_even_when_its_pid_is_taken_again(tmp_path):
     """A run killed in one container and re-run in a fresh one gets the same PID: the leftovers of the killed
-    run looked like a live writer's (this process's own) and stayed beside the outputs (issue 49). The name
+    run looked like a live writer's (this process's own) and stayed beside the outputs. The name
     also says when its writer started, so a PID that is alive but started later is not that writer."""
     target = tmp_path / "um"
     pid = os.getpid()

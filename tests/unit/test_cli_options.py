@@ -1,5 +1,5 @@
 """The options every command takes work after the command's name too, and a command that needs no
-params does not ask for them (issue 49)."""
+params does not ask for them."""
 
 from __future__ import annotations
 

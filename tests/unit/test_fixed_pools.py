@@ -1,5 +1,5 @@
 """Pond's Fig. 3 accounting, before any model: VMs keep the servers the first fit gave them, each server and
-pool buys its own peak (issue 47)."""
+pool buys its own peak."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One import root (issue 51): the project's folders are imported as ``pond.<folder>`` everywhere, benchmarks and
+"""One import root: the project's folders are imported as ``pond.<folder>`` everywhere, benchmarks and
 tests reach the code through the installed package (no ``sys.path`` edits) and only through public names."""
 
 from __future__ import annotations

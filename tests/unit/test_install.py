@@ -1,4 +1,4 @@
-"""The locked, split install (issue 16): each role's lock satisfies pyproject.toml; the service
+"""The locked, split install: each role's lock satisfies pyproject.toml; the service
 imports no training package (tests/serving/test_serve_install.py runs it on the serve lock alone)."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_service_imports_no_training_package():
 
 
 def test_a_wheel_adds_one_import_root_and_every_module(tmp_path):
-    """Issue 51: the folders the project is known by install as ``pond.<folder>``, nothing else lands in
+    """The folders the project is known by install as ``pond.<folder>``, nothing else lands in
     site-packages, and no module or reference file is left out (the package list in pyproject.toml is explicit)."""
     src = tmp_path / "src"    # a copy: building in the checkout would leave build/ behind
     for d in PACKAGES:

@@ -34,7 +34,7 @@ def test_no_stage_or_evaluation_module_spells_a_name_itself():
 
 
 def test_a_bundle_folder_is_laid_out_by_one_owner():
-    """A night's or a bundle's ``policy.json`` is found through ``models.bundle.BundlePaths`` (issue 51: the file
+    """A night's or a bundle's ``policy.json`` is found through ``models.bundle.BundlePaths`` (the file
     name was spelled in 9 files); the CLI's and the service's default paths are documentation, not joins."""
     joins = [f"{p.relative_to(ROOT)}:{i}" for d in PACKAGES
              for p in sorted((ROOT / d).rglob("*.py"))

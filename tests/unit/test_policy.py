@@ -1,4 +1,4 @@
-"""``policy.json`` as the typed ``Policy`` end to end (issue 51): read, used and written as one checked type."""
+"""``policy.json`` as the typed ``Policy`` end to end: read, used and written as one checked type."""
 
 from __future__ import annotations
 

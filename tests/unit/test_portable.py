@@ -1,5 +1,5 @@
 """The generator's exp, log and power: numpy's to within a unit in the last place, and the same bits
-whichever SIMD kernels numpy would pick (issue 49: dvc.lock's data/raw differed between machines)."""
+whichever SIMD kernels numpy would pick (dvc.lock's data/raw differed between machines)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Progress lines of the long stages (issue 17): plain lines in a log, nothing when quiet."""
+"""Progress lines of the long stages: plain lines in a log, nothing when quiet."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_quiet_prints_nothing(capsys, monkeypatch):
 
 
 def test_silenced_leaves_the_environment_alone(capsys, monkeypatch):
-    """A step run inside another is silenced without writing POND_QUIET (issue 51: the environment is the
+    """A step run inside another is silenced without writing POND_QUIET (the environment is the
     operator's setting, not a channel between functions)."""
     monkeypatch.delenv("POND_QUIET", raising=False)
     outer = progress(range(2), desc="backtest", unit="nights")

@@ -127,7 +127,7 @@ def test_cli_writes_markdown_and_refuses_an_empty_dir(tmp_path, capsys):
 
 
 def test_html_page_is_self_contained(tmp_path):
-    """The offline page: every plot inline as a data URI, no outside URL (issue 17)."""
+    """The offline page: every plot inline as a data URI, no outside URL."""
     import base64
 
     for stage, m in METRICS.items():

@@ -1,4 +1,4 @@
-"""The pipeline's environment variables are one typed model (issue 51, ``core.runtime.Runtime``): the code reads
+"""The pipeline's environment variables are one typed model (``core.runtime.Runtime``): the code reads
 them through it, and each means what it meant when read by hand."""
 
 from __future__ import annotations

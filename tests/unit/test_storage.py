@@ -1,4 +1,4 @@
-"""Issue 18: storage URLs (telemetry.storage). A URL is read through its fsspec filesystem and gives
+"""Storage URLs (telemetry.storage). A URL is read through its fsspec filesystem and gives
 the tables a local path gives; a missing scheme package or an unreachable store is a clear error.
 The in-memory filesystem (memory://) stands in for a bucket: the same UPath code serves s3:// (the
 S3 runs are in tests/data/test_storage_urls.py)."""

@@ -1,4 +1,4 @@
-"""Stage modules are thin (issue 51): they parse, load, call the library and write, in at most 100 lines each."""
+"""Stage modules are thin: they parse, load, call the library and write, in at most 100 lines each."""
 
 from __future__ import annotations
 
