@@ -1,0 +1,74 @@
+"""Fig. 3 across draws of the built-in fleet, in the replay that decides (each policy placed afresh):
+
+    python -m benchmarks.static_draws [--seeds 40 41 ... 49]      # about 55 s a seed on 2 cores
+
+Per seed, in a temporary folder: `pond generate` with ``base.seed`` set (every other key of params.yaml as
+committed), then `pond simulate --static-only` (every VM split, no models). One JSON line per seed: 50% of every VM
+on 32- and 64-socket pools as a provider buys and at each server's own peak (Pond's accounting), the largest
+|saving| of a split on one-server pools (it should be about 0), the largest fall of any split's saving as the pool
+grows up to 32 sockets (it should be about 0 or a rise), and all local's premium of one size per cluster over the
+peaks. A last line gives the span and median of the 32-socket figures over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one_seed(seed: int, work: Path) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["base"]["seed"] = seed
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    pond = [sys.executable, "-m", "pond.pipelines", "--quiet", "--params", str(work / "params.yaml")]
+    for argv in (["generate", "--out", str(work / "raw")],
+                 ["simulate", "--static-only", "--raw", str(work / "raw"), "--out", str(work / "out"),
+                  "--metrics", str(work / "simulate.json"), "--plots", str(work / "plots")]):
+        res = subprocess.run([*pond, *argv], cwd=ROOT, capture_output=True, text=True, check=False)
+        if res.returncode:
+            sys.exit(f"seed {seed}: pond {argv[0]} failed:\n{res.stderr[-2000:]}")
+    table = pd.read_csv(work / "out" / "sizing.csv")
+    metrics = json.loads((work / "simulate.json").read_text())
+    static = table[table.policy.str.startswith("static_")]
+    half = static[static.policy == "static_50pct"].set_index("pool_sockets")
+    falls = [np.diff(g.sort_values("pool_sockets").query("pool_sockets <= 32").savings.to_numpy()).min()
+             for _, g in static.groupby("policy")]
+    one_server = static[static.pool_sockets == 2]
+    pct = lambda x: round(100 * float(x), 2)  # noqa: E731
+    return {"seed": seed, "clusters": metrics["clusters"], "servers": metrics["servers"],
+            "half_32_provider": pct(half.savings.loc[32]), "half_32_own_peaks": pct(half.savings_per_server_peaks.loc[32]),
+            "half_64_provider": pct(half.savings.loc[64]), "half_64_own_peaks": pct(half.savings_per_server_peaks.loc[64]),
+            "one_server_pools_max_abs": pct(one_server.savings.abs().max()),
+            "one_server_pools_own_peaks_max_abs": pct(one_server.savings_per_server_peaks.abs().max()),
+            "largest_fall_up_to_32": pct(min(falls)),
+            "all_local_premium": pct(metrics["all_local_uniform_premium"])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(40, 50)))
+    args = ap.parse_args()
+    rows = []
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows.append(one_seed(seed, Path(tmp)))
+        print(json.dumps(rows[-1]), flush=True)
+    for key in ("half_32_provider", "half_32_own_peaks"):
+        values = [r[key] for r in rows]
+        print(json.dumps({"figure": key, "min": min(values), "max": max(values),
+                          "span": round(max(values) - min(values), 2), "median": statistics.median(values)}))
+
+
+if __name__ == "__main__":
+    main()
