@@ -177,6 +177,20 @@ class LiParams(Section):
         return self
 
 
+class MonitorParams(Section):
+    """params.yaml ``train_monitor``: the QoS monitor's model, from the lab's spill runs (``spill_counters``)."""
+
+    section = "train_monitor"
+    pdm: float = Field(5.0, gt=0, description="a run is slowed when its measured slowdown exceeds this (%)")
+    latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
+                                              description="the pool latencies judged and served a threshold")
+    max_false_alarm: float = Field(0.05, ge=0, lt=1,
+        description="flag threshold: at most this share of the runs within the PDM flagged")
+    folds: int = Field(5, ge=2, description="outer folds, workloads as groups: every run judged by a model "
+                                            "that never saw its workload")
+    inner_folds: int = Field(3, ge=2, description="folds of the training workloads that set each threshold")
+
+
 class UmParams(Section):
     """params.yaml ``train_um``."""
 
@@ -359,6 +373,7 @@ with warnings.catch_warnings():
         features: FeatureParams   # always given: _share_base adds as_of
         train_li: LiParams = Field(default_factory=LiParams)
         train_um: UmParams = Field(default_factory=UmParams)
+        train_monitor: MonitorParams = Field(default_factory=MonitorParams)
         optimize: OptimizeParams = Field(default_factory=OptimizeParams)
         backtest: BacktestParams = Field(default_factory=BacktestParams)
         simulate: SimParams = Field(default_factory=SimParams)

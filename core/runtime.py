@@ -21,9 +21,9 @@ class Runtime(BaseModel):
         description="every stage and `pond serve`: the MLflow tracking server and registry; unset: SQLite "
                     "under data/mlflow (`POND_MLFLOW_TRACKING_URI` wins for the service)")
     mlflow_experiment: str | None = Field(None, alias="POND_MLFLOW_EXPERIMENT",
-                                          description="train_li, train_um, backtest, register: the MLflow experiment "
-                                                      "runs are logged to (unset: pond, and pond-backtest for the "
-                                                      "models backtest trains)")
+                                          description="train_li, train_monitor, train_um, backtest, register: the "
+                                                      "MLflow experiment runs are logged to (unset: pond, and "
+                                                      "pond-backtest for the models backtest trains)")
     mlflow_disable_telemetry: str = Field(
         "true", alias="MLFLOW_DISABLE_TELEMETRY",
         description="set for MLflow when a run starts: its usage telemetry stays off unless this is false")

@@ -19,7 +19,7 @@ from pond.telemetry.contract import OPTIONAL_TABLES, TABLES, validate_table, val
 from pond.telemetry.io import find_table, read_raw
 from pond.telemetry.storage import Location, location
 
-REPRO = "dvc repro (the nightly pipeline: features, train_li, train_um, optimize, evaluate, backtest, simulate, register)"
+REPRO = "dvc repro (the nightly pipeline: features, train_li, train_monitor, train_um, optimize, evaluate, backtest, simulate, register)"
 STATIC = "pond simulate --static-only (DRAM with static pools, no models)"
 # What each command reads from the tables. ``LABELLED``: vms with an untouched_fraction on some VM (train_um's
 # label; calibrate's Fig. 6 checks); `pond calibrate` reads the features stage's output, which needs all four.
@@ -158,7 +158,8 @@ def lab_labels(slowdowns: pd.DataFrame, ratios: tuple[float, ...]) -> list[str]:
 
 
 def report(state: dict[str, str], problems: dict[str, list[str]]) -> str:
-    lines = ["tables:"] + [f"  {t:12s} {s}" for t, s in state.items()] + ["commands:"]
+    width = max(map(len, state))
+    lines = ["tables:"] + [f"  {t:{width}s} {s}" for t, s in state.items()] + ["commands:"]
     for cmd, missing in problems.items():
         lines.append(f"  {'ready  ' if not missing else 'BLOCKED'} {cmd}")
         lines += [f"            - {m}" for m in missing]

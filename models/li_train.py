@@ -17,7 +17,7 @@ from pond.models.li_curves import mean_band, split_study, threshold_table
 from pond.models.li_rule import export_rule
 from pond.models.li_select import FOREST, candidates, nested, oof_scores, select
 from pond.models.names import li_model_name
-from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits
+from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, nan_rows
 from pond.models.runtime import sha256
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
@@ -98,11 +98,3 @@ def train(features: pd.DataFrame, slowdowns: pd.DataFrame, ratio: float, pdm: fl
         "workloads": len(y), "insensitive": int(y.sum()), "onnx_parity_max_abs_diff": parity,
         "top_importances": {k: round(float(v), 4) for k, v in imp.head(15).items()}}
     return TrainedLi(name, m, curve, pd.concat(fp_curves, ignore_index=True), model, onnx_bytes, entry, imp, tracked)
-
-
-def nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
-    """Rows with missing counters, for the parity check: the service sees them."""
-    rng = np.random.default_rng(seed)
-    rows = X[rng.integers(0, len(X), 20)].copy()
-    rows[rng.random(rows.shape) < 0.3] = np.nan
-    return rows

@@ -91,3 +91,9 @@ def check_regressor_parity(booster: lgb.Booster, onnx_bytes: bytes, X: np.ndarra
     return diff
 
 
+def nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
+    """Rows with missing counters, for the parity check: the service sees them."""
+    rng = np.random.default_rng(seed)
+    rows = X[rng.integers(0, len(X), 20)].copy()
+    rows[rng.random(rows.shape) < 0.3] = np.nan
+    return rows

@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("train_li", help="latency-insensitivity forest: held-out curves, baselines, ONNX, MLflow"),
            features="data/features", raw="data/raw", out="data/models/li", metrics="metrics/train_li.json",
            plots="plots/train_li")
+    _paths(sub.add_parser("train_monitor", help="QoS monitor's model from the lab's spill runs: held-out flags, ONNX"),
+           raw="data/raw", out="data/models/monitor", metrics="metrics/train_monitor.json", plots="plots/train_monitor")
     _paths(sub.add_parser("train_um", help="untouched-memory quantile GBM: backtest, trade-off, calibration, ONNX, MLflow"),
            features="data/features", out="data/models/um", metrics="metrics/train_um.json", plots="plots/train_um")
     _paths(sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier"),
@@ -222,6 +224,9 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "train_li":
             from pond.pipelines import train_li
             train_li.run(params, args.features, args.raw, args.out, args.metrics, args.plots)
+        elif args.stage == "train_monitor":
+            from pond.pipelines import train_monitor
+            train_monitor.run(params, args.raw, args.out, args.metrics, args.plots)
         elif args.stage == "train_um":
             from pond.pipelines import train_um
             train_um.run(params, args.features, args.out, args.metrics, args.plots)

@@ -89,12 +89,20 @@ VM_SLOWDOWNS = Schema("vm_slowdowns", (
     Column("measured_at", "timestamp", ge=EARLIEST, le=LATEST),
 ), key=None)
 
+# Optional: the lab's PMU events counted during its spill runs (part of the footprint on the pool, at a latency
+# ratio), one row per run the slowdowns table times: what the QoS monitor's model learns a slowed VM's counters from.
+SPILL_COUNTERS = Schema("spill_counters", (
+    Column("workload_id", "id"), Column("latency_ratio", "float", ge=1, le=10),
+    Column("spilled_pct", "float", ge=0, le=100), Column("repetition", "int", ge=0, le=1e6),
+), key=None, has_events=True)
+
 # Written beside the tables by the built-in generator only: the slowdowns of every workload its VMs
 # run (evaluation truth; no stage trains on it). Not a contract table: exports never have it.
 TRUTH_FILE = "population_truth.parquet"
 
-SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS, VM_SLOWDOWNS)}
-OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns",)
+SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS, VM_SLOWDOWNS,
+                                                   SPILL_COUNTERS)}
+OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns", "spill_counters")
 TABLES: tuple[str, ...] = tuple(t for t in SCHEMAS if t not in OPTIONAL_TABLES)   # every data set has these
 
 
@@ -271,19 +279,29 @@ def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
             s = out["slowdowns"]
             _require(s.workload_id.isin(known), s, SLOWDOWNS, "workload_id",
                      "slowdowns reference unknown workloads", fix="add the workloads or drop those rows")
+        if "spill_counters" in out:
+            s = out["spill_counters"]
+            _require(s.workload_id.isin(known), s, SPILL_COUNTERS, "workload_id",
+                     "spill counters reference unknown workloads", fix="add the workloads or drop those rows")
+            _same_events(out["workloads"], s, "spill_counters")
     if "vms" in out and "vm_counters" in out:
         c = out["vm_counters"]
         _require(c.vm_id.isin(out["vms"].vm_id), c, VM_COUNTERS, "vm_id", "counters for unknown VMs")
     if "workloads" in out and "vm_counters" in out:
-        lab = set(event_columns(out["workloads"], WORKLOADS))
-        vm = set(event_columns(out["vm_counters"], VM_COUNTERS))
-        if lab != vm:
-            diff = sorted(lab ^ vm)
-            cased = request.near_names(sorted(vm - lab), sorted(lab - vm))   # {VMs' name: the lab's}
-            raise ContractError("vm_counters", f"event columns differ from workloads': {diff[:5]}"
-                                + (f"; {len(cased)} of them only in upper and lower case, e.g. "
-                                   f"{next(iter(cased))!r} for the lab's {next(iter(cased.values()))!r}"
-                                   if cased else ""), column=diff[0],
-                                fix="count the same PMU events in the lab and on VMs" + (
-                                    ", and name them in upper case in both tables, as docs/design.md does" * bool(cased)))
+        _same_events(out["workloads"], out["vm_counters"], "vm_counters")
     return out
+
+
+def _same_events(workloads: pd.DataFrame, other: pd.DataFrame, table: str) -> None:
+    """Counters of another table are read with the lab's features: the same events, by the same names."""
+    lab = set(event_columns(workloads, WORKLOADS))
+    theirs = set(event_columns(other, SCHEMAS[table]))
+    if lab != theirs:
+        diff = sorted(lab ^ theirs)
+        cased = request.near_names(sorted(theirs - lab), sorted(lab - theirs))   # {their name: the lab's}
+        raise ContractError(table, f"event columns differ from workloads': {diff[:5]}"
+                            + (f"; {len(cased)} of them only in upper and lower case, e.g. "
+                               f"{next(iter(cased))!r} for the lab's {next(iter(cased.values()))!r}"
+                               if cased else ""), column=diff[0],
+                            fix=f"count the same PMU events in the lab's local runs and in {table}" + (
+                                ", and name them in upper case in both tables, as docs/design.md does" * bool(cased)))

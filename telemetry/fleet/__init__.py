@@ -22,9 +22,9 @@ __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_
 
 def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str,
              variant: str = "pond", partitioned: bool = False) -> dict[str, int]:
-    """Write the four contract tables (``vm_slowdowns`` too with internal customers) and the population's
-    slowdown truth to ``out_dir`` (replaced whole); return row counts. ``partitioned``: vms and vm_counters as datasets
-    partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
+    """Write the four contract tables, the lab's ``spill_counters`` (``vm_slowdowns`` too with internal customers)
+    and the population's slowdown truth to ``out_dir`` (replaced whole); return row counts. ``partitioned``: vms
+    and vm_counters as datasets partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
     refuse_to_replace(Path(out_dir), holds_tables)   # before the work, not after it
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
@@ -35,6 +35,7 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
     with AtomicDir(out_dir, holds_tables) as tmp:
         lab.workloads.to_parquet(tmp / "workloads.parquet", index=False)
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
+        lab.spill_counters.to_parquet(tmp / "spill_counters.parquet", index=False)
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
         if partitioned:
@@ -57,6 +58,6 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         reports = build_vm_slowdowns(vms, lab, fleet_params, lab_params)
         if reports is not None:
             reports.to_parquet(tmp / "vm_slowdowns.parquet", index=False)
-    return {"workloads": len(lab.workloads), "slowdowns": len(lab.slowdowns),
+    return {"workloads": len(lab.workloads), "slowdowns": len(lab.slowdowns), "spill_counters": len(lab.spill_counters),
             "vms": len(vms), "vm_counters": n_counters, "population": len(lab.latent),
             **({} if reports is None else {"vm_slowdowns": len(reports)})}

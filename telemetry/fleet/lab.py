@@ -42,6 +42,7 @@ import pandas as pd
 
 from pond.core.params import LabParams
 from pond.telemetry.events import lab_events
+from pond.telemetry.fleet.pool_counters import spill_counters
 from pond.telemetry.fleet.portable import exp, log, power, sigmoid
 
 LLC_MB = 27.5            # Cascade Lake 2S lab part, per socket
@@ -147,6 +148,7 @@ class Lab:
     slowdowns: pd.DataFrame
     rates: pd.DataFrame = field(repr=False)  # events per cycle, noise-free: what VMs inherit
     truth: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)  # population slowdowns, eval only
+    spill_counters: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)  # counts of every spill run
 
 
 def draw_latent(cat: pd.DataFrame, rng: np.random.Generator, mech: Mechanisms = Mechanisms()) -> pd.DataFrame:
@@ -417,8 +419,12 @@ def build_lab(params: LabParams, variant: Variant = "pond",
     slowdowns = pd.DataFrame({"workload_id": grid.workload_id, "latency_ratio": grid.latency_ratio,
                               "spilled_pct": grid.spilled_pct.astype(float),
                               "slowdown_pct": noisy.round(3), "repetition": grid.repetition})
+    runs = grid
     grid, true = _slowdown_grid(lat, params.latency_ratios, params.spill_levels, 1)
     truth = pd.DataFrame({"workload_id": grid.workload_id, "latency_ratio": grid.latency_ratio,
                           "spilled_pct": grid.spilled_pct.astype(float), "slowdown_pct": true.round(4)})
     truth["in_lab"] = truth.workload_id.isin(set(lab_lat.workload_id))
-    return Lab(latent=lat, workloads=workloads, slowdowns=slowdowns, rates=rates, truth=truth)
+    # Drawn last, from a stream of their own: the tables above are the same with or without them.
+    spills = spill_counters(lab_lat, rates.iloc[in_lab].reset_index(drop=True), runs, params.counter_noise,
+                            np.random.default_rng([params.seed, 5]))
+    return Lab(latent=lat, workloads=workloads, slowdowns=slowdowns, rates=rates, truth=truth, spill_counters=spills)

@@ -180,3 +180,16 @@ def test_fleet_slowdown_reports_are_optional_and_checked(small_reports_raw):
     foreign = tables["vm_slowdowns"].assign(vm_id="vm-elsewhere")
     assert validate_tables({**tables, "vm_slowdowns": foreign})["vm_slowdowns"].vm_id.eq("vm-elsewhere").all()
     assert read_optional(small_reports_raw / "nowhere", "vm_slowdowns") is None
+
+
+def test_spill_counters_name_known_workloads_and_count_the_lab_s_events(small_raw, tables):
+    from pond.telemetry.io import read_tables as read
+
+    spills = read(small_raw, ["workloads", "spill_counters"])["spill_counters"]
+    assert len(spills) == len(tables["slowdowns"])
+    _reject({"workloads": tables["workloads"], "spill_counters": spills.assign(workload_id="w-unknown")},
+            "spill_counters", "workload_id", "unknown workloads")
+    renamed = spills.rename(columns={"CYCLE_ACTIVITY.STALLS_L3_MISS": "cycle_activity.stalls_l3_miss"})
+    _reject({"workloads": tables["workloads"], "spill_counters": renamed.drop(columns="cycle_activity.stalls_l3_miss")},
+            "spill_counters", "CYCLE_ACTIVITY.STALLS_L3_MISS", "event columns differ from workloads'")
+    _reject({"spill_counters": spills.assign(spilled_pct=130.0)}, "spill_counters", "spilled_pct", "[0, 100]")

@@ -1,0 +1,65 @@
+"""The QoS monitor's model: from counters measured while a VM runs under its allocation, P(it exceeds the PDM there).
+
+Pond's monitor (§4.3-4.4) asks whether a VM that runs on the pool suffers. The LI model cannot say: it was trained
+on counters of runs on local DRAM, to predict what the whole pool would do. This model is trained on what the lab
+records of every spill run (``spill_counters``: the PMU events with part of the footprint on the pool, at a latency
+ratio), labelled by that run's own measured slowdown, with the allocation as two more inputs: the share of the
+memory on the pool and the latency ratio. The forest and its imputer are the LI model's (``models.li``), so it
+exports to ONNX the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pond.core.errors import ContractError
+from pond.features.tma import pmu_features
+from pond.models.li import exceeds_pdm, li_feature_names
+
+POOL_SHARE = "alloc:pool_share"          # share of the memory on the pool, 0-1 (a lab run: its spilled share)
+LATENCY_RATIO = "alloc:latency_ratio"    # the pool's latency over local DRAM's
+ALLOCATION = (POOL_SHARE, LATENCY_RATIO)
+RUN_KEYS = ["workload_id", "latency_ratio", "spilled_pct", "repetition"]
+
+
+def monitor_features(counts: pd.DataFrame, events: list[str], pool_share: np.ndarray | pd.Series,
+                     latency_ratio: np.ndarray | pd.Series, table: str = "spill_counters") -> pd.DataFrame:
+    """The LI model's features of these counts (event rates, TMA) and the allocation they were counted under."""
+    f = pmu_features(counts, events, table)
+    f[POOL_SHARE] = np.asarray(pool_share, dtype=np.float32)
+    f[LATENCY_RATIO] = np.asarray(latency_ratio, dtype=np.float32)
+    return f
+
+
+def monitor_feature_names(features: pd.DataFrame) -> list[str]:
+    return li_feature_names(features) + [c for c in ALLOCATION if c in features.columns]
+
+
+def spill_runs(spill_counters: pd.DataFrame, slowdowns: pd.DataFrame, pdm: float) -> pd.DataFrame:
+    """The spill runs that have both counters and a measured slowdown, each with ``exceeds`` (its own slowdown above
+    the PDM). Runs pair on workload, latency ratio, spilled share and repetition; a lab that counted events on other
+    repetitions than it timed pairs on the first three, with the mean slowdown over repetitions."""
+    slow = slowdowns[RUN_KEYS + ["slowdown_pct"]]
+    runs = spill_counters.merge(slow, on=RUN_KEYS, how="inner", validate="many_to_one")
+    if runs.empty:
+        keys = RUN_KEYS[:3]
+        mean = slow.groupby(keys, as_index=False)["slowdown_pct"].mean()
+        runs = spill_counters.merge(mean, on=keys, how="inner")
+    if runs.empty:
+        raise ContractError("spill_counters", "no spill run has a slowdown: no row pairs with slowdowns on "
+                            "workload_id, latency_ratio and spilled_pct", column="workload_id",
+                            fix="count the events of the same spill runs the slowdowns table times")
+    return runs.assign(exceeds=exceeds_pdm(runs["slowdown_pct"].to_numpy(float), pdm).astype(np.int8))
+
+
+def flag_threshold(scores: np.ndarray, exceeds: np.ndarray, max_false_alarm: float) -> float:
+    """The lowest threshold whose flags (score >= it) take at most ``max_false_alarm`` of the runs within the PDM:
+    the most the monitor can catch at that false-alarm rate. inf when there is no run within the PDM to judge by."""
+    within = np.sort(np.asarray(scores, float)[np.asarray(exceeds) == 0])
+    if len(within) == 0:
+        return float("inf")
+    allowed = int(np.floor(max_false_alarm * len(within)))
+    # flags at >= t take the runs within the PDM scored >= t: at most `allowed` of them above the cut
+    cut = within[len(within) - allowed - 1]
+    return float(np.nextafter(cut, np.inf))

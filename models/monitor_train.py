@@ -1,0 +1,188 @@
+"""The monitor model as `train_monitor` trains it: judged on lab workloads it never saw, beside the LI model applied
+to the same counters and Memstrata's single counter (the L3 miss latency), then fit on every spill run and exported.
+
+Every method flags a run when its score reaches a threshold set, per latency ratio, at ``max_false_alarm`` of the
+runs within the PDM; the threshold comes from the training workloads' own out-of-fold scores (inner folds), never
+from the workloads it is judged on. Runs with nothing on the pool are trained on (they show the model what a run
+that is not slowed looks like) but not judged: the monitor watches VMs with memory on the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pond.core.errors import ContractError
+from pond.core.params import MonitorParams
+from pond.models.li import li_labels, make_li_model
+from pond.models.monitor import LATENCY_RATIO, POOL_SHARE, flag_threshold
+from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, nan_rows
+from pond.models.runtime import sha256
+
+METHODS = ("monitor", "li_model", "l3_miss_latency")
+FA_GRID = np.round(np.arange(0.0, 0.2001, 0.005), 3)
+Scorer = Callable[[np.ndarray], np.ndarray]          # rows of the runs -> flag score (higher: more likely slowed)
+
+
+@dataclass(frozen=True)
+class Lab:
+    """The spill runs (``X``: monitor features, ``exceeds``, ``workload``, ``ratio``, ``spilled``) and each
+    workload's local features (``local``, indexed by workload) with its LI label per ratio (``li``)."""
+    X: np.ndarray
+    exceeds: np.ndarray
+    workload: np.ndarray
+    ratio: np.ndarray
+    spilled: np.ndarray
+    n_li: int                        # the first n_li columns of X are the LI model's features
+    latency_column: int              # the column of X holding the L3 miss latency
+    local: pd.DataFrame
+    li: dict[float, pd.Series]
+
+
+@dataclass(frozen=True)
+class TrainedMonitor:
+    metrics: dict[str, Any]
+    curves: pd.DataFrame             # recall at each false-alarm rate, held-out scores, per method and ratio
+    model: Any
+    onnx_bytes: bytes
+    entry: dict[str, Any]            # manifest.json's
+    importances: pd.Series
+
+
+def _fitters(lab: Lab, seed: int) -> dict[str, Callable[[np.ndarray], Scorer]]:
+    """Per method: from the training workloads, the scorer it judges held-out runs with."""
+    def monitor(train: np.ndarray) -> Scorer:
+        rows = np.isin(lab.workload, train)
+        model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X[rows], lab.exceeds[rows])
+        return lambda idx: model.predict_proba(lab.X[idx])[:, 1]
+
+    def li_model(train: np.ndarray) -> Scorer:
+        models = {}
+        for r, labels in lab.li.items():
+            ids = labels.index.intersection(pd.Index(train))
+            y = labels.loc[ids].to_numpy()
+            models[r] = make_li_model(seed).fit(lab.local.loc[ids].to_numpy(np.float32), y) if len(set(y)) > 1 \
+                else None
+        def score(idx: np.ndarray) -> np.ndarray:
+            out = np.full(len(idx), np.nan)
+            for r, model in models.items():
+                at = np.isclose(lab.ratio[idx], r)
+                if model is not None and at.any():
+                    p = model.predict_proba(lab.X[idx[at], : lab.n_li])
+                    out[at] = 1.0 - p[:, list(model.classes_).index(1)]
+            return out
+        return score
+
+    def rule(train: np.ndarray) -> Scorer:
+        return lambda idx: np.nan_to_num(lab.X[idx, lab.latency_column].astype(float), nan=0.0)
+
+    return {"monitor": monitor, "li_model": li_model, "l3_miss_latency": rule}
+
+
+def _folds(workloads: np.ndarray, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    order = rng.permutation(workloads)
+    return [order[i::k] for i in range(k)]
+
+
+def _judged(lab: Lab, idx: np.ndarray, r: float) -> np.ndarray:
+    return idx[np.isclose(lab.ratio[idx], r) & (lab.spilled[idx] > 0)]
+
+
+def heldout(lab: Lab, p: MonitorParams, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per method, every run's held-out score and flag (NaN / 0 where the run is not judged)."""
+    rng = np.random.default_rng([seed, 65])
+    fitters = _fitters(lab, seed)
+    n = len(lab.exceeds)
+    scores = {m: np.full(n, np.nan) for m in METHODS}
+    flags = {m: np.zeros(n, dtype=np.int8) for m in METHODS}
+    workloads = np.unique(lab.workload)
+    for test in _folds(workloads, p.folds, rng):
+        train = np.setdiff1d(workloads, test)
+        inner = {m: np.full(n, np.nan) for m in METHODS}
+        for inner_test in _folds(train, p.inner_folds, rng):
+            rows = np.flatnonzero(np.isin(lab.workload, inner_test))
+            for m, fit in fitters.items():
+                inner[m][rows] = fit(np.setdiff1d(train, inner_test))(rows)
+        rows = np.flatnonzero(np.isin(lab.workload, test))
+        for m, fit in fitters.items():
+            s = fit(train)(rows)
+            scores[m][rows] = s
+            train_rows = np.flatnonzero(np.isin(lab.workload, train))
+            for r in p.latency_ratios:
+                judged = _judged(lab, train_rows, r)
+                t = flag_threshold(inner[m][judged], lab.exceeds[judged], p.max_false_alarm)
+                at = np.isclose(lab.ratio[rows], r)
+                flags[m][rows[at]] = (s[at] >= t).astype(np.int8)
+    return scores, flags
+
+
+def figures(lab: Lab, scores: dict[str, np.ndarray], flags: dict[str, np.ndarray],
+            p: MonitorParams) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Per ratio and method: the held-out flags' recall and false alarms; beside them the recall at
+    ``max_false_alarm`` had the threshold been set on the held-out scores themselves (the curve's point, an upper
+    bound of what a threshold set in advance achieves); and the recall-false-alarm curve."""
+    m: dict[str, Any] = {}
+    curves = []
+    everything = np.arange(len(lab.exceeds))
+    for r in p.latency_ratios:
+        judged = _judged(lab, everything, r)
+        y = lab.exceeds[judged]
+        at: dict[str, Any] = {"runs_exceeding": int(y.sum()), "runs_within": int((1 - y).sum())}
+        for method in METHODS:
+            f, s = flags[method][judged], scores[method][judged]
+            recall = np.array([float((s[y == 1] >= flag_threshold(s, y, fa)).mean()) if y.any() else np.nan
+                               for fa in FA_GRID])
+            at[method] = {"recall": _share(f[y == 1]), "false_alarm": _share(f[y == 0]),
+                          "recall_at_max_false_alarm": _share(s[y == 1] >= flag_threshold(s, y, p.max_false_alarm))}
+            curves.append(pd.DataFrame({"latency_ratio": r, "method": method, "false_alarm_pct": 100 * FA_GRID,
+                                        "recall_pct": 100 * recall}))
+        m[f"{r:g}"] = at
+    return m, pd.concat(curves, ignore_index=True)
+
+
+def _share(x: np.ndarray) -> float | None:
+    return round(float(np.mean(x)), 4) if len(x) else None
+
+
+def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMonitor:
+    scores, flags = heldout(lab, p, seed)
+    metrics, curves = figures(lab, scores, flags, p)
+    metrics.update({"runs": int(len(lab.exceeds)), "workloads": int(len(np.unique(lab.workload))),
+                    "pdm": p.pdm, "max_false_alarm": p.max_false_alarm})
+    everything = np.arange(len(lab.exceeds))
+    thresholds = {}
+    for r in p.latency_ratios:       # the served thresholds: every workload's held-out score, the same rule
+        judged = _judged(lab, everything, r)
+        thresholds[f"{r:g}"] = flag_threshold(scores["monitor"][judged], lab.exceeds[judged], p.max_false_alarm)
+    model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X, lab.exceeds)
+    onnx_bytes = export_li(model, len(names))
+    rows = np.vstack([lab.X, boundary_rows(forest_splits(model), lab.X, seed=seed), nan_rows(lab.X, seed)])
+    parity = check_parity(model, onnx_bytes, rows)
+    importances = pd.Series(model.named_steps["forest"].feature_importances_, index=names).sort_values(
+        ascending=False)
+    entry = {"method": "random_forest", "file": "monitor.onnx", "sha256": sha256(onnx_bytes), "features": names,
+             "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
+             "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "runs": int(len(lab.exceeds)),
+             "onnx_parity_max_abs_diff": parity,
+             "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
+    metrics["onnx_parity_max_abs_diff"] = parity
+    return TrainedMonitor(metrics, curves, model, onnx_bytes, entry, importances)
+
+
+def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], n_li: int, local: pd.DataFrame,
+            slowdowns: pd.DataFrame, p: MonitorParams) -> Lab:
+    """The study's arrays: ``runs`` (``models.monitor.spill_runs``) and their ``features`` aligned by row."""
+    li = {}
+    for r in p.latency_ratios:
+        try:
+            li[r] = li_labels(slowdowns, r, p.pdm)
+        except ContractError:      # no full-pool runs at r: the LI model has no label there, and is not judged
+            continue
+    return Lab(X=features[names].to_numpy(np.float32), exceeds=runs["exceeds"].to_numpy(np.int8),
+               workload=runs["workload_id"].astype(str).to_numpy(), ratio=runs["latency_ratio"].to_numpy(float),
+               spilled=runs["spilled_pct"].to_numpy(float), n_li=n_li,
+               latency_column=names.index("l3_miss_latency"), local=local[names[:n_li]], li=li)

@@ -1,0 +1,119 @@
+"""The QoS monitor's model: trained on the lab's spill runs, judged on workloads it never saw, served by threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pond.core.errors import ContractError
+from pond.core.params import MonitorParams
+from pond.models.li import make_li_model
+from pond.models.monitor import flag_threshold, monitor_feature_names, monitor_features, spill_runs
+from pond.models import monitor_train
+from pond.models.monitor_train import heldout
+from pond.telemetry.events import lab_events
+from pond.telemetry.fleet import LabParams, build_lab
+from pond.telemetry.fleet.lab import event_rates
+from pond.telemetry.fleet.pool_counters import pool_rates
+from tests.unit.test_pool_counters import _workload
+
+
+def test_the_threshold_flags_at_most_the_false_alarms_allowed():
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.35])
+    exceeds = np.array([0, 0, 0, 0, 1, 1, 1])
+    t = flag_threshold(scores, exceeds, 0.25)                  # 1 of the 4 runs within the PDM may be flagged
+    assert (scores[exceeds == 0] >= t).sum() == 1 and t == np.nextafter(0.3, np.inf)
+    assert (scores[exceeds == 1] >= t).tolist() == [True, True, True]
+    assert (scores[exceeds == 0] >= flag_threshold(scores, exceeds, 0.0)).sum() == 0
+    assert flag_threshold(scores[4:], exceeds[4:], 0.05) == np.inf   # nothing within the PDM to judge by
+
+
+def test_spill_runs_pair_counters_with_their_own_run_and_say_when_none_pairs():
+    counters = pd.DataFrame({"workload_id": ["a", "a", "b"], "latency_ratio": [2.22] * 3,
+                             "spilled_pct": [50.0, 50.0, 100.0], "repetition": [0, 1, 0], "X": [1, 2, 3]})
+    slow = pd.DataFrame({"workload_id": ["a", "a", "b"], "latency_ratio": [2.22] * 3,
+                         "spilled_pct": [50.0, 50.0, 100.0], "repetition": [0, 1, 0], "slowdown_pct": [4.0, 6.0, 1.0]})
+    assert spill_runs(counters, slow, 5).exceeds.tolist() == [0, 1, 0]
+    # counted on other repetitions than timed: the mean slowdown of the run's allocation
+    other = spill_runs(counters.assign(repetition=7), slow, 4.5)
+    assert other.slowdown_pct.tolist() == [5.0, 5.0, 1.0] and other.exceeds.tolist() == [1, 1, 0]
+    with pytest.raises(ContractError, match="spill_counters"):
+        spill_runs(counters.assign(workload_id="z"), slow, 5)
+
+
+@pytest.fixture(scope="module")
+def lab_runs():
+    lab = build_lab(LabParams(seed=5, repetitions=1))
+    runs = spill_runs(lab.spill_counters, lab.slowdowns, 5.0)
+    features = monitor_features(runs, list(lab_events()), runs.spilled_pct / 100, runs.latency_ratio)
+    return lab, runs, features, monitor_feature_names(features)
+
+
+def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_the_same_is_not(lab_runs):
+    lab, runs, features, names = lab_runs
+    model = make_li_model(0).fit(features[names].to_numpy(np.float32), runs.exceeds.to_numpy())
+    hand = pd.concat([_workload(d=0.28, h=0.2, c=1.3, u=0.5, cold=0.0), _workload(d=0.0, h=0.0, w=0.0, u=0.0)],
+                     ignore_index=True)
+    local = event_rates(hand, np.random.default_rng(1))
+    counts = pool_rates(hand, local, 2.22, 100.0) * 1e11
+    x = monitor_features(counts, list(lab_events()), [1.0, 1.0], [2.22, 2.22])
+    p = model.predict_proba(x[names].to_numpy(np.float32))[:, 1]
+    judged = (runs.latency_ratio == 2.22) & (runs.spilled_pct > 0)
+    seen = model.predict_proba(features.loc[judged, names].to_numpy(np.float32))[:, 1]
+    t = flag_threshold(seen, runs.exceeds[judged].to_numpy(), 0.05)
+    assert x.l3_miss_latency[0] > 2 * x.l3_miss_latency.fillna(0)[1]
+    assert p[0] >= t > p[1]
+
+
+def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, monkeypatch):
+    lab, runs, features, names = lab_runs
+    p = MonitorParams(folds=3, inner_folds=2)
+    study = monitor_train.lab_for(runs, features, names, len(names) - 2,
+                                  features.set_index(runs.workload_id)[names].groupby(level=0).first(),
+                                  lab.slowdowns, p)
+    seen: list[tuple[set, set]] = []
+    real = monitor_train._fitters
+
+    def spy(lab_, seed):
+        def wrap(fit):
+            def fitted(train):
+                score = fit(train)
+                def scored(idx):
+                    seen.append((set(train), set(lab_.workload[idx])))
+                    return score(idx)
+                return scored
+            return fitted
+        return {m: wrap(f) for m, f in real(lab_, seed).items()}
+
+    monkeypatch.setattr(monitor_train, "_fitters", spy)
+    scores, flags = heldout(study, p, 0)
+    assert seen and all(not (train & scored) for train, scored in seen)
+    judged = study.spilled > 0
+    assert np.isfinite(scores["monitor"][judged]).all()
+
+
+def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_them(small_raw, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from tests.conftest import params_file, run_pond, small_params
+
+    monkeypatch.chdir(tmp_path)                           # its MLflow runs go to tmp_path/data/mlflow
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    params = small_params()
+    params["train_monitor"].update(folds=2, inner_folds=2)
+    cfg = params_file(tmp_path / "params.yaml", params)
+    args = ["--out", str(tmp_path / "monitor"), "--metrics", str(tmp_path / "m.json"), "--plots", str(tmp_path / "p")]
+    assert run_pond(["--params", str(cfg), "train_monitor", "--raw", str(small_raw), *args]) == 0
+    manifest = json.loads((tmp_path / "monitor/manifest.json").read_text())["monitor"]
+    assert manifest["onnx_parity_max_abs_diff"] <= 1e-5 and set(manifest["thresholds"]) == {"1.82", "2.22"}
+    assert manifest["features"][-2:] == ["alloc:pool_share", "alloc:latency_ratio"]
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["trained"] and 0 <= metrics["2.22"]["monitor"]["false_alarm"] <= 1
+    bare = tmp_path / "bare"
+    shutil.copytree(small_raw, bare, ignore=shutil.ignore_patterns("spill_counters*"))
+    assert run_pond(["--params", str(cfg), "train_monitor", "--raw", str(bare), *args]) == 0
+    assert json.loads((tmp_path / "m.json").read_text()) == {
+        "trained": False, "reason": "the data set has no spill_counters table"}
+    assert json.loads((tmp_path / "monitor/manifest.json").read_text())["monitor"] is None

@@ -1,0 +1,67 @@
+"""Counters under an allocation (the lab's spill runs): they come from the slowdown's mechanisms, not from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pond.features.tma import tma_metrics
+from pond.telemetry.fleet.lab import event_rates
+from pond.telemetry.fleet.pool_counters import REMOTE, access_share, pool_rates
+
+
+def _workload(**over: float) -> pd.DataFrame:
+    """One hand-made workload's latent behaviour (``lab.draw_latent``'s columns)."""
+    row = dict(workload_id="hand/one", workload_class="spark", footprint_gb=8.0, d=0.2, h=0.1, c=1.5, w=0.02,
+               q=0.6, u=0.3, mlp=3.0, bwq=1.3, cold=0.2, g=1.0, eta=0.0, fp=0.05, kern=0.05)
+    row.update(over)
+    return pd.DataFrame([row])
+
+
+def _rates(lat: pd.DataFrame) -> pd.DataFrame:
+    return event_rates(lat, np.random.default_rng(0))
+
+
+def test_nothing_on_the_pool_counts_as_local():
+    lat = _workload()
+    local = _rates(lat)
+    pd.testing.assert_frame_equal(pool_rates(lat, local, 2.22, 0.0), local)
+    # the cold part of the footprint spilled first: no access reaches the pool yet
+    pd.testing.assert_frame_equal(pool_rates(lat, local, 2.22, 15.0), local)
+
+
+def test_a_memory_bound_run_on_the_pool_shows_longer_misses_more_stalls_and_remote_misses():
+    lat = _workload()
+    local = _rates(lat)
+    pool = pool_rates(lat, local, 2.22, 100.0)
+    before, after = tma_metrics(local), tma_metrics(pool)
+    a = access_share(lat, 100.0)[0]
+    assert a == 1.0
+    stretch = 1 + 1.22 * (1 + 1.3 * 0.3 ** 2 * 1.22)
+    assert after.l3_miss_latency[0] == pytest.approx(before.l3_miss_latency[0] * stretch, rel=1e-9)
+    assert after.tma_dram_bound[0] > before.tma_dram_bound[0] + 0.1
+    assert after.tma_retiring[0] < before.tma_retiring[0]
+    misses = pool[REMOTE][0] + pool["MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM"][0]
+    assert pool[REMOTE][0] / misses == pytest.approx(1.0)
+    half = pool_rates(lat, local, 2.22, 60.0)
+    assert before.l3_miss_latency[0] < tma_metrics(half).l3_miss_latency[0] < after.l3_miss_latency[0]
+
+
+def test_a_workload_without_dram_traffic_runs_the_same_on_the_pool():
+    lat = _workload(d=0.0, h=0.0, w=0.0, u=0.0)
+    local = _rates(lat)
+    pool = pool_rates(lat, local, 2.22, 100.0)
+    pd.testing.assert_frame_equal(pool.drop(columns=[REMOTE, "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM",
+                                                     "OCR.ALL_READS.L3_MISS_LOCAL_DRAM.ANY_SNOOP",
+                                                     "UNC_M_CAS_COUNT.RD", "UNC_M_CAS_COUNT.WR"]),
+                                  local.drop(columns=[REMOTE, "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM",
+                                                      "OCR.ALL_READS.L3_MISS_LOCAL_DRAM.ANY_SNOOP",
+                                                      "UNC_M_CAS_COUNT.RD", "UNC_M_CAS_COUNT.WR"]))
+
+
+def test_no_counter_encodes_the_slowdown_no_mechanism_explains():
+    """``eta`` (the slowdown's part no counter explains) moves the truth, never the counters."""
+    a, b = _workload(eta=0.0), _workload(eta=0.4)
+    local = _rates(a)
+    pd.testing.assert_frame_equal(pool_rates(a, local, 1.82, 75.0), pool_rates(b, local, 1.82, 75.0))
