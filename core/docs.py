@@ -19,6 +19,8 @@ from pond.core.errors import PondError
 
 DAG_BEGIN, DAG_END = "<!-- dvc dag: begin (pond docs) -->", "<!-- dvc dag: end -->"
 REPORT_BEGIN, REPORT_END = "<!-- pond report: begin (pond docs, from metrics/) -->", "<!-- pond report: end -->"
+MONITOR_BEGIN, MONITOR_END = ("<!-- monitor figures: begin (pond docs, from metrics/train_monitor.json) -->",
+                              "<!-- monitor figures: end -->")
 
 
 def allowed(info: FieldInfo) -> str:

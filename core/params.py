@@ -186,6 +186,9 @@ class MonitorParams(Section):
                                               description="the pool latencies judged and served a threshold")
     max_false_alarm: float = Field(0.05, ge=0, lt=1,
         description="flag threshold: at most this share of the runs within the PDM flagged")
+    fa_confidence: float | None = Field(0.9, gt=0, lt=1, description=(
+        "... at this one-sided confidence (Clopper-Pearson on the training runs), so that the rate holds on other "
+        "workloads; null: at the rate itself"))
     folds: int = Field(5, ge=2, description="outer folds, workloads as groups: every run judged by a model "
                                             "that never saw its workload")
     inner_folds: int = Field(3, ge=2, description="folds of the training workloads that set each threshold")

@@ -35,6 +35,8 @@ HOW = {
     "vms": "one row per VM of the fleet (an Azure V2 vmtable: `pond import --azure-vmtable`)",
     "vm_counters": "each VM's PMU event counts over its first hour",
     "vm_slowdowns": "optional: slowdowns measured on fleet VMs (A/B tests), evidence for the LI error rate",
+    "spill_counters": "optional: the lab's PMU counts of its runs with memory on the pool (perf stat; `pond import "
+                      "--perf-dir` with latency_ratio and spilled_pct in --perf-meta), the QoS monitor's model's input",
 }
 
 
@@ -117,7 +119,7 @@ def check(directory: Location, params: Params | None = None) -> tuple[dict[str, 
     if "vms" in valid and valid["vms"]["untouched_fraction"].notna().sum() == 0:
         state["vms"] += "; no VM has untouched_fraction (train_um has no label)"
     problems = {cmd: [why for why in (_lacks(t, state, valid) for t in needs) if why] for cmd, needs in NEEDS.items()}
-    problems[REPRO] += [f"{t} is not usable (optimize reads it where it exists; fix it or remove it): "
+    problems[REPRO] += [f"{t} is not usable (the nightly job reads it where it exists; fix it or remove it): "
                         f"{state[t].removeprefix('invalid: ')}" for t in OPTIONAL_TABLES if state[t].startswith("invalid")]
     if params is not None and not _lacks(LABELLED, state, valid):
         late = timeline(valid["vms"], params)

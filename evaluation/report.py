@@ -12,6 +12,7 @@ from pond.models.names import split_ratio
 
 Metrics = dict[str, dict[str, Any]]   # stage name -> its metrics/<stage>.json (absent: not run)
 HEADLINE_RATIO = "r1.82_pdm5"
+MONITOR_RATIO = "1.82"        # train_monitor's metrics are keyed by latency ratio
 
 
 LABEL = 34          # a row's label column; with its value, a row fits a 100-column terminal
@@ -57,6 +58,15 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     row("LI at FP 2% (lab, 182%, PDM 5)", "train_li", None if sel is None else
         f"{sel:.1f}%, {li.get('selection.method')} (best rule {rule}: "
         f"{li.get(f'selection.heldout_li.{rule}', float('nan')):.1f}%)")
+    q = m.get("train_monitor", {})
+    at = q.get(MONITOR_RATIO, {})
+    flag = lambda method: at.get(method, {}).get("recall")          # noqa: E731
+    row("QoS monitor (held-out lab, 182%)", "train_monitor",
+        ("no spill_counters: /v1/qos uses the LI model" if q.get("trained") is False else None) if not at else
+        f"flags {_pct(flag('monitor'))} of runs past the PDM, {_pct(at['monitor'].get('false_alarm'))} false alarms")
+    if at:
+        row("  LI model, L3 miss latency", "train_monitor",
+            f"flag {_pct(flag('li_model'))}, {_pct(flag('l3_miss_latency'))} (Memstrata's counter)")
     um = m.get("train_um", {})
     row("UM at OP 4% (backtest nights)", "train_um", None if um.get("gbm.um_at_op4") is None else
         f"{_pct(um['gbm.um_at_op4'])} (a static fraction: {_pct(um.get('static.um_at_op4'))})")

@@ -6,6 +6,7 @@ Layout (a directory, or an MLflow model version's artifacts)::
     li/<model>.onnx, li/manifest.json, li/heldout_curves.parquet
     um/um.onnx, um/manifest.json, um/heldout_curves.parquet
     snapshot/{customer_percentiles,workload_history,request_shapes}.parquet, snapshot/manifest.json
+    monitor/monitor.onnx, monitor/manifest.json   the QoS monitor's model (absent: its lab had no spill runs)
     metrics/<stage>.json             the night's metrics (what `compare` and the gate read)
     sample_requests.parquet          request columns of the evaluation day's VMs (no labels)
     bundle.json                      as-of day, data window, sha256 of every file above
@@ -36,11 +37,12 @@ class BundlePaths:
     li_dir: Path
     um_dir: Path
     snapshot_dir: Path
+    monitor_dir: Path | None = None     # None, or a folder without a model: /v1/qos falls back to the LI model
 
     @classmethod
     def of(cls, bundle_dir: Path) -> "BundlePaths":
         d = Path(bundle_dir)
-        return cls(d / "policy.json", d / "li", d / "um", d / "snapshot")
+        return cls(d / "policy.json", d / "li", d / "um", d / "snapshot", d / "monitor")
 
 
 def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: pd.DataFrame,
@@ -56,6 +58,11 @@ def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: 
     for name in (policy.um.model, "manifest.json", "heldout_curves.parquet"):
         shutil.copy2(paths.um_dir / name, dst / "um" / name)
     shutil.copytree(paths.snapshot_dir, dst / "snapshot")
+    monitor = _monitor_entry(paths.monitor_dir)
+    if monitor:
+        (dst / "monitor").mkdir()
+        for name in (monitor["file"], "manifest.json"):
+            shutil.copy2(paths.monitor_dir / name, dst / "monitor" / name)
     for stage, path in metrics.items():
         if path.exists():
             shutil.copy2(path, dst / "metrics" / f"{stage}.json")
@@ -63,11 +70,18 @@ def assemble(dst: Path, paths: BundlePaths, metrics: dict[str, Path], requests: 
                                                                                index=False)
     files = sorted(p for p in dst.rglob("*") if p.is_file())
     info = {"as_of": policy.as_of, "window": window, "li_sha256": policy.li.sha256,
-            "um_sha256": policy.um.sha256, "features": {"li": policy.li.features,
+            "um_sha256": policy.um.sha256, "monitor_sha256": monitor["sha256"] if monitor else None,
+            "features": {"li": policy.li.features,
                                                              "um": json.loads((paths.um_dir / "manifest.json").read_text())["features"]},
             "files": {str(p.relative_to(dst)): sha256_file(p) for p in files}}
     (dst / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True))
     return info
+
+
+def _monitor_entry(monitor_dir: Path | None) -> dict[str, Any] | None:
+    """``train_monitor``'s manifest entry; None without a monitor model."""
+    manifest = None if monitor_dir is None else Path(monitor_dir) / "manifest.json"
+    return json.loads(manifest.read_text()).get("monitor") if manifest is not None and manifest.exists() else None
 
 
 def verify(bundle_dir: Path) -> dict[str, Any]:

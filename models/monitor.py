@@ -53,13 +53,25 @@ def spill_runs(spill_counters: pd.DataFrame, slowdowns: pd.DataFrame, pdm: float
     return runs.assign(exceeds=exceeds_pdm(runs["slowdown_pct"].to_numpy(float), pdm).astype(np.int8))
 
 
-def flag_threshold(scores: np.ndarray, exceeds: np.ndarray, max_false_alarm: float) -> float:
+def flag_threshold(scores: np.ndarray, exceeds: np.ndarray, max_false_alarm: float,
+                   confidence: float | None = None) -> float:
     """The lowest threshold whose flags (score >= it) take at most ``max_false_alarm`` of the runs within the PDM:
-    the most the monitor can catch at that false-alarm rate. inf when there is no run within the PDM to judge by."""
+    the most the monitor can catch at that false-alarm rate. With ``confidence``, at most that rate at this
+    one-sided confidence (Clopper-Pearson, from how many runs within the PDM there are): a threshold set on some
+    workloads keeps the rate on others. inf when there is no run within the PDM to judge by."""
     within = np.sort(np.asarray(scores, float)[np.asarray(exceeds) == 0])
-    if len(within) == 0:
+    n = len(within)
+    if n == 0:
         return float("inf")
-    allowed = int(np.floor(max_false_alarm * len(within)))
+    allowed = int(np.floor(max_false_alarm * n))
+    if confidence is not None:
+        from scipy.stats import beta
+
+        k = np.arange(allowed + 1)
+        upper = beta.ppf(confidence, k + 1, n - k)           # the rate's upper bound with k of n flagged
+        allowed = int(k[upper <= max_false_alarm].max()) if (upper <= max_false_alarm).any() else -1
+    if allowed < 0:
+        return float("inf")
     # flags at >= t take the runs within the PDM scored >= t: at most `allowed` of them above the cut
-    cut = within[len(within) - allowed - 1]
+    cut = within[n - allowed - 1] if allowed < n else -np.inf
     return float(np.nextafter(cut, np.inf))

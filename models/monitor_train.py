@@ -1,9 +1,10 @@
 """The monitor model as `train_monitor` trains it: judged on lab workloads it never saw, beside the LI model applied
 to the same counters and Memstrata's single counter (the L3 miss latency), then fit on every spill run and exported.
 
-Every method flags a run when its score reaches a threshold set, per latency ratio, at ``max_false_alarm`` of the
-runs within the PDM; the threshold comes from the training workloads' own out-of-fold scores (inner folds), never
-from the workloads it is judged on. Runs with nothing on the pool are trained on (they show the model what a run
+Every method flags a run when its score reaches a threshold set, per latency ratio, so that at most
+``max_false_alarm`` of the runs within the PDM are flagged at ``fa_confidence`` (a threshold set at the rate itself
+overshoots it on other workloads about half the time); the threshold comes from the training workloads' own
+out-of-fold scores (inner folds), never from the workloads it is judged on. Runs with nothing on the pool are trained on (they show the model what a run
 that is not slowed looks like) but not judged: the monitor watches VMs with memory on the pool.
 """
 
@@ -34,6 +35,7 @@ class Lab:
     workload's local features (``local``, indexed by workload) with its LI label per ratio (``li``)."""
     X: np.ndarray
     exceeds: np.ndarray
+    slowdown: np.ndarray             # each run's measured slowdown (%)
     workload: np.ndarray
     ratio: np.ndarray
     spilled: np.ndarray
@@ -92,6 +94,24 @@ def _judged(lab: Lab, idx: np.ndarray, r: float) -> np.ndarray:
     return idx[np.isclose(lab.ratio[idx], r) & (lab.spilled[idx] > 0)]
 
 
+def estimate(lab: Lab, p: MonitorParams, seed: int) -> np.ndarray:
+    """Every run's slowdown (%) estimated by a forest that never saw its workload: the figure set against CAMP's
+    (a slowdown within 10 points of the measured one for 91-97% of workloads, from at most 12 counters)."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng([seed, 66])
+    out = np.full(len(lab.slowdown), np.nan)
+    workloads = np.unique(lab.workload)
+    for test in _folds(workloads, p.folds, rng):
+        rows = np.isin(lab.workload, test)
+        model = make_pipeline(SimpleImputer(strategy="constant", fill_value=0.0, keep_empty_features=True),
+                              RandomForestRegressor(random_state=seed, n_jobs=-1, min_samples_leaf=2))
+        out[rows] = model.fit(lab.X[~rows], lab.slowdown[~rows]).predict(lab.X[rows])
+    return out
+
+
 def heldout(lab: Lab, p: MonitorParams, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Per method, every run's held-out score and flag (NaN / 0 where the run is not judged)."""
     rng = np.random.default_rng([seed, 65])
@@ -114,7 +134,7 @@ def heldout(lab: Lab, p: MonitorParams, seed: int) -> tuple[dict[str, np.ndarray
             train_rows = np.flatnonzero(np.isin(lab.workload, train))
             for r in p.latency_ratios:
                 judged = _judged(lab, train_rows, r)
-                t = flag_threshold(inner[m][judged], lab.exceeds[judged], p.max_false_alarm)
+                t = flag_threshold(inner[m][judged], lab.exceeds[judged], p.max_false_alarm, p.fa_confidence)
                 at = np.isclose(lab.ratio[rows], r)
                 flags[m][rows[at]] = (s[at] >= t).astype(np.int8)
     return scores, flags
@@ -151,13 +171,23 @@ def _share(x: np.ndarray) -> float | None:
 def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMonitor:
     scores, flags = heldout(lab, p, seed)
     metrics, curves = figures(lab, scores, flags, p)
+    estimated = estimate(lab, p, seed)
+    for r in p.latency_ratios:
+        judged = _judged(lab, np.arange(len(lab.slowdown)), r)
+        error = np.abs(estimated[judged] - lab.slowdown[judged])
+        full = lab.spilled[judged] >= 100.0                  # CAMP's setting: the whole footprint on CXL
+        metrics[f"{r:g}"]["slowdown_estimate"] = {
+            "within_10_points": _share(error <= 10.0), "within_5_points": _share(error <= 5.0),
+            "full_pool_within_10_points": _share(error[full] <= 10.0),
+            "median_abs_error_points": round(float(np.median(error)), 3) if len(error) else None}
     metrics.update({"runs": int(len(lab.exceeds)), "workloads": int(len(np.unique(lab.workload))),
                     "pdm": p.pdm, "max_false_alarm": p.max_false_alarm})
     everything = np.arange(len(lab.exceeds))
     thresholds = {}
     for r in p.latency_ratios:       # the served thresholds: every workload's held-out score, the same rule
         judged = _judged(lab, everything, r)
-        thresholds[f"{r:g}"] = flag_threshold(scores["monitor"][judged], lab.exceeds[judged], p.max_false_alarm)
+        thresholds[f"{r:g}"] = flag_threshold(scores["monitor"][judged], lab.exceeds[judged], p.max_false_alarm,
+                                              p.fa_confidence)
     model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X, lab.exceeds)
     onnx_bytes = export_li(model, len(names))
     rows = np.vstack([lab.X, boundary_rows(forest_splits(model), lab.X, seed=seed), nan_rows(lab.X, seed)])
@@ -166,7 +196,8 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
         ascending=False)
     entry = {"method": "random_forest", "file": "monitor.onnx", "sha256": sha256(onnx_bytes), "features": names,
              "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
-             "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "runs": int(len(lab.exceeds)),
+             "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
+             "runs": int(len(lab.exceeds)),
              "onnx_parity_max_abs_diff": parity,
              "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
     metrics["onnx_parity_max_abs_diff"] = parity
@@ -183,6 +214,7 @@ def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], n_li: 
         except ContractError:      # no full-pool runs at r: the LI model has no label there, and is not judged
             continue
     return Lab(X=features[names].to_numpy(np.float32), exceeds=runs["exceeds"].to_numpy(np.int8),
+               slowdown=runs["slowdown_pct"].to_numpy(float),
                workload=runs["workload_id"].astype(str).to_numpy(), ratio=runs["latency_ratio"].to_numpy(float),
                spilled=runs["spilled_pct"].to_numpy(float), n_li=n_li,
                latency_column=names.index("l3_miss_latency"), local=local[names[:n_li]], li=li)

@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="vms column grouping servers and pools when the trace names no servers (Azure V2: region)")
     _paths(sub.add_parser("register", help="log the night's bundle as a registered model version; promotion gate"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
-           raw="data/raw", metrics_dir="metrics", out="data/bundle", metrics="metrics/register.json")
+           raw="data/raw", metrics_dir="metrics", out="data/bundle", metrics="metrics/register.json",
+           monitor="data/models/monitor")
     c = sub.add_parser("compare", help="two registered versions (number or alias) or bundle dirs side by side")
     c.add_argument("a")
     c.add_argument("b")
@@ -241,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "register":
             from pond.models.bundle import BundlePaths
             from pond.pipelines import register
-            register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot"),
+            register.run(params, BundlePaths(args.policy, args.li, args.um, args.features / "snapshot", args.monitor),
                          args.features, args.raw, args.metrics_dir, args.out, args.metrics)
         elif args.stage == "compare":
             from pond.pipelines import compare

@@ -1,10 +1,7 @@
-"""`pond docs`: the configuration reference, the pipeline picture (docs/pipeline.md) and the README's report of the
-default run, generated.
-
-They are written from what the code reads (the params models of ``core.params``, the service's ``Settings``,
-dvc.yaml through ``dvc dag``) and from the committed metrics (``pond report``'s table), and ``pond docs --check``
-(run by the tests) fails when the committed files differ, so the documentation cannot drift from the code or from
-the figures the default run gives.
+"""`pond docs`: the configuration reference, the pipeline picture (docs/pipeline.md), the README's report of the
+default run and the monitor's figures (docs/monitor.md), generated from what the code reads (``core.params``, the
+service's ``Settings``, dvc.yaml through ``dvc dag``) and from the committed metrics. ``pond docs --check`` (run by the
+tests) fails when the committed files differ, so the documentation cannot drift from the code or the figures.
 """
 
 from __future__ import annotations
@@ -12,10 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pond.core.docs import (REPORT_BEGIN, REPORT_END, between, params_rows, render_dag, settings_rows, table,
-                            variable_rows, with_dag)
+from pond.core.docs import (MONITOR_BEGIN, MONITOR_END, REPORT_BEGIN, REPORT_END, between, params_rows, render_dag,
+                            settings_rows, table, variable_rows, with_dag)
 from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
+from pond.evaluation.monitor_report import monitor_table
 from pond.evaluation.report import closing, headline, to_text
 from pond.pipelines import report
 from pond.serving.cli import SETTING_OPTIONS
@@ -23,7 +21,7 @@ from pond.serving.settings import Settings
 
 REFERENCE = Path("docs/configuration.md")
 PIPELINE = Path("docs/pipeline.md")
-README, TONIGHT = Path("README.md"), Path("docs/tonight.md")
+README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
 METRICS = Path("metrics")
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
@@ -75,7 +73,9 @@ def rendered(root: Path = Path(".")) -> dict[Path, str]:
     return {REFERENCE: render_reference(),
             PIPELINE: with_dag((root / PIPELINE).read_text(), render_dag(root)),
             **{page: between((root / page).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(page),
-                             "`pond report`'s table") for page in (README, TONIGHT)}}
+                             "`pond report`'s table") for page in (README, TONIGHT)},
+            MONITOR: between((root / MONITOR).read_text(), MONITOR_BEGIN, MONITOR_END,
+                             monitor_table(metrics.get("train_monitor", {})), str(MONITOR), "the monitor's figures")}
 
 
 def stale(root: Path = Path(".")) -> list[str]:

@@ -26,7 +26,7 @@ from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_days
 from pond.telemetry.storage import Location
 
-NIGHT_METRICS = ("features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate")
+NIGHT_METRICS = ("features", "train_li", "train_monitor", "train_um", "optimize", "evaluate", "backtest", "simulate")
 
 
 def _registry(what: str, call: Any, *args: Any) -> Any | None:

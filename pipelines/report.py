@@ -10,7 +10,7 @@ from pond.core.errors import ConfigError
 from pond.evaluation.report import closing, headline, to_html, to_markdown, to_text
 from pond.telemetry.atomic import write_atomic
 
-STAGES = ("train_li", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
+STAGES = ("train_li", "train_monitor", "train_um", "optimize", "evaluate", "backtest", "simulate", "register")
 
 
 def load(metrics_dir: Path) -> dict[str, dict]:

@@ -66,7 +66,7 @@ def run(params: Params, raw_dir: Location, out_dir: Path, metrics_path: Path, pl
             print(f"train_monitor x{ratio}: " + "; ".join(
                 f"{m} flags {100 * f['recall']:.1f}% of {at['runs_exceeding']} runs past the PDM at "
                 f"{100 * f['false_alarm']:.1f}% of {at['runs_within']} within" for m, f in at.items()
-                if isinstance(f, dict) and f["recall"] is not None))
+                if isinstance(f, dict) and f.get("recall") is not None))
     return metrics
 
 

@@ -24,8 +24,8 @@ from pond.serving.settings import Settings
 
 # (option, settings field, type): the path options first (predict takes those four)
 SETTING_OPTIONS = (("policy", "policy", Path), ("li", "li_dir", Path), ("um", "um_dir", Path),
-                   ("snapshot", "snapshot_dir", Path), ("host", "host", str), ("port", "port", int),
-                   ("workers", "workers", int))
+                   ("snapshot", "snapshot_dir", Path), ("monitor", "monitor_dir", Path), ("host", "host", str),
+                   ("port", "port", int), ("workers", "workers", int))
 
 
 def add_setting_options(parser: argparse.ArgumentParser, options: tuple = SETTING_OPTIONS) -> None:

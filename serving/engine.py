@@ -38,6 +38,7 @@ from pond.features.tma import REQUIRED_EVENTS, pmu_features
 from pond.models.bundle import BundlePaths
 from pond.models.decision import PolicyKnobs, decide, decide_one, policy_knobs, served_name
 from pond.models.inference import Models
+from pond.models.monitor_runtime import MonitorModel
 from pond.models.policy import Policy, load_policy
 from pond.telemetry import request
 from pond.telemetry.atomic import sha256_file
@@ -108,7 +109,8 @@ class Engine:
     customer_features_nohist: np.ndarray        # cust_* per known customer, then the no-history row (float32)
     customer_rows: tuple[tuple[float, ...], ...]  # the same rows as Python floats, for allocate_one
     um_cache: dict[tuple, float]                # request fields -> UM prediction (this engine's models only)
-    qos_threshold: float
+    qos_threshold: float                        # the LI model's flag threshold, where there is no monitor model
+    monitor: MonitorModel | None                # the QoS monitor's model of counters under an allocation
     info: dict[str, Any]                        # what GET /v1/model reports
     policy_summary: dict[str, Any]              # what each allocation echoes
 
@@ -118,6 +120,7 @@ class Engine:
         policy, policy_bytes = load_policy(paths.policy)
         snapshot, manifest_bytes = verify_snapshot(paths.snapshot_dir)
         models = Models.from_policy(policy, paths.li_dir, paths.um_dir)
+        monitor = MonitorModel.load(paths.monitor_dir)
         history = pd.read_parquet(paths.snapshot_dir / "workload_history.parquet")
         customers = pd.read_parquet(paths.snapshot_dir / "customer_percentiles.parquet")
         cust_cols = models.um_encoder.customer_columns
@@ -140,9 +143,10 @@ class Engine:
             history_p=dict(zip(keys, p_hist)),
             customer_index={c: i for i, c in enumerate(customers["customer_id"].astype(str))},
             customer_features_nohist=cust, customer_rows=tuple(map(tuple, cust.tolist())),
-            qos_threshold=qos_threshold,
+            qos_threshold=qos_threshold, monitor=monitor,
             info={"version": version, "as_of": policy.as_of, "li_sha256": policy.li.sha256,
-                  "um_sha256": policy.um.sha256, "history_keys": len(keys), "customers": len(customers),
+                  "um_sha256": policy.um.sha256, "monitor_sha256": monitor.sha256 if monitor else None,
+                  "history_keys": len(keys), "customers": len(customers),
                   "snapshot_time": snapshot.get("snapshot_time")},
             policy_summary={"served": served_name(policy), "li_threshold": knobs.li_threshold,
                             "um_target_op": _served_target(policy, knobs), "um_offset": knobs.um_offset,
@@ -283,8 +287,10 @@ class Engine:
 
     # -- QoS ----------------------------------------------------------------------------------
 
-    def qos(self, counters: dict[str, float]) -> tuple[float, bool]:
-        """P(the VM exceeds the PDM on pool memory) from its own counters, and whether to act."""
+    def qos(self, counters: dict[str, float], memory_gb: float, pool_gb: float,
+            latency_ratio: float | None = None) -> "QosVerdict":
+        """P(the VM exceeds the PDM where it runs now) from counters counted under its allocation, and whether to
+        act: by the monitor's model, or, in a bundle without one, by the LI model on the same counters."""
         missing = [e for e in REQUIRED_EVENTS if e not in counters]
         if missing:
             raise InputFormatError(f"counters: events {missing} are required for the TMA metrics")
@@ -293,9 +299,23 @@ class Engine:
         if unknown:
             raise InputFormatError(f"counters: unknown events {unknown[:5]}; use the event names of the lab list")
         row = pd.DataFrame([{e: counters.get(e, NAN) for e in dict.fromkeys([*events, *REQUIRED_EVENTS])}])
+        if self.monitor is not None:
+            ratio = self.policy.latency_ratio if latency_ratio is None else latency_ratio
+            p = float(self.monitor.p_exceeds(row, events, np.array([pool_gb / memory_gb]), np.array([ratio]))[0])
+            threshold = self.monitor.threshold(ratio)
+            return QosVerdict(p, p >= threshold, "pool_counters", threshold, self.monitor.pdm)
         p_ins = float(self.models.p_insensitive(pmu_features(row, events, table="counters"))[0])
         p_exceed = 1.0 - p_ins if np.isfinite(p_ins) else 1.0
-        return p_exceed, p_exceed >= self.qos_threshold
+        return QosVerdict(p_exceed, p_exceed >= self.qos_threshold, "li_model", self.qos_threshold, self.policy.pdm)
+
+
+@dataclass(frozen=True)
+class QosVerdict:
+    p: float                  # P(exceeds the PDM)
+    exceeds: bool
+    monitor: str              # pool_counters | li_model: which model scored the counters
+    threshold: float
+    pdm: float
 
 
 def _served_target(policy: Policy, knobs: PolicyKnobs) -> float | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pond.models.policy import Policy
-from pond.telemetry.request import ID_MAX_LEN, Number, VmRequest
+from pond.telemetry.request import ID_MAX_LEN, MEMORY_GB_MAX, Number, VmRequest
 
 Id = Field(min_length=1, max_length=ID_MAX_LEN)
 MAX_COUNTERS = 512              # the lab list has 134 events; a map beyond this is not a VM's counters
@@ -60,14 +60,30 @@ class BatchResponse(BaseModel):
     allocations: list[Allocation]
 
 
+class QosAllocation(BaseModel):
+    """What the VM runs on while its counters were counted: the monitor judges the counters of this allocation."""
+    model_config = ConfigDict(extra="forbid")
+
+    memory_gb: float = Field(gt=0, le=MEMORY_GB_MAX, allow_inf_nan=False, description="the VM's memory")
+    pool_gb: float = Field(ge=0, le=MEMORY_GB_MAX, allow_inf_nan=False,
+                           description="of it, on the pool (zNUMA node or pool-backed); 0: nothing to reconfigure")
+    latency_ratio: float | None = Field(default=None, ge=1, le=10, allow_inf_nan=False,
+                                        description="the pool's latency over local DRAM's; null: the served policy's")
+
+    @model_validator(mode="after")
+    def _within(self) -> "QosAllocation":
+        if self.pool_gb > self.memory_gb:
+            raise ValueError(f"pool_gb ({self.pool_gb:g}) exceeds memory_gb ({self.memory_gb:g})")
+        return self
+
+
 class QosRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vm_id: str = Id
     counters: Counters = Field(min_length=1, max_length=MAX_COUNTERS,
-                               description="raw PMU counts of the VM's recent runtime")
-    pool_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False,
-                                  description="pool memory the VM has now; 0 -> nothing to reconfigure")
+                               description="raw PMU counts of the VM's recent runtime, under `allocation`")
+    allocation: QosAllocation = Field(description="the memory the VM has, and how much of it is on the pool")
 
     _finite = field_validator("counters")(finite_counts)
 
@@ -78,6 +94,10 @@ class QosResponse(BaseModel):
     exceeds_pdm: bool
     action: Literal["none", "reconfigure_local"]
     pdm: float
+    monitor: Literal["pool_counters", "li_model"] = Field(
+        description="pool_counters: the monitor's model of counters under an allocation; li_model: the bundle has "
+                    "none (no spill_counters in its lab), and the LI model scores the counters as its fallback")
+    threshold: float = Field(description="the probability at which the VM is flagged")
     model_version: str
 
 
@@ -86,6 +106,7 @@ class ModelInfo(BaseModel):
     as_of: str | None
     li_sha256: str
     um_sha256: str
+    monitor_sha256: str | None = Field(default=None, description="null: no monitor model, /v1/qos uses the LI model")
     history_keys: int
     customers: int
     prefilled_shapes: int = 0

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     um_dir: Path = Field(default=Path("data/models/um"), description="the UM model `train_um` wrote")
     snapshot_dir: Path = Field(default=Path("data/features/snapshot"),
                                description="the nightly snapshot `features` wrote (customer and workload history)")
+    monitor_dir: Path = Field(default=Path("data/models/monitor"),
+                              description="the QoS monitor's model `train_monitor` wrote; where there is none, /v1/qos "
+                                          "scores counters with the LI model")
     registry_model: str | None = Field(default=None,
                                        description="follow models:/<name>@<alias> in MLflow instead of files")
     registry_alias: str = Field(default="champion", description="the alias of the registered model to follow")
@@ -90,7 +93,7 @@ class Settings(BaseSettings):
         return float((self.registry_retries + 1) * self.registry_timeout_s + backoff_total(self.registry_retries))
 
     def bundle_paths(self) -> BundlePaths:
-        return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir)
+        return BundlePaths(self.policy, self.li_dir, self.um_dir, self.snapshot_dir, self.monitor_dir)
 
     def auth_required(self) -> bool:
         return self.require_auth if self.require_auth is not None else not is_loopback(self.host)

@@ -120,16 +120,11 @@ def parse_perf_stat(text: str, source: str = "perf output") -> pd.Series:
     return at_each.groupby(level="event", sort=False).sum(min_count=1).astype(float).rename(None).rename_axis(None)
 
 
-def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
-    """``workloads`` rows from one perf file per run; runs of one workload are summed.
+SPILL_META = ("latency_ratio", "spilled_pct")   # a meta row naming both is a run with memory on the pool
 
-    ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb.
-    """
-    meta = read_csv(meta_csv, "workloads", text=("file", "workload_id", "workload_class"))
-    need = ["file", "workload_id", "workload_class", "footprint_gb"]
-    missing = [c for c in need if c not in meta.columns]
-    if missing:
-        raise InputFormatError(f"{meta_csv}: missing columns {missing}; expected {need}")
+
+def _perf_rows(perf_dir: Location, meta: pd.DataFrame, meta_csv: Location) -> pd.DataFrame:
+    """One row per file of ``meta``: its meta columns and its parsed counts."""
     runs = []
     for row in meta.itertuples(index=False):  # one file per lab run: a handful, not fleet-sized
         path = perf_dir / row.file
@@ -140,13 +135,51 @@ def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
         except UnicodeDecodeError as exc:
             raise InputFormatError(f"{path}: not UTF-8 text at byte {exc.start}; was it written by "
                                    "`perf stat -x,`? Fix: give the run's perf output as plain text") from None
-        counts = parse_perf_stat(text, source=str(path))
-        runs.append(pd.concat([pd.Series({"workload_id": row.workload_id}), counts]))
-    table = pd.DataFrame(runs)
-    events = [c for c in table.columns if c != "workload_id"]
-    summed = table.groupby("workload_id", sort=False)[events].sum(min_count=1).reset_index()
+        runs.append(parse_perf_stat(text, source=str(path)))
+    return pd.concat([meta.reset_index(drop=True), pd.DataFrame(runs)], axis=1)
+
+
+def perf_runs(perf_dir: Location, meta_csv: Location) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``workloads`` rows, and ``spill_counters`` rows (None when no run had memory on the pool), from one perf
+    file per run.
+
+    ``meta_csv`` maps each file to its workload: columns file, workload_id, workload_class, footprint_gb; and,
+    for a run with part of the footprint on the pool (a CXL or remote NUMA node, e.g. under ``numactl
+    --preferred``), latency_ratio and spilled_pct, with repetition optional. Local runs of one workload are summed;
+    each spill run is a row of its own, as the slowdowns table times it.
+    """
+    meta = read_csv(meta_csv, "workloads", text=("file", "workload_id", "workload_class"))
+    need = ["file", "workload_id", "workload_class", "footprint_gb"]
+    missing = [c for c in need if c not in meta.columns]
+    if missing:
+        raise InputFormatError(f"{meta_csv}: missing columns {missing}; expected {need}, and latency_ratio and "
+                               "spilled_pct for runs with memory on the pool")
+    named = [c for c in SPILL_META if c in meta.columns]
+    if len(named) == 1:
+        raise InputFormatError(f"{meta_csv}: {named[0]} without {({*SPILL_META} - {*named}).pop()}; a run on the pool "
+                               "needs both (the pool's latency over local, and the share of the footprint there)")
+    spill = meta[list(SPILL_META)].notna().all(axis=1).to_numpy() if named else np.zeros(len(meta), bool)
+    table = _perf_rows(perf_dir, meta, meta_csv)
+    extra = [c for c in (*need, *SPILL_META, "repetition") if c in table.columns]
+    events = [c for c in table.columns if c not in extra]
+    local = table[~spill]
+    summed = local.groupby("workload_id", sort=False)[events].sum(min_count=1).reset_index()
     info = meta.drop_duplicates("workload_id")[["workload_id", "workload_class", "footprint_gb"]]
-    return info.merge(summed, on="workload_id", how="right")[["workload_id", "workload_class", "footprint_gb", *events]]
+    workloads = info.merge(summed, on="workload_id", how="right")[["workload_id", "workload_class", "footprint_gb",
+                                                                   *events]]
+    if not spill.any():
+        return workloads, None
+    runs = table[spill].reset_index(drop=True)
+    keys = ["workload_id", "latency_ratio", "spilled_pct"]
+    repetition = (runs["repetition"] if "repetition" in runs.columns and runs["repetition"].notna().all()
+                  else runs.groupby(keys, sort=False).cumcount())
+    spills = runs[keys].assign(repetition=repetition.to_numpy())
+    return workloads, pd.concat([spills, runs[events]], axis=1)
+
+
+def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
+    """``workloads`` rows from one perf file per run (``perf_runs``'s first table)."""
+    return perf_runs(perf_dir, meta_csv)[0]
 
 
 def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> pd.DataFrame:
@@ -231,8 +264,11 @@ def import_sources(contract_dir: Location | None = None, perf_dir: Location | No
     if perf_dir is not None:
         if perf_meta is None:
             raise InputFormatError("perf import needs --perf-meta (file, workload_id, workload_class, footprint_gb)")
-        perf = perf_workloads(perf_dir, perf_meta)
+        perf, spills = perf_runs(perf_dir, perf_meta)
         tables["workloads"] = pd.concat([tables.get("workloads", pd.DataFrame()), perf], ignore_index=True)
+        if spills is not None:
+            tables["spill_counters"] = pd.concat([tables.get("spill_counters", pd.DataFrame()), spills],
+                                                 ignore_index=True)
     if azure_vmtable is not None:
         az = azure_vms(azure_vmtable)
         tables["vms"] = pd.concat([tables.get("vms", pd.DataFrame()), az], ignore_index=True)

@@ -84,6 +84,7 @@ def small_params(variant: str = "pond") -> dict:
                                        n_customers=SMALL_FLEET.n_customers)
     params["base"].update(seed=SMALL_FLEET.seed, as_of=SMALL_AS_OF)
     params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
+    params["train_monitor"].update(folds=2, inner_folds=2)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
     params["backtest"] = {"nights": 2}
     params["optimize"]["serve"] = "um_only"      # a night without simulate's answer: the operator's choice, pinned
@@ -106,7 +107,7 @@ def params_file(path: Path, params: dict) -> Path:
     return path
 
 
-NIGHT = ("features", "train_li", "train_um", "optimize", "evaluate")
+NIGHT = ("features", "train_li", "train_monitor", "train_um", "optimize", "evaluate")
 
 
 def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str = "pond") -> Path:
@@ -116,6 +117,8 @@ def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str
         "features": ["--raw", str(raw), "--out", str(wd / "features"), "--metrics", str(wd / "f.json")],
         "train_li": ["--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
                      "--metrics", str(wd / "li.json"), "--plots", str(wd / "plots")],
+        "train_monitor": ["--raw", str(raw), "--out", str(wd / "monitor"), "--metrics", str(wd / "monitor.json"),
+                          "--plots", str(wd / "plots")],
         "train_um": ["--features", str(wd / "features"), "--out", str(wd / "um"),
                      "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
         "optimize": ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),

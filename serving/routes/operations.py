@@ -17,11 +17,12 @@ router = APIRouter()
 @router.post("/v1/qos", response_model=QosResponse)
 def qos(req: QosRequest, eng: CurrentEngine) -> Response:
     """Plain ``def``: FastAPI's thread pool runs it, and ONNX Runtime releases the GIL."""
-    p, exceeds = eng.qos(req.counters)
-    act = exceeds and (req.pool_gb is None or req.pool_gb > 0)
-    return json_response({"vm_id": req.vm_id, "p_exceeds_pdm": p, "exceeds_pdm": exceeds,
-                          "action": "reconfigure_local" if act else "none", "pdm": eng.policy.pdm,
-                          "model_version": eng.version})
+    a = req.allocation
+    v = eng.qos(req.counters, a.memory_gb, a.pool_gb, a.latency_ratio)
+    act = v.exceeds and a.pool_gb > 0
+    return json_response({"vm_id": req.vm_id, "p_exceeds_pdm": v.p, "exceeds_pdm": v.exceeds,
+                          "action": "reconfigure_local" if act else "none", "pdm": v.pdm, "monitor": v.monitor,
+                          "threshold": v.threshold, "model_version": eng.version})
 
 
 @router.get("/v1/model", response_model=ModelInfo)

@@ -11,6 +11,7 @@ import pytest
 
 from pond.core.errors import InputFormatError
 from pond.telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
+from pond.telemetry.contract import validate_tables
 from pond.telemetry.io import read_tables
 from tests.conftest import FIXTURES, run_pond
 
@@ -284,3 +285,26 @@ def test_layouts_that_are_not_counts_are_refused_with_the_flag_to_use(text, flag
     with pytest.raises(InputFormatError, match="line 1") as err:
         parse_perf_stat(text, "run.csv")
     assert flag in str(err.value)
+
+
+def test_a_perf_run_on_the_pool_imports_into_spill_counters(tmp_path):
+    from pond.telemetry.importers import perf_runs
+
+    meta = (FIXTURES / "perf" / "meta.csv").read_text().splitlines()
+    rows = [meta[0] + ",latency_ratio,spilled_pct"] + [f"{line},," for line in meta[1:]]
+    rows[2] = rows[2].removesuffix(",,") + ",2.22,50"          # redis run 2: half its footprint on the pool
+    (tmp_path / "meta.csv").write_text("\n".join(rows) + "\n")
+    workloads, spills = perf_runs(FIXTURES / "perf", tmp_path / "meta.csv")
+    run1 = parse_perf_stat((FIXTURES / "perf" / "redis_ycsb-a.run1.csv").read_text())
+    run2 = parse_perf_stat((FIXTURES / "perf" / "redis_ycsb-a.run2.csv").read_text())
+    w = workloads.set_index("workload_id")
+    assert w.loc["redis/ycsb-a", "CPU_CLK_UNHALTED.THREAD"] == run1["CPU_CLK_UNHALTED.THREAD"]   # local runs only
+    assert spills[["workload_id", "latency_ratio", "spilled_pct", "repetition"]].values.tolist() == [
+        ["redis/ycsb-a", 2.22, 50.0, 0]]
+    assert spills["CPU_CLK_UNHALTED.THREAD"].iloc[0] == run2["CPU_CLK_UNHALTED.THREAD"]
+    checked = validate_tables({"workloads": workloads, "spill_counters": spills})
+    assert len(checked["spill_counters"]) == 1
+    (tmp_path / "half.csv").write_text("file,workload_id,workload_class,footprint_gb,spilled_pct\n"
+                                       "redis_ycsb-a.run1.csv,redis/ycsb-a,redis,11.245,50\n")
+    with pytest.raises(InputFormatError, match="spilled_pct without latency_ratio"):
+        perf_runs(FIXTURES / "perf", tmp_path / "half.csv")

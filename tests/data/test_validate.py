@@ -96,7 +96,7 @@ def test_committed_templates_are_the_template_format(tmp_path):
     assert all(s.startswith("ok (") for s in state.values()), state
     assert "nor can any other day with these params" in problems[REPRO][0]
     assert run_pond(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
-    for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns"):
+    for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns", "spill_counters"):
         committed = pd.read_csv(ROOT / "docs/byo/templates" / f"{table}.csv", nrows=0).columns.tolist()
         assert committed == pd.read_csv(tmp_path / "t" / f"{table}.csv", nrows=0).columns.tolist(), table
     assert "workload_id" not in pd.read_csv(tmp_path / "t" / "vms.csv", nrows=0).columns
@@ -124,8 +124,8 @@ def test_a_broken_optional_table_blocks_the_nightly_job_by_name(small_reports_ra
     reports.to_parquet(d / "vm_slowdowns.parquet")
     state, problems = check(d, Params(**small_params()))
     assert state["vm_slowdowns"].startswith("invalid: table 'vm_slowdowns', column 'latency_ratio'")
-    assert problems[REPRO] == ["vm_slowdowns is not usable (optimize reads it where it exists; fix it or remove it): "
-                               + state["vm_slowdowns"].removeprefix("invalid: ")]
+    assert problems[REPRO] == ["vm_slowdowns is not usable (the nightly job reads it where it exists; fix it or "
+                               "remove it): " + state["vm_slowdowns"].removeprefix("invalid: ")]
 
 
 def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(small_tables, tmp_path):

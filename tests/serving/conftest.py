@@ -14,12 +14,13 @@ from tests.conftest import SMALL_AS_OF
 
 
 def bundle_paths(wd: Path) -> BundlePaths:
-    return BundlePaths(wd / "policy.json", wd / "li", wd / "um", wd / "features" / "snapshot")
+    return BundlePaths(wd / "policy.json", wd / "li", wd / "um", wd / "features" / "snapshot", wd / "monitor")
 
 
 def settings_for(wd: Path, **kw) -> Settings:
     p = bundle_paths(wd)
     return Settings(policy=p.policy, li_dir=p.li_dir, um_dir=p.um_dir, snapshot_dir=p.snapshot_dir,
+                    monitor_dir=p.monitor_dir,
                     **{"reload_interval_s": 0, **kw})
 
 

@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from pond.core.errors import ConfigError
 from pond.features.tma import pmu_features
 from pond.serving.app import create_app
+from pond.models.bundle import BundlePaths
 from tests.conftest import run_pond
-from tests.serving.conftest import request_of, settings_for
+from tests.serving.conftest import bundle_paths, request_of, settings_for
 
 
 @pytest.fixture()
@@ -142,25 +143,57 @@ def test_oversized_batch_and_body_get_413(small_bundle, requests_):
 
 
 def test_qos(client, small_raw, engine):
+    """The monitor's model scores the counters under the allocation the request names, at its served threshold."""
     counters = pd.read_parquet(small_raw / "vm_counters.parquet").head(30)
     events = list(engine.snapshot["events"])
-    expected = 1 - engine.models.p_insensitive(pmu_features(counters[events], events))
+    assert engine.monitor is not None
+    share = np.linspace(0.0, 1.0, len(counters))
+    expected = engine.monitor.p_exceeds(counters[events], events, share, np.full(len(counters), 2.22))
+    threshold = engine.monitor.threshold(2.22)
     for i in range(len(counters)):
         row = counters.iloc[i]
-        body = {"vm_id": row.vm_id, "counters": {e: float(row[e]) for e in events}}
+        body = {"vm_id": row.vm_id, "counters": {e: float(row[e]) for e in events},
+                "allocation": {"memory_gb": 32.0, "pool_gb": 32.0 * share[i], "latency_ratio": 2.22}}
         r = client.post("/v1/qos", json=body).json()
         assert r["p_exceeds_pdm"] == pytest.approx(expected[i], abs=1e-6)
-        assert r["exceeds_pdm"] == (expected[i] >= 0.5)
-        assert r["action"] == ("reconfigure_local" if r["exceeds_pdm"] else "none")
-        assert client.post("/v1/qos", json={**body, "pool_gb": 0}).json()["action"] == "none"
+        assert r["exceeds_pdm"] == (expected[i] >= threshold) and r["threshold"] == threshold
+        assert r["monitor"] == "pool_counters"
+        assert r["action"] == ("reconfigure_local" if r["exceeds_pdm"] and share[i] > 0 else "none")
     good = {e: float(counters.iloc[0][e]) for e in events}
-    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {k: v for k, v in good.items() if k != "CPU_CLK_UNHALTED.THREAD"}})
+    alloc = {"memory_gb": 16.0, "pool_gb": 8.0}
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": good})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "allocation"]
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": good, "allocation": {"memory_gb": 16.0, "pool_gb": 20}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "allocation"]
+    assert "pool_gb (20) exceeds memory_gb (16)" in r.json()["detail"][0]["msg"]
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": good, "allocation": {"pool_gb": 8.0}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "allocation", "memory_gb"]
+    r = client.post("/v1/qos", json={"vm_id": "v", "counters": good, "allocation": alloc})
+    assert r.status_code == 200 and r.json()["threshold"] == engine.monitor.threshold(engine.policy.latency_ratio)
+    r = client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc,
+                                     "counters": {k: v for k, v in good.items() if k != "CPU_CLK_UNHALTED.THREAD"}})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
     assert "CPU_CLK_UNHALTED.THREAD" in r.json()["detail"][0]["msg"]
-    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {**good, "NOT_AN_EVENT": 1.0}})
+    r = client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc, "counters": {**good, "NOT_AN_EVENT": 1.0}})
     assert r.status_code == 422 and "NOT_AN_EVENT" in r.json()["detail"][0]["msg"]
-    r = client.post("/v1/qos", json={"vm_id": "v", "counters": {**good, "INST_RETIRED.ANY": -1}})
+    r = client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc, "counters": {**good, "INST_RETIRED.ANY": -1}})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+
+
+def test_qos_without_a_monitor_model_scores_with_the_li_model(small_bundle, small_raw):
+    """A bundle whose lab had no spill runs: the LI model scores the counters, at POND_QOS_THRESHOLD."""
+    from pond.serving.engine import Engine
+
+    paths = bundle_paths(small_bundle)
+    eng = Engine.load(BundlePaths(paths.policy, paths.li_dir, paths.um_dir, paths.snapshot_dir), qos_threshold=0.4)
+    counters = pd.read_parquet(small_raw / "vm_counters.parquet").head(5)
+    events = list(eng.snapshot["events"])
+    expected = 1 - eng.models.p_insensitive(pmu_features(counters[events], events))
+    for i in range(len(counters)):
+        v = eng.qos({e: float(counters.iloc[i][e]) for e in events}, 16.0, 4.0)
+        assert v.monitor == "li_model" and v.threshold == 0.4 and v.p == pytest.approx(expected[i], abs=1e-6)
+        assert v.exceeds == (expected[i] >= 0.4)
+    assert eng.info["monitor_sha256"] is None
 
 
 def test_health_ready_model_metrics(client, requests_, engine):

@@ -29,7 +29,8 @@ def _start(small_bundle, **env: str) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port),
            "--policy", str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"),
-           "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot")]
+           "--um", str(small_bundle / "um"), "--snapshot", str(small_bundle / "features" / "snapshot"),
+           "--monitor", str(small_bundle / "monitor")]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0", **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
@@ -68,8 +69,10 @@ def test_uvicorn_process_serves_every_endpoint(small_bundle, small_raw, next_day
             assert c.post("/v1/allocations/batch", json={"requests": [req, req]}).json()["allocations"] == [one, one]
             counters = pd.read_parquet(small_raw / "vm_counters.parquet").iloc[0]
             events = engine.snapshot["events"]
-            q = c.post("/v1/qos", json={"vm_id": "v", "counters": {e: float(counters[e]) for e in events}}).json()
+            q = c.post("/v1/qos", json={"vm_id": "v", "counters": {e: float(counters[e]) for e in events},
+                                        "allocation": {"memory_gb": 16, "pool_gb": 4}}).json()
             assert q["action"] in ("none", "reconfigure_local") and 0 <= q["p_exceeds_pdm"] <= 1
+            assert q["monitor"] == "pool_counters"
             assert c.post("/v1/allocations", json={**req, "memory_gb": 0}).status_code == 422
             assert c.get("/healthz").json() == {"status": "ok"}
             assert c.get("/v1/model").json()["version"] == engine.version

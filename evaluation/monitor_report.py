@@ -1,0 +1,39 @@
+"""The QoS monitor's held-out figures as a Markdown table (``pond docs`` renders it into docs/monitor.md from
+metrics/train_monitor.json), so that the page quotes the committed metrics and nothing copied by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHODS = (("monitor", "the monitor's model (counters under the allocation)"),
+           ("li_model", "the LI model on the same counters"),
+           ("l3_miss_latency", "the L3 miss latency alone (Memstrata's counter)"))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def monitor_table(m: dict[str, Any]) -> str:
+    """One row per latency ratio and method: held-out recall and false alarms; then the slowdown estimate."""
+    if not m.get("trained"):
+        return f"No monitor model: {m.get('reason', 'metrics/train_monitor.json is missing')}."
+    ratios = [k for k, v in m.items() if isinstance(v, dict) and "monitor" in v]
+    lines = ["| latency | method | runs past the PDM flagged | false alarms | flagged at <= "
+             f"{_pct(m.get('max_false_alarm'))} false alarms, threshold set on these runs |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in ratios:
+        for key, label in METHODS:
+            f = m[r].get(key, {})
+            lines.append(f"| x{r} | {label} | {_pct(f.get('recall'))} of {m[r]['runs_exceeding']:,} | "
+                         f"{_pct(f.get('false_alarm'))} of {m[r]['runs_within']:,} | "
+                         f"{_pct(f.get('recall_at_max_false_alarm'))} |")
+    lines += ["", "| latency | slowdown estimated within 10 points | within 5 points | whole footprint on the pool, "
+              "within 10 points | median error (points) |", "| --- | --- | --- | --- | --- |"]
+    for r in ratios:
+        e = m[r].get("slowdown_estimate", {})
+        lines.append(f"| x{r} | {_pct(e.get('within_10_points'))} | {_pct(e.get('within_5_points'))} | "
+                     f"{_pct(e.get('full_pool_within_10_points'))} | {e.get('median_abs_error_points', 'n/a')} |")
+    lines += ["", f"{m.get('runs', 0):,} spill runs of {m.get('workloads', 0)} workloads at PDM {m.get('pdm')}%; "
+              f"ONNX parity {m.get('onnx_parity_max_abs_diff', float('nan')):.1e}."]
+    return "\n".join(lines)
