@@ -189,6 +189,15 @@ def test_import_cli_all_sources(tmp_path, small_raw, capsys):
     assert len(read_tables(out, ["vms"])["vms"]) == 4
     rc = run_pond(["import", str(small_raw), "--out", str(out)])
     assert rc == 0 and len(read_tables(out)["vms"]) == len(read_tables(small_raw)["vms"])
+    spills = read_tables(small_raw, ["spill_counters"])["spill_counters"]      # the optional lab table comes along
+    pd.testing.assert_frame_equal(read_tables(out, ["spill_counters"])["spill_counters"], spills)
+    csv = tmp_path / "csv"
+    csv.mkdir()
+    for name in ("workloads", "slowdowns", "vms", "vm_counters", "spill_counters"):
+        pd.read_parquet(small_raw / f"{name}.parquet").to_csv(csv / f"{name}.csv", index=False)
+    assert run_pond(["import", str(csv), "--out", str(tmp_path / "from_csv")]) == 0
+    got = read_tables(tmp_path / "from_csv", ["spill_counters"])["spill_counters"]
+    assert len(got) == len(spills) and got.columns.tolist() == spills.columns.tolist()
     # perf runs replace the lab's workloads only with --partial, and the whole set must still hold
     assert run_pond(["import", *perf, "--out", str(out), "--partial"]) == 2
     assert "slowdowns reference unknown workloads" in capsys.readouterr().err
