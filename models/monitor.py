@@ -3,9 +3,9 @@
 Pond's monitor (§4.3-4.4) asks whether a VM that runs on the pool suffers. The LI model cannot say: it was trained
 on counters of runs on local DRAM, to predict what the whole pool would do. This model is trained on what the lab
 records of every spill run (``spill_counters``: the PMU events with part of the footprint on the pool, at a latency
-ratio), labelled by that run's own measured slowdown, with the allocation as two more inputs: the share of the
-memory on the pool and the latency ratio. The forest and its imputer are the LI model's (``models.li``), so it
-exports to ONNX the same way.
+ratio), labelled by that run's own measured slowdown, with the allocation as two more inputs
+(``models.monitor_features``): the share of the memory on the pool and the latency ratio. The forest and its
+imputer are the LI model's (``models.li``), so it exports to ONNX the same way.
 """
 
 from __future__ import annotations
@@ -14,22 +14,10 @@ import numpy as np
 import pandas as pd
 
 from pond.core.errors import ContractError
-from pond.features.tma import pmu_features
 from pond.models.li import exceeds_pdm, li_feature_names
+from pond.models.monitor_features import ALLOCATION
 
-POOL_SHARE = "alloc:pool_share"          # share of the memory on the pool, 0-1 (a lab run: its spilled share)
-LATENCY_RATIO = "alloc:latency_ratio"    # the pool's latency over local DRAM's
-ALLOCATION = (POOL_SHARE, LATENCY_RATIO)
 RUN_KEYS = ["workload_id", "latency_ratio", "spilled_pct", "repetition"]
-
-
-def monitor_features(counts: pd.DataFrame, events: list[str], pool_share: np.ndarray | pd.Series,
-                     latency_ratio: np.ndarray | pd.Series, table: str = "spill_counters") -> pd.DataFrame:
-    """The LI model's features of these counts (event rates, TMA) and the allocation they were counted under."""
-    f = pmu_features(counts, events, table)
-    f[POOL_SHARE] = np.asarray(pool_share, dtype=np.float32)
-    f[LATENCY_RATIO] = np.asarray(latency_ratio, dtype=np.float32)
-    return f
 
 
 def monitor_feature_names(features: pd.DataFrame) -> list[str]:

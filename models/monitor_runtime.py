@@ -13,7 +13,7 @@ import pandas as pd
 
 from pond.core.errors import ModelError
 from pond.models.inference import load_verified
-from pond.models.monitor import LATENCY_RATIO, POOL_SHARE, monitor_features
+from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, monitor_features
 from pond.models.runtime import onnx_p_insensitive
 
 MANIFEST = "manifest.json"

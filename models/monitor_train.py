@@ -20,7 +20,8 @@ import pandas as pd
 from pond.core.errors import ContractError
 from pond.core.params import MonitorParams
 from pond.models.li import li_labels, make_li_model
-from pond.models.monitor import LATENCY_RATIO, POOL_SHARE, flag_threshold
+from pond.models.monitor import flag_threshold
+from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE
 from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, nan_rows
 from pond.models.runtime import sha256
 

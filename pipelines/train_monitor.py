@@ -21,7 +21,8 @@ from pond.core.plots import pyplot, save_figure
 from pond.core.tracking import requirements, start_run
 from pond.features.tma import pmu_features
 from pond.models.li import li_feature_names
-from pond.models.monitor import monitor_feature_names, monitor_features, spill_runs
+from pond.models.monitor import monitor_feature_names, spill_runs
+from pond.models.monitor_features import monitor_features
 from pond.models.monitor_train import lab_for, train
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.contract import WORKLOADS, event_columns

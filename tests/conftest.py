@@ -260,6 +260,8 @@ def stage_argv(wd: Path, raw: Path) -> list[list[str]]:
          "--plots", str(wd / "plots/cal")],
         ["train_li", "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "li"),
          "--metrics", str(m / "train_li.json"), "--plots", str(wd / "plots")],
+        ["train_monitor", "--raw", str(raw), "--out", str(wd / "monitor"), "--metrics", str(m / "train_monitor.json"),
+         "--plots", str(wd / "plots")],
         ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(m / "train_um.json"),
          "--plots", str(wd / "plots")],
         ["optimize", *common, "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(m / "optimize.json"),
@@ -271,5 +273,5 @@ def stage_argv(wd: Path, raw: Path) -> list[list[str]]:
         ["simulate", "--raw", str(raw), "--nightly", str(wd / "backtest"), "--out", str(wd / "sim"),
          "--metrics", str(m / "simulate.json"), "--plots", str(wd / "plots/sim")],
         ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(m),
-         "--out", str(wd / "bundle"), "--metrics", str(m / "register.json")],
+         "--out", str(wd / "bundle"), "--metrics", str(m / "register.json"), "--monitor", str(wd / "monitor")],
     ]

@@ -157,7 +157,7 @@ def test_byo_section_step_by_step(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert "BLOCKED dvc repro" in _run(["pond", "template", "my-telemetry"], repo)
     assert sorted(p.name for p in (repo / "my-telemetry").iterdir()) == \
-        ["slowdowns.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
+        ["slowdowns.csv", "spill_counters.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
     check = subprocess.run([str(Path(sys.executable).with_name("pond")), "validate", "my-telemetry"], cwd=repo,
                            capture_output=True, text=True)
     assert check.returncode == 1
@@ -171,8 +171,8 @@ def test_byo_section_step_by_step(tmp_path):
                                  "outs": ["data/raw"]}
     (repo / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
     out = _run(["dvc", "repro"], repo)
-    for stage in ("generate", "features", "train_li", "train_um", "optimize", "evaluate", "backtest", "simulate",
-                  "register"):
+    for stage in ("generate", "features", "train_li", "train_monitor", "train_um", "optimize", "evaluate", "backtest",
+                  "simulate", "register"):
         assert f"Running stage '{stage}'" in out, stage
     assert "have no lab workload" in out                  # the template's VMs carry no workload_id
     assert "train_li r1.82_pdm5: 5/5 splits (100%)" in out   # progress lines, plain in a log

@@ -9,7 +9,8 @@ import pytest
 from pond.core.errors import ContractError
 from pond.core.params import MonitorParams
 from pond.models.li import make_li_model
-from pond.models.monitor import flag_threshold, monitor_feature_names, monitor_features, spill_runs
+from pond.models.monitor import flag_threshold, monitor_feature_names, spill_runs
+from pond.models.monitor_features import monitor_features
 from pond.models import monitor_train
 from pond.models.monitor_train import heldout
 from pond.telemetry.events import lab_events

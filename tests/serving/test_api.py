@@ -105,8 +105,9 @@ def test_counters_are_finite_counts_on_every_route(client, requests_, value):
     answers = [client.post("/v1/allocations", content=body, headers=headers),
                client.post("/v1/allocations/batch", content=b'{"requests": [' + json.dumps(requests_[1]).encode()
                            + b", " + body + b"]}", headers=headers),
-               client.post("/v1/qos", content=json.dumps({"vm_id": "v"}).encode()[:-1] + b', "counters": {'
-                           b'"CPU_CLK_UNHALTED.THREAD": ' + value.encode() + b"}}", headers=headers)]
+               client.post("/v1/qos", content=json.dumps({"vm_id": "v", "allocation": {"memory_gb": 8, "pool_gb": 2}})
+                           .encode()[:-1] + b', "counters": {"CPU_CLK_UNHALTED.THREAD": ' + value.encode() + b"}}",
+                           headers=headers)]
     assert [r.status_code for r in answers] == [422, 422, 422]
     details = [r.json()["detail"] for r in answers]
     assert [len(d) for d in details] == [1, 1, 1]
