@@ -8,10 +8,10 @@ import pytest
 
 from pond.core.errors import ContractError
 from pond.core.params import MonitorParams
+from pond.models import monitor_train
 from pond.models.li import make_li_model
 from pond.models.monitor import flag_threshold, monitor_feature_names, spill_runs
 from pond.models.monitor_features import monitor_features
-from pond.models import monitor_train
 from pond.models.monitor_train import heldout
 from pond.telemetry.events import lab_events
 from pond.telemetry.fleet import LabParams, build_lab
@@ -52,7 +52,7 @@ def lab_runs():
 
 
 def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_the_same_is_not(lab_runs):
-    lab, runs, features, names = lab_runs
+    _lab, runs, features, names = lab_runs
     model = make_li_model(0).fit(features[names].to_numpy(np.float32), runs.exceeds.to_numpy())
     hand = pd.concat([_workload(d=0.28, h=0.2, c=1.3, u=0.5, cold=0.0), _workload(d=0.0, h=0.0, w=0.0, u=0.0)],
                      ignore_index=True)
@@ -88,7 +88,7 @@ def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, mon
         return {m: wrap(f) for m, f in real(lab_, seed).items()}
 
     monkeypatch.setattr(monitor_train, "_fitters", spy)
-    scores, flags = heldout(study, p, 0)
+    scores, _flags = heldout(study, p, 0)
     assert seen and all(not (train & scored) for train, scored in seen)
     judged = study.spilled > 0
     assert np.isfinite(scores["monitor"][judged]).all()

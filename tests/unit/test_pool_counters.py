@@ -13,8 +13,9 @@ from pond.telemetry.fleet.pool_counters import REMOTE, access_share, pool_rates
 
 def _workload(**over: float) -> pd.DataFrame:
     """One hand-made workload's latent behaviour (``lab.draw_latent``'s columns)."""
-    row = dict(workload_id="hand/one", workload_class="spark", footprint_gb=8.0, d=0.2, h=0.1, c=1.5, w=0.02,
-               q=0.6, u=0.3, mlp=3.0, bwq=1.3, cold=0.2, g=1.0, eta=0.0, fp=0.05, kern=0.05)
+    row = {"workload_id": "hand/one", "workload_class": "spark", "footprint_gb": 8.0, "d": 0.2, "h": 0.1, "c": 1.5,
+           "w": 0.02, "q": 0.6, "u": 0.3, "mlp": 3.0, "bwq": 1.3, "cold": 0.2, "g": 1.0, "eta": 0.0, "fp": 0.05,
+           "kern": 0.05}
     row.update(over)
     return pd.DataFrame([row])
 
