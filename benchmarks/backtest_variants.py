@@ -10,7 +10,7 @@
     python -m benchmarks.backtest_variants --seeds 43 --shape azure --set optimize.credit_mitigation=true
                                              # any other params key, in every run's params.yaml
 
-For each variant, in its own work dir: `pond generate`, `features`, `train_li` and
+For each variant, in its own work dir: `pond generate`, `features`, `train_li`, `train_monitor` and
 `pond backtest N` with the repository's params except ``generate.variant`` (PDM, TP and the
 latency ratio are params.yaml's `optimize` section: 5 / 98 / 1.82). Prints, per variant, the
 nights whose realized mispredictions are within the budget, the mean and max regret, and the
@@ -75,8 +75,10 @@ def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_
     pond(wd, "features", "--raw", "raw", "--out", "features", "--metrics", "features.json")
     pond(wd, "train_li", "--features", "features", "--raw", "raw", "--out", "li", "--metrics", "train_li.json",
          "--plots", "plots/train_li")
+    pond(wd, "train_monitor", "--raw", "raw", "--out", "monitor", "--metrics", "train_monitor.json",
+         "--plots", "plots/train_monitor")
     pond(wd, "backtest", str(nights), "--raw", "raw", "--features", "features", "--li", "li", "--out", "backtest",
-         "--plots", "plots/backtest")
+         "--plots", "plots/backtest", "--monitor", "monitor")
     return {**summarize(wd, name), "wall_s": round(time.perf_counter() - t0, 1)}
 
 
@@ -90,6 +92,7 @@ def summarize(wd: Path, name: str) -> dict:
     sel = li[li_model_name(ratio, params['optimize']['pdm'])]
     rule = sel["selection.best_rule"]
     served = [json.loads((wd / "backtest" / night / "evaluate.json").read_text()) for night in n.as_of]
+    recall = _monitor_recall(served)
     served_mis = [e["served"]["mispredictions_conservative"] for e in served]
     left = [e["served"].get("mispredictions_unmitigated", m) for e, m in zip(served, served_mis)]
     monitor = {}
@@ -126,8 +129,22 @@ def summarize(wd: Path, name: str) -> dict:
         "served_mispredictions_max": round(float(max(served_mis)), 4),
         "served_pool_mean": round(float(sum(e["served"]["pool_share"] for e in served) / len(served)), 4),
         "li_selected": sel["selection.method"], "li_heldout_selected": sel["selection.heldout_li.selected"],
-        "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"], **monitor,
+        "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"], **monitor, **recall,
     }
+
+
+def _monitor_recall(evaluated: list[dict]) -> dict:
+    """The combined policy's insensitive calls slowed past the PDM (the scorer's false positives) that the QoS
+    monitor flagged, over every night and per night (``evaluation.qos.summarize``'s ``monitor_recall``)."""
+    nights = [e["combined"] for e in evaluated]
+    fps = [e.get("false_positives_with_truth") for e in nights]
+    if any(f is None for f in fps):             # a run from before the figure was kept
+        return {}
+    caught = sum(round(e["monitor_recall"] * f) for e, f in zip(nights, fps) if f)
+    per_night = [e["monitor_recall"] for e, f in zip(nights, fps) if f]
+    return {"monitor": evaluated[0].get("monitor"), "slowed_calls": int(sum(fps)),
+            "monitor_recall": round(caught / sum(fps), 4) if sum(fps) else None,
+            "nights_recall_at_least_80pct": sum(r >= 0.8 for r in per_night), "nights_with_slowed_calls": len(per_night)}
 
 
 def acceptance(rows: list[dict]) -> str:

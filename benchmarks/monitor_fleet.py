@@ -1,10 +1,13 @@
-"""The QoS monitor's model on the built-in fleet's pooled VMs, beside the first monitor, on the backtest's nights:
+"""The QoS monitor's model on the built-in fleet's pooled VMs at their own spill, beside the replay's flags, on the
+backtest's nights:
 
     python -m benchmarks.monitor_fleet [--backtest data/backtest] [--raw data/raw] [--monitor data/models/monitor]
 
-The replay does not yet give a pooled VM the counters of its allocation; this measures what it would see. For each
-night's next day (``<backtest>/<night>/evaluation/decisions.parquet``: the served policy's decisions) and each VM
-with memory on the pool:
+The replay flags an insensitive call from its counters with all its memory on the pool (the allocation the scorer
+judges it at) and a zNUMA by its touch of the pool node (``optimize.monitor``, ``evaluation.qos``); this measures the
+model on every pooled VM's counters at the spill it actually had. For each night's next day
+(``<backtest>/<night>/evaluation/decisions.parquet``: the served policy's decisions) and each VM with memory on the
+pool:
 
 - its spill: the memory it touched beyond its local node, as a share of what it touched (``untouched_fraction``,
   or ``untouched_so_far`` for a VM still running: a lower bound of the touch), the scorer's own rule
@@ -15,11 +18,10 @@ with memory on the pool:
   params.yaml's seed, as `generate` drew them), its workload's rates times its first-hour counters' length, with the
   fleet's counter noise; no slowdown enters them;
 - the monitor's flag: ``monitor.onnx`` on those counters and ``pool_gb / memory_gb``, at its served threshold; and the
-  first monitor's, as the replay flagged (``flagged``: a called VM whose first-hour local counters the LI model
-  scores past ``qos.threshold``, or a zNUMA VM that touched its pool node).
+  replay's own flag (``flagged``: a called VM the monitor flags, or a zNUMA VM that touched its pool node).
 
 One line per night and a total: pooled VMs, those slowed past the PDM, the share of them each monitor flags, and the
-share of the others each flags (false alarms).
+share of the others each flags (false alarms); ``replay_*`` are the replay's flags.
 """
 
 from __future__ import annotations
@@ -63,9 +65,9 @@ def night(decisions: pd.DataFrame, vms: pd.DataFrame, counters: pd.DataFrame, la
     events = list(under.columns)
     p = monitor.p_exceeds(counts, events, d.pool_gb.to_numpy(float) / d.memory_gb.to_numpy(float),
                           np.full(len(d), ratio))
-    first = d.flagged.to_numpy(bool)
+    replay = d.flagged.to_numpy(bool)
     return pd.DataFrame({"vm_id": d.vm_id, "called": d.li_called.to_numpy(bool), "spill_pct": spill,
-                         "slowed": slowdown > pdm, "monitor": p >= monitor.threshold(ratio), "first": first})
+                         "slowed": slowdown > pdm, "monitor": p >= monitor.threshold(ratio), "replay": replay})
 
 
 def main() -> None:
@@ -99,8 +101,8 @@ def main() -> None:
         s, w = v[v.slowed], v[~v.slowed]
         share = lambda x: round(100 * float(x.mean()), 2) if len(x) else None   # noqa: E731
         return {"night": name, "pooled": len(v), "slowed": len(s), "monitor_flags_slowed_pct": share(s.monitor),
-                "first_flags_slowed_pct": share(s["first"]), "monitor_false_alarm_pct": share(w.monitor),
-                "first_false_alarm_pct": share(w["first"]), "called": int(v.called.sum()),
+                "replay_flags_slowed_pct": share(s["replay"]), "monitor_false_alarm_pct": share(w.monitor),
+                "replay_false_alarm_pct": share(w["replay"]), "called": int(v.called.sum()),
                 "slowed_called": int((s.called).sum())}
 
     for name, v in every.groupby("night"):

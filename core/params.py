@@ -235,12 +235,17 @@ class OptimizeParams(Section):
     report_days: int = Field(28, ge=1,
         description="days of VM creations up to as_of whose measured slowdowns count as evidence of the LI error rate")
     use_monitor: bool = Field(True, description=(
-        "count what the QoS monitor flagged among the recent_days' VMs (their own counters, qos.threshold) as "
-        "evidence of the LI error rate: it can only raise the rate the solver charges (optimize.monitor)"))
+        "count what the QoS monitor flagged among the recent_days' VMs (their counters under the pool by the monitor "
+        "model where the data allow, else their own counters at qos.threshold) as evidence of the LI error rate: it "
+        "can only raise the rate the solver charges (optimize.monitor)"))
     credit_mitigation: bool = Field(True, description=(
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
         "the credit pools more and saves less DRAM; docs/results.md)"))
+    credit_caught_calls: bool = Field(False, description=(
+        "with credit_mitigation and the monitor model on counters under the pool: an LI error the monitor catches "
+        "(its held-out recall all on the pool, lower bound at confidence) and has capacity to mitigate is not charged, "
+        "so the solver may call more VMs insensitive (optimize.solver)"))
     serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
                     "with its pool cap; all local where it buys no pool; the solver's combined rule where simulate "
@@ -310,8 +315,9 @@ class QosParams(Section):
 
     section = "qos"
     threshold: float = Field(0.5, gt=0, le=1, description=(
-        "a VM on the pool is flagged when its own first-hour counters give a probability of exceeding the PDM of at "
-        "least this (the service's POND_QOS_THRESHOLD default, /v1/qos)"))
+        "where there is no monitor model or the data do not say how counters change on a pool: a VM on the pool is "
+        "flagged when the LI model gives its own first-hour counters a probability of exceeding the PDM of at least "
+        "this (the service's POND_QOS_THRESHOLD default, /v1/qos); the monitor model flags at its own threshold"))
     max_mitigated_share: float = Field(0.01, ge=0, le=1, description=(
         "mitigations per day, share of the day's VMs (Pond: up to 1%); a flagged VM past it stays as placed"))
     alpha_neighbors: int = Field(5, ge=1, description=(

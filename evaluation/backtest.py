@@ -31,9 +31,10 @@ from pond.features.partitioned import partitioned_snapshots
 from pond.features.shuffle import scratch_folder
 from pond.models.bundle import BundlePaths
 from pond.models.inference import Models, score
+from pond.models.monitor_runtime import MonitorModel
 from pond.models.names import at_ratio
 from pond.models.policy import Policy, read_policy
-from pond.optimize.monitor import monitor_scores
+from pond.optimize.monitor import monitor_flags
 from pond.optimize.solver import error_rate, regret
 from pond.optimize.tonight import li_candidates, li_model, recent_li_shares, solve
 from pond.telemetry.contract import WORKLOADS, event_columns
@@ -74,7 +75,7 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
     offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]
     night = pd.read_parquet(decisions)
     pool, mis = realized_grid(night, thresholds, offsets, q)
-    left = unmitigated_grid(night, thresholds, offsets, q, qos.threshold, qos.max_mitigated_share)
+    left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share)
     i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
     j = 1 + targets.index(policy.um.target_op) if policy.um.enabled else 0
     out = regret(pool, left, policy.misprediction_budget, (i, j))
@@ -85,34 +86,44 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
-                 policy: Policy, raw_dir: Location | None = None) -> None:
+                 policy: Policy, raw_dir: Location | None = None, monitor: MonitorModel | None = None) -> None:
     """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
     next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
     `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
     done = pd.read_parquet(night / "evaluation" / "decisions.parquet",
-                           columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed"])
+                           columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed", "seen_slowed"])
     cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
         path = night / f"{at_ratio('policy', ratio)}.json"
         if np.isclose(ratio, policy.latency_ratio):
             path.write_text(BundlePaths.of(night).policy.read_text())
             cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
-            cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (evaluation.qos)
+            cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (optimize.monitor.monitor_flags)
+            cols[at_ratio("seen_slowed", ratio)] = done.seen_slowed
             continue
         at = p.with_as_of(p.base.as_of, ratio)
-        solve(at, li_dir, night / "um", night / "features", raw_dir).write(
+        solve(at, li_dir, night / "um", night / "features", raw_dir, monitor_model=monitor).write(
             path, night / f"{at_ratio('optimize', ratio)}.json", night / "plots" / f"{at_ratio('frontier', ratio)}.csv",
             night / "plots" / f"{at_ratio('frontier', ratio)}.png", at.optimize.tp)
         models = Models.from_policy(read_policy(path), li_dir, night / "um")
         s = score(models, vms, history)
         cols[at_ratio("p_insensitive", ratio)] = s.p_insensitive
-        cols[at_ratio("p_exceed", ratio)] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
-                                        else np.full(len(vms), np.nan))
+        cols |= _flag_columns(vms, raw_dir, ratio, models, p, monitor)
     pd.DataFrame(cols).to_parquet(night / "scores.parquet", index=False)
 
 
+def _flag_columns(vms: pd.DataFrame, raw_dir: Location | None, ratio: float, models: Models, p: Params,
+                  monitor: MonitorModel | None) -> dict[str, np.ndarray]:
+    """The QoS monitor's score and flag of each VM at ``ratio`` (``optimize.monitor.monitor_flags``); none without raw data."""
+    if raw_dir is None:
+        return {at_ratio("p_exceed", ratio): np.full(len(vms), np.nan),
+                at_ratio("seen_slowed", ratio): np.zeros(len(vms), bool)}
+    f = monitor_flags(vms, raw_dir, ratio, models, p.qos, monitor)
+    return {at_ratio("p_exceed", ratio): f.p_exceed, at_ratio("seen_slowed", ratio): f.seen_slowed}
+
+
 def scores_before(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
-                  raw_dir: Location | None = None) -> None:
+                  raw_dir: Location | None = None, monitor: MonitorModel | None = None) -> None:
     """The VMs running when the first night's next day begins, created before it, scored by that night's models at
     every ``simulate.latency_ratios`` (``scores_before.parquet``, the columns of ``scores.parquet``): a service
     that has run for months decided them too, so `simulate` decides them with the first night's policy rather
@@ -124,8 +135,7 @@ def scores_before(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histo
         s = score(models, vms, history)
         cols |= {"has_history": s.has_history, "um_raw": s.um_raw}     # the night's UM model, whatever the ratio
         cols[at_ratio("p_insensitive", ratio)] = s.p_insensitive
-        cols[at_ratio("p_exceed", ratio)] = (monitor_scores(models, vms, raw_dir) if raw_dir is not None
-                                             else np.full(len(vms), np.nan))
+        cols |= _flag_columns(vms, raw_dir, ratio, models, p, monitor)
     pd.DataFrame(cols).to_parquet(night / "scores_before.parquet", index=False)
 
 

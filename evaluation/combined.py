@@ -124,11 +124,11 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
 
 
 def realize(vms: pd.DataFrame, decisions: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
-            measured: pd.DataFrame | None, p_exceed: np.ndarray, qos: QosParams, created: np.ndarray | None = None,
+            measured: pd.DataFrame | None, seen_slowed: np.ndarray, qos: QosParams, created: np.ndarray | None = None,
             day: np.ndarray | None = None) -> pd.DataFrame:
     """One policy's decisions judged per VM (``outcomes``) and watched by the QoS monitor (``evaluation.qos``):
-    how `evaluate`, the promotion gate and `simulate` realize a policy. ``created``: the order the monitor's
+    how `evaluate`, the promotion gate and `simulate` realize a policy. ``seen_slowed``: the monitor's flag of each
+    VM as an insensitive call (``optimize.monitor.monitor_flags``); ``created``: the order the monitor's
     flags come in (default: ``vms.created_at``); ``day``: whose capacity each VM draws on (default: one day)."""
     created = vms["created_at"].to_numpy() if created is None else created
-    return watch(outcomes(vms, decisions, table, pdm, measured), p_exceed, created, qos.threshold,
-                 qos.max_mitigated_share, day)
+    return watch(outcomes(vms, decisions, table, pdm, measured), seen_slowed, created, qos.max_mitigated_share, day)

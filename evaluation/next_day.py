@@ -25,9 +25,10 @@ from pond.features.build import lab_features
 from pond.models.bundle import BundlePaths
 from pond.models.decision import PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.inference import Models, Scores, score
+from pond.models.monitor_runtime import MonitorModel
 from pond.models.names import static_policy_name
 from pond.models.policy import Policy, read_policy
-from pond.optimize.monitor import monitor_scores, own_rows
+from pond.optimize.monitor import POOL_COUNTERS, monitor_flags, own_rows
 from pond.telemetry.io import read_tables
 from pond.telemetry.storage import Location
 
@@ -44,8 +45,10 @@ class Judged:
 
 
 def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir: Location,
-          qos: QosParams) -> Judged:
-    """Every policy of the night on the next day's ``vms`` (``s``: their scores)."""
+          qos: QosParams, monitor: MonitorModel | None = None) -> Judged:
+    """Every policy of the night on the next day's ``vms`` (``s``: their scores); ``monitor``: the QoS monitor's
+    model, which flags the insensitive calls from their counters under the pool where the data allow
+    (``optimize.monitor.monitor_flags``)."""
     day = next_day(policy.as_of)
     has_history, p, raw = s.has_history, s.p_insensitive, s.um_raw
     table, source = truth_table(raw_dir, policy.latency_ratio)
@@ -54,7 +57,7 @@ def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir:
         source += "+vm_slowdowns"      # a measured VM without other truth is judged by its own slowdown
     rate = policy.li.error_rate
     own = own_rows(vms, raw_dir)
-    p_exceed = monitor_scores(models, vms, raw_dir, own)
+    flags = monitor_flags(vms, raw_dir, policy.latency_ratio, models, qos, monitor, own)
     workload = vms["workload_id"] if "workload_id" in vms.columns else pd.Series(np.nan, index=vms.index, dtype=object)
     created = vms["created_at"].to_numpy()
     variants = {
@@ -63,19 +66,21 @@ def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir:
     }
     lowest = min((k.li_threshold for k, _ in variants.values() if k.li_threshold is not None), default=np.inf)
     with np.errstate(invalid="ignore"):     # SLA-alpha restores only insensitive calls: a flagged VM some policy calls
-        callable_flagged = (p_exceed >= qos.threshold) & has_history & (p >= lowest)
+        callable_flagged = flags.seen_slowed & has_history & (p >= lowest)
     keep = alpha_keep(own, callable_flagged, raw_dir, policy, qos.alpha_neighbors)
     metrics: dict[str, Any] = {"day": day.isoformat(), "budget": policy.misprediction_budget,
-                               "history_share": float(has_history.mean()), "truth_source": source}
+                               "history_share": float(has_history.mean()), "truth_source": source,
+                               "monitor": flags.source}
     served = pd.DataFrame()
     for name, (knobs, um_raw) in variants.items():
         d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-        out = sla_alpha(realize(vms, d, table, policy.pdm, measured, p_exceed, qos), keep, table, workload,
+        out = sla_alpha(realize(vms, d, table, policy.pdm, measured, flags.seen_slowed, qos), keep, table, workload,
                         policy.pdm)
         metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
         if name == "served":
             served = out.assign(p_insensitive=p, has_history=has_history, um_raw=raw,
-                                untouched_pred=d["untouched_fraction"], p_exceed=p_exceed, created_at=created)
+                                untouched_pred=d["untouched_fraction"], p_exceed=flags.p_exceed,
+                                seen_slowed=flags.seen_slowed, created_at=created)
     for name in ("combined", "served"):     # the budget bounds what the monitor leaves slowed (Pond §6.4.3)
         metrics[name]["within_budget"] = metrics[name]["mispredictions_unmitigated"] <= metrics["budget"]
         metrics[name]["within_budget_raw"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
@@ -98,7 +103,8 @@ def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir:
 
 def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams | None = None
               ) -> dict[str, Any]:
-    """A registered bundle's served policy, realized on ``vms`` as ``judge`` realizes it, its QoS monitor too."""
+    """A registered bundle's served policy, realized on ``vms`` as ``judge`` realizes it, its QoS monitor (the
+    bundle's own model) too."""
     qos = qos or QosParams()
     paths = BundlePaths.of(bundle_dir)
     policy = read_policy(paths.policy)
@@ -107,17 +113,19 @@ def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosPa
     d = decide(vms["memory_gb"].to_numpy(float), s.has_history, s.p_insensitive, s.um_raw,
                policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy.latency_ratio)
-    out = realize(vms, d, table, policy.pdm, measured_truth(raw_dir, policy.latency_ratio, vms),
-                  monitor_scores(models, vms, raw_dir), qos)
+    flags = monitor_flags(vms, raw_dir, policy.latency_ratio, models, qos, MonitorModel.load(paths.monitor_dir))
+    out = realize(vms, d, table, policy.pdm, measured_truth(raw_dir, policy.latency_ratio, vms), flags.seen_slowed, qos)
     rate = policy.li.error_rate
     return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 
 
 def report_lines(metrics: dict[str, Any], qos: QosParams) -> list[str]:
     """What the stage prints: the policy served, then one line per policy."""
+    how = ("the monitor model on their counters under the pool" if metrics.get("monitor") == POOL_COUNTERS else
+           f"the LI model on their first-hour counters, at P(exceed) >= {qos.threshold:g}")
     lines = [f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row "
-             f"'served'; the QoS monitor mitigates up to {qos.max_mitigated_share:.0%} of the VMs (flag at P(exceed) >= "
-             f"{qos.threshold:g})"]
+             f"'served'; the QoS monitor mitigates up to {qos.max_mitigated_share:.0%} of the VMs, flagging insensitive "
+             f"calls by {how}"]
     for r in metric_rows(metrics).itertuples():
         lines.append(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted "
                      f"{100 * r.mispredictions_conservative:5.2f}% (severe {100 * r.mispredictions_severe:5.2f}%), "

@@ -3,11 +3,10 @@ its pool memory back as local, up to a share of the day's VMs.
 
 What the monitor sees, and when:
 
-- **An insensitive call** (pool-only, or a capped zNUMA of one): after the VM's first QoS window, its own
-  first-hour counters (``vm_counters``), scored by the LI model the policy served, as ``/v1/qos`` scores them
-  (``optimize.monitor``):
-  flagged when P(exceed the PDM) = 1 - P(insensitive) is at least ``qos.threshold``. A VM without counters is not
-  seen. The flag can be wrong both ways: a missed false positive stays slowed; a false alarm costs DRAM.
+- **An insensitive call** (pool-only, or a capped zNUMA of one): after the VM's first QoS window, flagged from its
+  counters as ``optimize.monitor.monitor_flags`` says: the monitor model on its counters under the pool where the data allow,
+  else the LI model on its own first-hour counters. A VM without counters is not seen. The flag can be wrong both
+  ways: a missed false positive stays slowed; a false alarm costs DRAM.
 - **A zNUMA** is caught as Pond catches it: by the VM touching its zNUMA node, which the hypervisor's access bits
   show. An overpredicted zNUMA (it touched more than its local node: ``outcomes``' ``overpredicted``) is flagged;
   one that never touches the pool is never flagged. The data say how much a VM touched, not when, so the touch is
@@ -25,19 +24,18 @@ import numpy as np
 import pandas as pd
 
 
-def watch(out: pd.DataFrame, p_exceed: np.ndarray, created: np.ndarray, threshold: float,
-          max_share: float, day: np.ndarray | None = None) -> pd.DataFrame:
+def watch(out: pd.DataFrame, seen_slowed: np.ndarray, created: np.ndarray, max_share: float,
+          day: np.ndarray | None = None) -> pd.DataFrame:
     """``out`` (``evaluation.combined.outcomes``) with what the monitor did per VM: ``flagged``, ``mitigated``,
     ``mitigated_gb`` (pool memory given back as local), ``false_alarm`` (an insensitive call mitigated whose
     workload is known to stay within the PDM) and ``unmitigated`` (mispredicted and not mitigated).
-    ``p_exceed``: per VM, from its own counters (NaN: none); ``created``: creation times, the order of flags;
+    ``seen_slowed``: per VM, whether the monitor flags it as an insensitive call (``optimize.monitor.monitor_flags``);
+    ``created``: creation times, the order of flags;
     ``day``: per VM, the day whose capacity it draws on (default: one day, all of ``out``)."""
     pooled = out["pool_gb"].to_numpy(float) > 0
     called = out["li_called"].to_numpy(bool) & pooled
     touched_pool = pooled & ~called & out["overpredicted"].to_numpy(bool)
-    with np.errstate(invalid="ignore"):
-        seen_slowed = np.asarray(p_exceed, float) >= threshold        # NaN: not seen
-    flagged = (called & seen_slowed) | touched_pool
+    flagged = (called & np.asarray(seen_slowed, bool)) | touched_pool
     day = np.zeros(len(out), np.int64) if day is None else pd.factorize(np.asarray(day), sort=True)[0]
     capacity = np.floor(max_share * np.bincount(day, minlength=day.max(initial=-1) + 1)[day] + 1e-9)
     order = np.lexsort((np.asarray(created), day))          # by day, then in order of creation
@@ -68,4 +66,8 @@ def summarize(watched: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str,
         "false_alarm_gb_share": float(watched.loc[watched["false_alarm"], "mitigated_gb"].sum() / gb) if gb else 0.0,
         "missed_by_monitor": float((mispredicted & ~watched["flagged"]).sum() / n),
         "over_monitor_capacity": float((mispredicted & watched["flagged"] & ~watched["mitigated"]).sum() / n),
+        # of the insensitive calls slowed past the PDM (false positives with truth), the share the monitor flags
+        "monitor_recall": (float((watched["false_positive"] & watched["flagged"]).sum() / fps)
+                           if (fps := int(watched["false_positive"].sum())) else None),
+        "false_positives_with_truth": fps,
     }

@@ -37,6 +37,8 @@ HOW = {
     "vm_slowdowns": "optional: slowdowns measured on fleet VMs (A/B tests), evidence for the LI error rate",
     "spill_counters": "optional: the lab's PMU counts of its runs with memory on the pool (perf stat; `pond import "
                       "--perf-dir` with latency_ratio and spilled_pct in --perf-meta), the QoS monitor's model's input",
+    "vm_pool_counters": "optional: PMU counts of fleet VMs counted while memory was on a pool (the hypervisor's; "
+                        "`pond import --perf-dir --perf-vm-meta`), what the replay's QoS monitor scores",
 }
 
 

@@ -66,10 +66,10 @@ def _znuma(night: pd.DataFrame, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray, error_rate: np.ndarray,
-                     qos_threshold: float, max_share: float, chunk: int = 16) -> np.ndarray:
+                     max_share: float, chunk: int = 16) -> np.ndarray:
     """Per pair, the share of the night's VMs mispredicted and left slowed by the QoS monitor, as
     ``evaluation.qos.watch`` leaves them on one day: an insensitive call flagged by its own counters
-    (``p_exceed`` >= ``qos_threshold``) or a zNUMA that touches its node is mitigated, in order of creation
+    (``seen_slowed``, ``optimize.monitor.monitor_flags``) or a zNUMA that touches its node is mitigated, in order of creation
     (``created_at``; row order without it), up to ``floor(max_share x VMs)``; a pool-only VM without truth
     that is not mitigated counts the lab's ``error_rate``. ``chunk``: thresholds at a time (a chunk x VMs mask)."""
     order = np.argsort(night["created_at"].to_numpy(), kind="stable") if "created_at" in night.columns \
@@ -78,8 +78,7 @@ def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.nd
     n = max(len(night), 1)
     p = night["p_insensitive"].to_numpy(float)
     sens = night["sensitive"].to_numpy(float)
-    with np.errstate(invalid="ignore"):
-        slowed = night["p_exceed"].to_numpy(float) >= qos_threshold
+    slowed = night["seen_slowed"].to_numpy(bool)
     eligible = night["has_history"].to_numpy(bool) & ~np.isnan(p)
     _, op = _znuma(night, offsets)
     op = op.astype(bool)

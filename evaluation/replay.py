@@ -97,7 +97,7 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
     local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
                  "pool_gb": np.zeros(len(vms)), "znuma_gb": np.zeros(len(vms)), "untouched_fraction": np.zeros(len(vms)),
-                 "li_called": np.zeros(len(vms), bool), "p_exceed": np.full(len(vms), np.nan)}
+                 "li_called": np.zeros(len(vms), bool), "seen_slowed": np.zeros(len(vms), bool)}
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     rates: dict[float, list[float]] = {r: [] for r in ratios}
 
@@ -114,8 +114,8 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
                              s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
-                if at_ratio("p_exceed", ratio) in s.columns:     # the QoS monitor's score (backtest's nights write it)
-                    d["p_exceed"][idx] = s[at_ratio("p_exceed", ratio)].to_numpy()
+                if at_ratio("seen_slowed", ratio) in s.columns:   # the QoS monitor's flag (backtest's nights write it)
+                    d["seen_slowed"][idx] = s[at_ratio("seen_slowed", ratio)].to_numpy(bool)
         hit = np.zeros(len(vms), bool)
         hit[idx] = True
         return hit
@@ -145,7 +145,7 @@ def _shared_labels(decision: np.ndarray) -> np.ndarray:
 def static_decisions(mem: np.ndarray, decided: np.ndarray, fraction: float) -> dict[str, np.ndarray]:
     u = np.where(decided, fraction, 0.0)
     d = decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), u, PolicyKnobs(None, 0.0))
-    return d | {"decision": _shared_labels(d["decision"]), "p_exceed": np.full(len(mem), np.nan)}
+    return d | {"decision": _shared_labels(d["decision"]), "seen_slowed": np.zeros(len(mem), bool)}
 
 
 def row_name(policy: str, ratio: float | None) -> str:
@@ -344,7 +344,7 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
             if r is None or r == ratio:
                 name = row_name(policy, r)
                 w = realize(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio],
-                            d["p_exceed"][decided], q, created, created // 86400)
+                            d["seen_slowed"][decided], q, created, created // 86400)
                 mitigated[(name, ratio)] = w["mitigated"].to_numpy()
                 rate = rates.get(ratio, 0.0)
                 sums = summarize(w[counted], rate) | monitor_summary(w[counted], rate)

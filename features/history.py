@@ -90,10 +90,9 @@ def workload_history(vms: pd.DataFrame, counters: pd.DataFrame | str | Location,
     return pd.concat([summed[[*KEY, "n_vms"]], feats], axis=1)
 
 
-def own_features(vm_ids: pd.Series, counters: pd.DataFrame | str | Location) -> pd.DataFrame:
-    """Each VM's own first-hour counters as the LI model's features (``pmu_features``), indexed by ``vm_id``: what
-    the QoS monitor (``/v1/qos``) sees of a VM once its first window has run. VMs without counters are absent; a
-    VM with several rows (an export that split its window) has them summed, as a history sums its VMs'."""
+def own_counts(vm_ids: pd.Series, counters: pd.DataFrame | str | Location) -> pd.DataFrame:
+    """Each VM's own first-hour counts, indexed by ``vm_id`` (sorted). VMs without counters are absent; a VM with
+    several rows (an export that split its window) has them summed, as a history sums its VMs'."""
     con = connect()
     try:
         con.register("wanted", pd.DataFrame({"vm_id": pd.Series(vm_ids, dtype=object).astype(str).unique()}))
@@ -102,5 +101,12 @@ def own_features(vm_ids: pd.Series, counters: pd.DataFrame | str | Location) -> 
     finally:
         con.close()
     events = [c for c in own.columns if c != "vm_id"]
-    own = own.assign(vm_id=own["vm_id"].astype(str)).groupby("vm_id", sort=True)[events].sum(min_count=1)
-    return pmu_features(own.reset_index(drop=True), events, table="vm_counters").set_index(own.index.to_numpy())
+    return own.assign(vm_id=own["vm_id"].astype(str)).groupby("vm_id", sort=True)[events].sum(min_count=1)
+
+
+def own_features(vm_ids: pd.Series, counters: pd.DataFrame | str | Location) -> pd.DataFrame:
+    """Each VM's own first-hour counters (``own_counts``) as the LI model's features (``pmu_features``), indexed by
+    ``vm_id``: what the QoS monitor (``/v1/qos``) sees of a VM once its first window has run."""
+    own = own_counts(vm_ids, counters)
+    return pmu_features(own.reset_index(drop=True), list(own.columns), table="vm_counters").set_index(
+        own.index.to_numpy())

@@ -4,7 +4,7 @@ the flag threshold of each latency ratio it was judged at (``train_monitor``'s m
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ class MonitorModel:
     thresholds: dict[float, float]     # latency ratio -> flag at P(exceeds the PDM) >= this
     pdm: float
     sha256: str
+    full_pool: dict[float, dict[str, int]] = field(default_factory=dict)   # held-out flags, all on the pool
 
     @classmethod
     def load(cls, directory: Path | None) -> "MonitorModel | None":
@@ -42,12 +43,18 @@ class MonitorModel:
         return cls(session=load_verified(Path(directory) / entry["file"], entry["sha256"]),
                    features=list(entry["features"]), classes=[int(c) for c in entry["classes"]],
                    thresholds={float(k): float(v) for k, v in entry["thresholds"].items()},
-                   pdm=float(entry["pdm"]), sha256=entry["sha256"])
+                   pdm=float(entry["pdm"]), sha256=entry["sha256"],
+                   full_pool={float(k): {n: int(c) for n, c in v.items()}
+                              for k, v in entry.get("full_pool", {}).items()})
 
     def threshold(self, latency_ratio: float) -> float:
         """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at)."""
-        nearest = min(self.thresholds, key=lambda r: (abs(r - latency_ratio), r))
-        return self.thresholds[nearest]
+        return self.thresholds[_nearest(self.thresholds, latency_ratio)]
+
+    def full_pool_counts(self, latency_ratio: float) -> dict[str, int] | None:
+        """The held-out flags of the lab's runs all on the pool at the judged ratio nearest ``latency_ratio``
+        (``monitor_train.full_pool_counts``); None for a model trained before they were kept."""
+        return self.full_pool[_nearest(self.full_pool, latency_ratio)] if self.full_pool else None
 
     def p_exceeds(self, counts: pd.DataFrame, events: list[str], pool_share: np.ndarray,
                   latency_ratio: np.ndarray) -> np.ndarray:
@@ -56,3 +63,7 @@ class MonitorModel:
         X = f.reindex(columns=self.features).to_numpy(np.float32)
         # class 1 is "exceeds the PDM" here; the helper reads the probability of class 1
         return onnx_p_insensitive(self.session, X, self.classes)
+
+
+def _nearest(by_ratio: dict[float, object], latency_ratio: float) -> float:
+    return min(by_ratio, key=lambda r: (abs(r - latency_ratio), r))

@@ -165,6 +165,19 @@ def figures(lab: Lab, scores: dict[str, np.ndarray], flags: dict[str, np.ndarray
     return m, pd.concat(curves, ignore_index=True)
 
 
+def full_pool_counts(lab: Lab, flagged: np.ndarray, ratios: tuple[float, ...]) -> dict[str, dict[str, int]]:
+    """Per ratio, the held-out flags of the runs with the whole footprint on the pool: (runs past the PDM flagged,
+    runs past it, runs within it flagged, runs within it). An insensitive call is all on the pool, so this is the
+    monitor's recall where the solver counts its flags as evidence (``optimize.monitor``)."""
+    out = {}
+    for r in ratios:
+        at = np.isclose(lab.ratio, r) & (lab.spilled >= 100.0)
+        y, f = lab.exceeds[at], flagged[at].astype(bool)
+        out[f"{r:g}"] = {"caught": int((f & (y == 1)).sum()), "exceeding": int((y == 1).sum()),
+                         "alarms": int((f & (y == 0)).sum()), "within": int((y == 0).sum())}
+    return out
+
+
 def _share(x: np.ndarray) -> float | None:
     return round(float(np.mean(x)), 4) if len(x) else None
 
@@ -198,7 +211,7 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
     entry = {"method": "random_forest", "file": "monitor.onnx", "sha256": sha256(onnx_bytes), "features": names,
              "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
              "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
-             "runs": int(len(lab.exceeds)),
+             "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, flags["monitor"], p.latency_ratios),
              "onnx_parity_max_abs_diff": parity,
              "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
     metrics["onnx_parity_max_abs_diff"] = parity

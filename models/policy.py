@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -87,6 +87,7 @@ class FleetMonitor(_Strict):
     """What the QoS monitor flagged among the recent VMs (``optimize.tonight.monitor_evidence``)."""
 
     vms_watched: Annotated[int, Field(ge=0)]
+    monitor: Literal["pool_counters", "vm_pool_counters", "first_hour"] = "first_hour"   # what it sees (optimize.monitor)
     vms_flagged: Annotated[int, Field(ge=0)] = 0
     vms_window_not_ended: Annotated[int, Field(ge=0)] = 0
     vms_without_counters: Annotated[int, Field(ge=0)] = 0
@@ -95,6 +96,7 @@ class FleetMonitor(_Strict):
     lab_false_alarm_rate: Share | None = None
     flag_rate: Share | None = None     # tonight's error rate the flags predict at the chosen LI threshold
     mitigation_spare: Share | None = None   # the monitor's capacity left for zNUMA overpredictions (solver)
+    li_errors_caught: Share | None = None   # the share of the chosen LI calls' errors the solver takes as mitigated
 
 
 class Policy(_Strict):

@@ -1,36 +1,52 @@
-"""The QoS monitor's flags as the fleet's evidence on LI errors (Pond §4.4).
+"""The QoS monitor (Pond §4.4): what it flags of a VM called insensitive once its first window has run on the
+pool, and its flags as the fleet's evidence on LI errors.
 
-The lab runs each workload once and cannot say how often the fleet's VMs called insensitive err: on the
-built-in fleet they erred 3-8 times as often as the lab's workloads (docs/results.md, "The QoS monitor's
-flags as evidence"). The monitor scores every VM after its first window from its own counters, which the
-contract holds for every VM whatever its placement, so on the nights before ``base.as_of`` it says, without
-any truth, how many of the VMs the LI model would have called it sees slowed.
+What the monitor sees (``monitor_flags``), the better of two the data allow:
 
-What the flags miss, and what this does about it:
+- **Counters under the allocation** (``pool_counters``): where the data set says how its workloads' counters respond
+  to a pool (the built-in fleet's ``contract.POOL_FILE``) and a monitor model is trained (``train_monitor``), each
+  VM's own first-hour counts are shown as they read with its memory on the pool at the ratio
+  (``telemetry.fleet.pool_counters.on_pool``: its own cycles and counter noise, the pool's mechanisms), and the
+  monitor model scores them with the allocation, flagged at its own threshold for the ratio. The scorer judges an
+  insensitive call as if all its memory were on the pool (``evaluation.combined``), so the monitor is shown that
+  allocation too, whatever the policy's pool cap: the flag depends on neither the LI threshold nor the UM target.
+- **Counters the hypervisor recorded on a pool** (``vm_pool_counters``, a provider's data set with that optional
+  table): the VMs it has rows for are scored by the monitor model on those counts, at the allocation they had
+  (``recorded_scores``); the others as below.
+- **First-hour counters** (``first_hour``, any other data set): the VM's own local counters, scored by the LI model
+  the policy served (``monitor_scores``), flagged at ``qos.threshold``: a monitor that can only agree with the model
+  that called the VM (on the built-in fleet its flags were 0.6-0.8 of the true errors among called VMs).
 
-- **Misses.** A VM the monitor does not flag may still be slowed. The lab measures the monitor's recall among
-  its sensitive workloads (out of fold, the same model), and the flag rate is divided by it.
-- **Misses the lab cannot see.** Among the VMs the LI model calls, a VM's own counters resemble its history's,
-  so the monitor misses more there than in the lab (on the built-in fleet the flags are 0.6-0.8 of the true
-  errors among called VMs; the lab's recall is about 0.99). Dividing by the lab's recall therefore still
-  understates, and the flags only ever make the solver more cautious (``optimize.solver.more_cautious``): they
-  raise the charged rate where the fleet errs more than the lab, never lower it.
-- **False alarms** are counted as errors: cautious again, and the lab's false-alarm rate is reported beside.
+Neither reads slowdown truth: the counters come from the workload's mechanisms and the VM's own counts.
 
-The monitor's score itself is here too (``own_rows``, ``monitor_scores``: ``/v1/qos``'s, on a VM's own
-first-hour counters), which the replay (``evaluation.qos``) decides with.
+As evidence (``optimize.tonight.monitor_evidence``): the lab runs each workload once and cannot say how often the
+fleet's VMs called insensitive err. The monitor flags every VM after its first window, so on the nights before
+``base.as_of`` it says, without any truth, how many of the VMs the LI model would have called it sees slowed.
+
+- **Misses.** A VM the monitor does not flag may still be slowed: the flag rate is divided by the monitor's recall,
+  measured on lab workloads it never saw (the monitor model's, with the whole footprint on the pool; the LI model's
+  out-of-fold curves for the first-hour monitor).
+- **False alarms** are counted as errors: cautious, and the lab's false-alarm rate is reported beside. The flags only
+  ever make the solver more cautious (``optimize.solver.more_cautious``): they raise the charged rate where the
+  fleet errs more than the lab, never lower it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from pond.features.history import own_features
+from pond.core.params import QosParams
+from pond.features.history import own_counts, own_features
 from pond.models.inference import Models
+from pond.models.monitor_runtime import MonitorModel
 from pond.optimize.solver import NextNight, error_rate
-from pond.telemetry.io import counters_source
-from pond.telemetry.storage import Location
+from pond.telemetry.contract import POOL_FILE, VM_POOL_COUNTERS, event_columns
+from pond.telemetry.fleet.pool_counters import on_pool
+from pond.telemetry.io import counters_source, read_optional, read_raw
+from pond.telemetry.storage import Location, location
 
 
 def own_rows(vms: pd.DataFrame, raw_dir: Location) -> pd.DataFrame:
@@ -75,3 +91,100 @@ def over_recall(flags: NextNight, monitor_recall: float) -> NextNight:
     flags (``evidence.tonight`` of the flags), divided by its recall."""
     scale = 1.0 / max(monitor_recall, 1e-9)
     return NextNight(flags.center * scale, flags.scale * scale, flags.df)
+
+
+POOL_COUNTERS, RECORDED, FIRST_HOUR = "pool_counters", "vm_pool_counters", "first_hour"
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Per VM: P(exceeds the PDM) as the monitor scores it (NaN: not seen), whether it flags the VM, and which
+    monitor it is (``POOL_COUNTERS``, ``RECORDED`` or ``FIRST_HOUR``)."""
+
+    p_exceed: np.ndarray
+    seen_slowed: np.ndarray
+    source: str
+
+
+def read_mechanisms(raw_dir: Location) -> pd.DataFrame | None:
+    """The workloads' response to a pool, by ``workload_id``; None where the data set has none."""
+    path = location(raw_dir) / POOL_FILE
+    if not path.exists():
+        return None
+    m = read_raw(path, "population_pool")
+    return m.assign(workload_id=m.workload_id.astype(str)).drop_duplicates("workload_id").set_index("workload_id")
+
+
+def monitor_flags(vms: pd.DataFrame, raw_dir: Location, ratio: float, models: Models, qos: QosParams,
+                  monitor: MonitorModel | None, own: pd.DataFrame | None = None) -> Flags:
+    """The monitor's flag of each VM of ``vms`` were it an insensitive call on the pool at ``ratio`` (module doc).
+    ``own``: ``own_rows`` of ``vms``, where the caller has them (the first-hour monitor's input)."""
+    p = pool_scores(vms, raw_dir, ratio, monitor)
+    if p is not None:
+        assert monitor is not None
+        with np.errstate(invalid="ignore"):
+            return Flags(p, p >= monitor.threshold(ratio), POOL_COUNTERS)
+    first = monitor_scores(models, vms, raw_dir, own)
+    with np.errstate(invalid="ignore"):
+        flags = first >= qos.threshold
+    recorded = recorded_scores(vms, raw_dir, ratio, monitor)
+    if recorded is None:
+        return Flags(first, flags, FIRST_HOUR)
+    assert monitor is not None
+    on = ~np.isnan(recorded)
+    with np.errstate(invalid="ignore"):
+        return Flags(np.where(on, recorded, first), np.where(on, recorded >= monitor.threshold(ratio), flags),
+                     RECORDED)
+
+
+def recorded_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: MonitorModel | None,
+                    until: pd.Timestamp | None = None) -> np.ndarray | None:
+    """P(exceeds the PDM) of each VM by the monitor model, on the counts the hypervisor recorded while it ran with
+    memory on a pool at ``ratio`` (``vm_pool_counters``: its windows summed, at their mean pool share; only rows
+    measured after the VM's creation and, with ``until``, by then). NaN for a VM without such rows; None where
+    there is no monitor model or no such table. The allocation is the one the VM had, not the one a replayed policy
+    gives it: a VM slowed on part of the pool would be slowed on all of it, one within the PDM may not be."""
+    rows = read_optional(raw_dir, "vm_pool_counters") if monitor is not None else None
+    if rows is None or monitor is None:
+        return None
+    created = vms.set_index(vms["vm_id"].astype(str))["created_at"]
+    rows = rows.assign(vm_id=rows["vm_id"].astype(str))
+    at = created.reindex(rows["vm_id"]).set_axis(rows.index)            # NaT: a VM not in ``vms``
+    keep = np.isclose(rows["latency_ratio"].to_numpy(float), ratio) & (rows["measured_at"] > at).to_numpy(bool)
+    if until is not None:
+        keep &= (rows["measured_at"] <= until).to_numpy()
+    rows = rows[keep]
+    p = np.full(len(vms), np.nan)
+    if rows.empty:
+        return p
+    events = event_columns(rows, VM_POOL_COUNTERS)
+    per_vm = rows.groupby("vm_id", sort=True)
+    counts, pool_gb = per_vm[events].sum(min_count=1), per_vm["pool_gb"].mean()
+    ids = vms["vm_id"].astype(str).to_numpy()
+    has = pd.Index(counts.index).get_indexer(ids)
+    seen = has >= 0
+    share = np.clip(pool_gb.to_numpy(float)[has[seen]] / vms["memory_gb"].to_numpy(float)[seen], 0.0, 1.0)
+    p[seen] = monitor.p_exceeds(counts.iloc[has[seen]].reset_index(drop=True), events, share,
+                                np.full(int(seen.sum()), ratio))
+    return p
+
+
+def pool_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: MonitorModel | None
+                ) -> np.ndarray | None:
+    """P(exceeds the PDM) of each VM by the monitor model, on its own counts as they read with all its memory on the
+    pool at ``ratio`` (NaN: no counters, or a workload the mechanisms do not know); None where there is no monitor
+    model, no ``vms.workload_id`` or no ``contract.POOL_FILE``."""
+    mech = read_mechanisms(raw_dir) if monitor is not None and "workload_id" in vms.columns else None
+    if mech is None or monitor is None:
+        return None
+    ids = vms["vm_id"].astype(str).to_numpy()
+    counts = own_counts(vms["vm_id"], counters_source(raw_dir)).reindex(ids)
+    workload = vms["workload_id"].astype("string").to_numpy(dtype=object, na_value="")
+    m = mech.reindex(workload).reset_index(drop=True)
+    seen = counts.notna().any(axis=1).to_numpy() & m[m.columns[0]].notna().to_numpy()
+    p = np.full(len(vms), np.nan)
+    if seen.any():
+        under = on_pool(counts[seen].reset_index(drop=True), m[seen].reset_index(drop=True), ratio, 100.0)
+        p[seen] = monitor.p_exceeds(under, list(under.columns), np.ones(int(seen.sum())),
+                                    np.full(int(seen.sum()), ratio))
+    return p

@@ -28,8 +28,15 @@ with ``spare(t)`` the capacity those flags leave:
 
     left(t, j) = LI_vm(t) * q(t) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
 
-An LI error the monitor catches is still charged in full: it misses most of them where the fleet errs
-most (docs/results.md), and no truth says how many.
+An LI error the monitor catches is charged in full unless ``optimize.credit_caught_calls`` (``caught``): then a
+share ``c(t)`` of the LI errors is taken as mitigated, the monitor model's recall on lab workloads it never saw, with
+the whole footprint on the pool (its lower bound at ``confidence``), times the share of the LI calls' flags its
+capacity can mitigate:
+
+    left(t, j) = LI_vm(t) * q(t) * (1 - c(t)) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
+
+The first monitor (the LI model on first-hour counters) misses most of the errors where the fleet errs most
+(docs/results.md), so it is never credited.
 """
 
 from __future__ import annotations
@@ -146,29 +153,35 @@ def more_cautious(a: NextNight | None, b: NextNight | None, level: float | None)
     return NextNight(*(np.where(pick, x, y) for x, y in ((a.center, b.center), (a.scale, b.scale), (a.df, b.df))))
 
 
-def _left(li_vm: np.ndarray, q: np.ndarray, op: np.ndarray, spare: np.ndarray | None) -> np.ndarray:
+def _left(li_vm: np.ndarray, q: np.ndarray, op: np.ndarray, spare: np.ndarray | None,
+          caught: np.ndarray | None = None) -> np.ndarray:
     """Mispredicted share per (LI candidate, ...) from the LI error rate ``q`` and OP (broadcast as given):
-    the zNUMA overpredictions beyond the monitor's ``spare`` capacity, and every LI error."""
+    the zNUMA overpredictions beyond the monitor's ``spare`` capacity, and the LI errors it does not mitigate (all of
+    them, unless ``caught``: the share it does)."""
     um = (1.0 - li_vm) * op
-    return li_vm * q + (um if spare is None else np.maximum(um - spare, 0.0))
+    li = li_vm * q if caught is None else li_vm * q * (1.0 - caught)
+    return li + (um if spare is None else np.maximum(um - spare, 0.0))
 
 
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
          um_nights: np.ndarray, op_nights: np.ndarray, level: float | None, samples: int, seed: int,
-         days: np.ndarray | None = None, li_next: NextNight | None = None, spare: np.ndarray | None = None) -> Grid:
+         days: np.ndarray | None = None, li_next: NextNight | None = None, spare: np.ndarray | None = None,
+         caught: np.ndarray | None = None) -> Grid:
     """Every candidate pair. ``um_nights``/``op_nights``: (UM candidates, nights); ``days``: each
     night's day relative to tonight (``next_night``). ``li_next``: per LI candidate, tonight's error rate
     predicted from the fleet's measured days (``optimize.evidence``); where given, each draw of the rate
     is the more cautious of it and the counts' posterior, as ``next_night`` keeps the more cautious OP.
     ``spare``: per LI candidate, the share of tonight's VMs the QoS monitor can still mitigate (module
-    doc); None: no monitor, every misprediction counts."""
+    doc); None: no monitor, every misprediction counts. ``caught``: per LI candidate, the share of its LI errors the
+    monitor mitigates (module doc); None: none."""
     li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
     um_nights = np.asarray(um_nights, float)
     op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
     q_mean = charged_rate(called, errors, li_next)
     spare_t = None if spare is None else np.asarray(spare, float)[:, None]
-    mean = _left(li_vm[:, None], q_mean[:, None], op.mean[None, :], spare_t)
+    caught_t = None if caught is None else np.asarray(caught, float)[:, None]
+    mean = _left(li_vm[:, None], q_mean[:, None], op.mean[None, :], spare_t, caught_t)
     if level is None:
         return Grid(pool, mean, mean)
     rng = np.random.default_rng(seed)
@@ -179,7 +192,7 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
     op_draws = op.draws(rng.random(samples))                                 # (J, S): tonight's OP per draw
     bound = np.empty_like(mean)
     for j in range(op_draws.shape[0]):   # a dozen UM candidates; each a (T, S) array
-        draws = _left(li_vm[:, None], q, op_draws[j][None, :], spare_t)
+        draws = _left(li_vm[:, None], q, op_draws[j][None, :], spare_t, caught_t)
         bound[:, j] = np.quantile(draws, level, axis=1)
     return Grid(pool, mean, bound)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import beta
 
 from pond.core.days import days_up_to, end_of, in_days_up_to
 from pond.core.errors import ConfigError, ModelError
@@ -22,14 +23,16 @@ from pond.core.plots import pyplot, save_figure
 from pond.features.history import KEY
 from pond.models.decision import served_name
 from pond.models.inference import join_history, load_verified
+from pond.models.monitor_runtime import MonitorModel
 from pond.models.names import li_model_name, served_of
 from pond.models.policy import Policy, write_policy
 from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from pond.optimize.monitor import lab_recall, over_recall, own_rows, recall
+from pond.optimize.monitor import (FIRST_HOUR, POOL_COUNTERS, RECORDED, lab_recall, over_recall, own_rows, pool_scores,
+                                   recall, recorded_scores)
 from pond.optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from pond.telemetry.atomic import write_json
-from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional
+from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional, table_columns
 from pond.telemetry.storage import Location
 
 BUDGETS_PCT = np.round(np.arange(0.0, 10.01, 0.25), 2)
@@ -92,13 +95,14 @@ class Recent:
 def recent_scores(params: Params, vm_features: Path, history: pd.DataFrame, sess: Any, model: dict) -> Recent:
     """``Recent`` read from ``vm_features``."""
     o, as_of = params.optimize, params.base.as_of
+    workload = ["workload_id"] if "workload_id" in table_columns(vm_features) else []   # the pool's mechanisms'
     vmf = read_days(vm_features, *days_up_to(as_of, o.recent_days),
-                    columns=["vm_id", *KEY, "created_at", "memory_gb", "has_history"])
+                    columns=["vm_id", *KEY, "created_at", "memory_gb", "has_history", *workload])
     recent = vmf[in_days_up_to(vmf.created_at, as_of, o.recent_days)]
     if recent.empty:
         raise ConfigError(f"no VMs were created in the {o.recent_days} days up to {as_of}: move base.as_of")
     p, known = li_scores(recent, history, sess, model)
-    return Recent(recent[["vm_id", "created_at", "memory_gb"]].reset_index(drop=True), p, known)
+    return Recent(recent[["vm_id", "created_at", "memory_gb", *workload]].reset_index(drop=True), p, known)
 
 
 def li_model(li_dir: Path, ratio: float, pdm: float) -> dict[str, Any]:
@@ -162,6 +166,7 @@ class MonitorEvidence:
     tonight: NextNight | None     # tonight's error rate among called VMs, from the flags; None: nothing watched
     flags: NextNight | None       # tonight's share of called VMs flagged (the capacity they spend); None: as above
     stats: dict[str, Any]         # what was watched, what was flagged, the monitor's lab error rates
+    recall_counts: tuple[int, int] | None = None   # the monitor model's held-out (caught, past the PDM), all on the pool
 
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
@@ -176,35 +181,64 @@ class MonitorEvidence:
                  else self.flags.mean if level is None else np.clip(self.flags.quantile(level), 0.0, 1.0))
         return np.maximum(cap - li_vm * flags, 0.0)
 
+    def caught(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
+        """Per LI candidate, the share of its LI errors the monitor mitigates (``optimize.solver``): the monitor
+        model's held-out recall with the whole footprint on the pool (its ``1 - confidence`` quantile under the
+        Jeffreys posterior), times the share of the LI calls' flags (their ``confidence`` quantile) within
+        ``qos.max_mitigated_share`` of a day's VMs. None unless ``credit_mitigation`` and ``credit_caught_calls`` are
+        on and the flags are the monitor model's (never the first-hour monitor's)."""
+        o = params.optimize
+        if not (o.credit_mitigation and o.credit_caught_calls) or self.recall_counts is None or self.flags is None:
+            return None
+        k, n = self.recall_counts
+        rho = recall(k, n) if o.confidence is None else float(
+            beta.ppf(1.0 - o.confidence, k + 0.5, n - k + 0.5))
+        cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
+        flags = li_vm * (self.flags.mean if o.confidence is None
+                         else np.clip(self.flags.quantile(o.confidence), 0.0, 1.0))
+        return rho * np.where(flags > cap, cap / np.maximum(flags, 1e-12), 1.0)
+
 
 def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,
-                     lab: pd.DataFrame) -> MonitorEvidence:
+                     lab: pd.DataFrame, monitor: MonitorModel | None = None) -> MonitorEvidence:
     """The QoS monitor's flags (``optimize.monitor``) on the recent VMs the model may call whose first window
-    ended by the end of ``base.as_of`` (``features.counter_delay_s`` after creation): their own counters scored
-    by tonight's LI model, flagged at ``qos.threshold``. Reads counters, never truth; a VM without counters is
-    not watched."""
+    ended by the end of ``base.as_of`` (``features.counter_delay_s`` after creation): their counters under the pool
+    scored by the monitor's model where the data allow, else their own counters by tonight's LI model, flagged at
+    ``qos.threshold``. Reads counters, never truth; a VM without counters is not watched."""
     o = params.optimize
     if raw_dir is None or not o.use_monitor or find_table(raw_dir, COUNTERS) is None:
         return MonitorEvidence(None, None, {"vms_watched": 0})
     end = end_of(params.base.as_of)
     ended = (recent.vms.created_at + pd.Timedelta(seconds=params.features.counter_delay_s) <= end).to_numpy()
     watch = recent.known & ended
-    X = own_rows(recent.vms[watch], raw_dir).reindex(columns=model["features"]).to_numpy(np.float32)
     p_exceed = np.full(len(recent.p), np.nan)
-    p_exceed[watch] = 1.0 - p_insensitive_rows(sess, X, model["classes"])
+    source, on_pool = POOL_COUNTERS, pool_scores(recent.vms[watch], raw_dir, o.latency_ratio, monitor)
+    if on_pool is None:                             # a provider's: what its hypervisor recorded by tonight
+        source, on_pool = RECORDED, recorded_scores(recent.vms[watch], raw_dir, o.latency_ratio, monitor, end)
+        on_pool = on_pool if on_pool is not None and np.isfinite(on_pool).any() else None
+    if on_pool is not None and monitor is not None and monitor.full_pool_counts(o.latency_ratio) is not None:
+        p_exceed[watch] = on_pool
+        threshold = monitor.threshold(o.latency_ratio)
+        c = monitor.full_pool_counts(o.latency_ratio)
+        caught, sensitive, alarms, insensitive = c["caught"], c["exceeding"], c["alarms"], c["within"]
+    else:
+        X = own_rows(recent.vms[watch], raw_dir).reindex(columns=model["features"]).to_numpy(np.float32)
+        p_exceed[watch] = 1.0 - p_insensitive_rows(sess, X, model["classes"])
+        threshold, source = params.qos.threshold, FIRST_HOUR
+        caught, sensitive, alarms, insensitive = lab_recall(lab, params.qos.threshold)
     seen = ~np.isnan(p_exceed)
-    flagged = p_exceed[seen] >= params.qos.threshold
-    caught, sensitive, alarms, insensitive = lab_recall(lab, params.qos.threshold)
+    flagged = p_exceed[seen] >= threshold
     r = recall(caught, sensitive)
     days = recent.vms.created_at[seen].dt.floor("D").to_numpy()
-    stats = {"vms_watched": int(seen.sum()), "vms_flagged": int(flagged.sum()),
+    stats = {"monitor": source, "vms_watched": int(seen.sum()), "vms_flagged": int(flagged.sum()),
              "vms_window_not_ended": int((recent.known & ~ended).sum()),
              "vms_without_counters": int((watch & ~seen).sum()), "days": len(np.unique(days)),
              "lab_recall": r, "lab_false_alarm_rate": recall(alarms, insensitive)}
     if not seen.any():
         return MonitorEvidence(None, None, stats)
     flags = tonight(days, recent.p[seen], flagged.astype(float), lab.threshold.to_numpy())
-    return MonitorEvidence(over_recall(flags, r), flags, stats)
+    return MonitorEvidence(over_recall(flags, r), flags, stats,
+                           (caught, sensitive) if source in (POOL_COUNTERS, RECORDED) else None)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -215,16 +249,17 @@ def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
 
 
 def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame,
-           li_next: NextNight | None = None, spare: np.ndarray | None = None
+           li_next: NextNight | None = None, spare: np.ndarray | None = None, caught: np.ndarray | None = None
            ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
     candidates (targets, UM and OP per night) it was chosen from. ``li``: the LI candidates' counts (the
     lab's, and the fleet's keys where measured); ``li_next``: the fleet's measured days (`FleetEvidence`,
-    `MonitorEvidence`); ``spare``: the QoS monitor's capacity per LI candidate (`MonitorEvidence.spare`)."""
+    `MonitorEvidence`); ``spare``: the QoS monitor's capacity per LI candidate (`MonitorEvidence.spare`);
+    ``caught``: the share of each candidate's LI errors it mitigates (`MonitorEvidence.caught`)."""
     o = params.optimize
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed, night_days(um_nights, params.base.as_of), li_next, spare)
+             params.base.seed, night_days(um_nights, params.base.as_of), li_next, spare, caught)
     return g, best(g.pool, g.bound, o.budget), targets, um_n, op_n
 
 
@@ -280,9 +315,10 @@ def served_policy(serve: str, pool_cap: float | None, answer: dict[str, Any] | N
 
 
 def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location | None = None,
-          answer: dict[str, Any] | None = None) -> Tonight:
+          answer: dict[str, Any] | None = None, monitor_model: MonitorModel | None = None) -> Tonight:
     """Tonight's policy for the PDM, TP and latency ratio in ``params.optimize``; ``answer``: `simulate`'s sizing
-    answer per ratio (its metrics' ``answer``), which ``optimize.serve: answer`` serves."""
+    answer per ratio (its metrics' ``answer``), which ``optimize.serve: answer`` serves; ``monitor_model``: the QoS
+    monitor's model, whose flags are the fleet's evidence where the data allow (``monitor_evidence``)."""
     o, as_of = params.optimize, params.base.as_of
     pdm, tp, ratio, level = o.pdm, o.tp, o.latency_ratio, o.confidence
     um_manifest = json.loads((um_dir / "manifest.json").read_text())
@@ -295,12 +331,13 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     fleet = fleet_evidence(params, raw_dir, features_dir / "vm_features.parquet", history, li_dir, model,
                            lab.threshold.to_numpy())
     notes = [f"optimize: {report_summary(fleet.stats)}"] if fleet.stats["rows"] else []
-    monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab)
+    monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab, monitor_model)
     li_next = more_cautious(fleet.tonight, monitor.tonight, level)
     spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
+    caught = monitor.caught(params, li_vm, len(recent.vms) / o.recent_days)
     li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
-                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare)
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare, caught)
     budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
@@ -324,7 +361,8 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
         "fleet_reports": fleet.stats,
         "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
                                                           else None),
-                          "mitigation_spare": None if spare is None else float(spare[i])},
+                          "mitigation_spare": None if spare is None else float(spare[i]),
+                          **({} if caught is None else {"li_errors_caught": float(caught[i])})},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),

@@ -23,6 +23,7 @@ from pond.core.progress import progress, silenced
 from pond.core.tracking import BACKTEST
 from pond.evaluation import backtest as bt
 from pond.models.bundle import BundlePaths
+from pond.models.monitor_runtime import MonitorModel
 from pond.pipelines import evaluate, optimize, train_um
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_alive, read_days, table_columns
@@ -30,11 +31,11 @@ from pond.telemetry.storage import Location
 
 
 def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: Path, li_dir: Path, out_dir: Path,
-        plots_dir: Path, metrics_path: Path | None = None) -> pd.DataFrame:
+        plots_dir: Path, metrics_path: Path | None = None, monitor_dir: Path | None = None) -> pd.DataFrame:
     n_nights = params.backtest.nights if n_nights is None else n_nights
     if n_nights < 1:
         raise ConfigError("backtest N needs N >= 1 nights")
-    last = pd.Timestamp(params.base.as_of)
+    last, monitor = pd.Timestamp(params.base.as_of), MonitorModel.load(monitor_dir)
     path = features_dir / "vm_features.parquet"
     drift = ["day", "created_at", "vcpus", "memory_gb", *params.features.customer_columns]   # input_drift's
     vmf = read_days(path, *bt.days_read(last, n_nights, params.train_um.train_days),
@@ -45,15 +46,13 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
     with AtomicDir(out_dir) as tmp, session(params.engine) as client, \
             bt.snapshots(nights, raw_dir, tmp, client) as snaps:
         for p, snap in progress(list(zip(nights, snaps)), desc="backtest", unit="nights"):
-            as_of = p.base.as_of
-            served = next_day(as_of)
+            as_of, served = p.base.as_of, next_day(p.base.as_of)
             day = read_days(path, served, served)          # the VMs the night decides, whole rows
             if day.empty:                          # a gap in an imported trace: nothing to decide or judge
                 print(f"backtest: night {as_of} skipped: no VM was created on the next day")
                 skipped.append(as_of)
                 continue
-            night = tmp / as_of
-            feats = night / "features"
+            night, feats = tmp / as_of, tmp / as_of / "features"
             (feats / "snapshot").mkdir(parents=True)
             cust, hist = snap()
             os.symlink((features_dir / "vm_features.parquet").resolve(), feats / "vm_features.parquet")
@@ -68,15 +67,16 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
                 bt.short_history(short, bool(rows), as_of, n_nights, exc)
                 shutil.rmtree(night)
                 continue
-            policy_path = BundlePaths.of(night).policy       # optimize writes it, evaluate reads it
+            policy_path = BundlePaths.of(night).policy  # optimize writes it, evaluate reads it
             policy = optimize.run(p, li_dir, night / "um", feats, policy_path, night / "optimize.json",
-                                  night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir)
+                                  night / "plots" / "frontier.csv", night / "plots" / "frontier.png", raw_dir,
+                                  monitor_dir=monitor_dir)
             ev = evaluate.run(policy_path, li_dir, night / "um", feats, raw_dir, night / "evaluation",
-                              night / "evaluate.json", night / "plots", p.engine, client, p.qos)
+                              night / "evaluate.json", night / "plots", p.engine, client, p.qos, monitor_dir)
             history = pd.read_parquet(feats / "snapshot" / "workload_history.parquet")
-            bt.night_scores(p, night, li_dir, day, history, policy, raw_dir)
+            bt.night_scores(p, night, li_dir, day, history, policy, raw_dir, monitor)
             if not rows:                           # the first night also decides the VMs its next day opens with
-                bt.scores_before(p, night, li_dir, read_alive(path, served), history, raw_dir)
+                bt.scores_before(p, night, li_dir, read_alive(path, served), history, raw_dir, monitor)
             admits.append(bt.lab_admits(p, li_dir, feats / "vm_features.parquet", history))
             (feats / "vm_features.parquet").unlink()   # the link served the night; outputs hold no links
             r, pool, mis, candidates = bt.night_regret(policy, li_dir, night / "um",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 # what a stage only reads: a local path or a storage URL (telemetry.storage)
-URL_OPTIONS = ("raw", "perf_dir", "perf_meta", "azure_vmtable")
+URL_OPTIONS = ("raw", "perf_dir", "perf_meta", "perf_vm_meta", "azure_vmtable")
 
 
 def _location(value: str):
@@ -71,10 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--partitioned", action="store_true", help=partitioned)
     i = sub.add_parser("import", help="validate real telemetry and write it to data/raw",
                        description="--perf-dir: one `perf stat -x,` file per lab run; --perf-meta: CSV with columns "
-                                   "file, workload_id, workload_class, footprint_gb; --azure-vmtable: Azure V2 vmtable CSV")
+                                   "file, workload_id, workload_class, footprint_gb (and latency_ratio, spilled_pct for "
+                                   "a run with memory on the pool); --perf-vm-meta: CSV with columns file, vm_id, "
+                                   "latency_ratio, pool_gb, measured_at, one file per window a VM was counted on a "
+                                   "pool (vm_pool_counters); --azure-vmtable: Azure V2 vmtable CSV")
     i.add_argument("contract_dir", type=_location, nargs="?",
                    help="directory of contract tables (CSV or Parquet), a local path or a storage URL (s3://...)")
-    _paths(i, perf_dir=None, perf_meta=None, azure_vmtable=None, out="data/raw")
+    _paths(i, perf_dir=None, perf_meta=None, perf_vm_meta=None, azure_vmtable=None, out="data/raw")
     i.add_argument("--partial", action="store_true",
                    help="replace only the tables given in the set already at --out; the whole set is validated again")
     i.add_argument("--partitioned", action="store_true", help=partitioned)
@@ -92,10 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     _paths(sub.add_parser("optimize", help="solve Pond Eq. (1) on the held-out curves; write policy.json and the frontier"),
            li="data/models/li", um="data/models/um", features="data/features", raw="data/raw",
            out="data/policy/policy.json", metrics="metrics/optimize.json", frontier="plots/optimize/frontier.csv",
-           plot="plots/optimize/frontier.png", answer="metrics/simulate.json")
+           plot="plots/optimize/frontier.png", answer="metrics/simulate.json", monitor="data/models/monitor")
     _paths(sub.add_parser("evaluate", help="apply the policy to the next day's VMs; compare with LI-only, UM-only, static"),
            policy="data/policy/policy.json", li="data/models/li", um="data/models/um", features="data/features",
-           raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate")
+           raw="data/raw", out="data/evaluation", metrics="metrics/evaluate.json", plots="plots/evaluate",
+           monitor="data/models/monitor")
     sim = sub.add_parser("simulate", help="DRAM a provider buys with pools vs all local, steady state; pool sizing")
     _paths(sim, raw="data/raw", nightly="data/backtest", out="data/simulate", metrics="metrics/simulate.json",
            plots="plots/simulate")
@@ -119,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     bt = sub.add_parser("backtest", help="replay N consecutive nights ending at base.as_of: train, optimize, evaluate")
     bt.add_argument("nights", type=int, nargs="?", help="nights to replay (default: params backtest.nights)")
     _paths(bt, raw="data/raw", features="data/features", li="data/models/li", out="data/backtest",
-           plots="plots/backtest", metrics="metrics/backtest.json")
+           plots="plots/backtest", metrics="metrics/backtest.json", monitor="data/models/monitor")
     v = sub.add_parser("validate", help="which commands a directory of telemetry can feed, before any stage runs")
     v.add_argument("directory", type=_location, nargs="?", default=Path("data/raw"),
                    help="contract tables, CSV or Parquet, a local path or a storage URL (default data/raw)")
@@ -179,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.stage == "import":
             from pond.pipelines import ingest
             ingest.run(args.out, args.contract_dir, args.perf_dir, args.perf_meta, args.azure_vmtable, args.partial,
-                       _params_if_any(args.params), args.partitioned)
+                       _params_if_any(args.params), args.partitioned, args.perf_vm_meta)
             return 0
         if args.stage in ("predict", "serve"):
             from pond.serving import cli as serving_cli
@@ -234,11 +238,11 @@ def _run(args: argparse.Namespace) -> int:
         elif args.stage == "optimize":
             from pond.pipelines import optimize
             optimize.run(params, args.li, args.um, args.features, args.out, args.metrics, args.frontier, args.plot,
-                         args.raw, args.answer)
+                         args.raw, args.answer, args.monitor)
         elif args.stage == "evaluate":
             from pond.pipelines import evaluate
             evaluate.run(args.policy, args.li, args.um, args.features, args.raw, args.out, args.metrics, args.plots,
-                         params.engine, qos=params.qos)
+                         params.engine, qos=params.qos, monitor_dir=args.monitor)
         elif args.stage == "register":
             from pond.models.bundle import BundlePaths
             from pond.pipelines import register
@@ -252,7 +256,8 @@ def _run(args: argparse.Namespace) -> int:
             return ui.run(params, args.host, args.port, args.print_only)
         elif args.stage == "backtest":
             from pond.pipelines import backtest
-            backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots, args.metrics)
+            backtest.run(params, args.nights, args.raw, args.features, args.li, args.out, args.plots, args.metrics,
+                         args.monitor)
         elif args.stage == "simulate":
             from pond.pipelines import simulate
             simulate.run(params, args.raw, None if args.static_only else args.nightly, args.metrics, args.plots,

@@ -17,6 +17,7 @@ from pond.core.plots import pyplot, save_figure
 from pond.evaluation.next_day import judge, metric_rows, report_lines
 from pond.models.dask_fit import workers_of
 from pond.models.inference import ModelFiles, Models, Scores, score, score_in_parts
+from pond.models.monitor_runtime import MonitorModel
 from pond.models.policy import read_policy
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.io import read_days
@@ -25,10 +26,11 @@ from pond.telemetry.storage import Location
 
 def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics_path: Path, plots_dir: Path, engine: EngineParams | None = None, client: Any = None,
-        qos: QosParams | None = None) -> dict[str, Any]:
+        qos: QosParams | None = None, monitor_dir: Path | None = None) -> dict[str, Any]:
     """``engine.backend: dask``: the day's VMs are scored on the cluster, one slice per worker
     (``client``: the caller's, as `backtest` keeps one for all its nights; else this stage's own,
-    started once the inputs are read). ``qos``: the QoS monitor replayed on every policy (``evaluation.qos``)."""
+    started once the inputs are read). ``qos``: the QoS monitor replayed on every policy (``evaluation.qos``),
+    with the monitor's model in ``monitor_dir`` where there is one (``optimize.monitor.monitor_flags``)."""
     qos = qos or QosParams()
     policy = read_policy(policy_path)
     files = ModelFiles.from_policy(policy, li_dir, um_dir)
@@ -43,7 +45,7 @@ def run(policy_path: Path, li_dir: Path, um_dir: Path, features_dir: Path, raw_d
             s = _score(files, models, vms, history, own)
     else:
         s = _score(files, models, vms, history, client)
-    judged = judge(policy, vms, s, models, raw_dir, qos)
+    judged = judge(policy, vms, s, models, raw_dir, qos, MonitorModel.load(monitor_dir))
     metrics = judged.metrics
     with AtomicDir(out_dir) as tmp:
         judged.served.to_parquet(tmp / "decisions.parquet", index=False)

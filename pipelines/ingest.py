@@ -13,10 +13,10 @@ from pond.telemetry.storage import Location
 
 def run(out_dir: Path, contract_dir: Location | None, perf_dir: Location | None, perf_meta: Location | None,
         azure_vmtable: Location | None, partial: bool = False, params: Params | None = None,
-        partitioned: bool = False) -> dict[str, int]:
+        partitioned: bool = False, perf_vm_meta: Location | None = None) -> dict[str, int]:
     refuse_to_replace(out_dir, holds_tables)     # before the tables are read, not after
     existing = read_tables(out_dir, validate=False) if partial else None
-    tables = import_sources(contract_dir, perf_dir, perf_meta, azure_vmtable, existing)
+    tables = import_sources(contract_dir, perf_dir, perf_meta, azure_vmtable, existing, perf_vm_meta)
     write_tables(out_dir, tables, partitioned)
     counts = {k: len(v) for k, v in tables.items()}
     print(f"import: wrote {counts} to {out_dir}")

@@ -11,7 +11,7 @@ Writes ``policy.json``: thresholds, the UM conformal offset, expected shares (me
 the error rate among called workloads (lab and fleet; what `evaluate` charges VMs without slowdown truth),
 the sha256 of both models, PDM, TP, ratio and as-of day, which policy the service applies
 (``optimize.serve``, ``optimize.pool_cap``; ``serve: answer`` reads `simulate`'s sizing answer from its metrics,
-``--answer``); and the frontier (pool share vs
+``--answer``), with the QoS monitor's flags as the fleet's evidence (its model: ``--monitor``); and the frontier (pool share vs
 misprediction budget, Pond Fig. 20) for the combined policy, LI only and UM only.
 """
 
@@ -22,17 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from pond.core.params import Params
+from pond.models.monitor_runtime import MonitorModel
 from pond.optimize.tonight import solve
 from pond.telemetry.storage import Location
 
 
 def run(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, out_path: Path,
         metrics_path: Path, frontier_path: Path, plot_path: Path, raw_dir: Location | None = None,
-        answer_path: Path | None = None) -> dict[str, Any]:
+        answer_path: Path | None = None, monitor_dir: Path | None = None) -> dict[str, Any]:
     answer = None
     if answer_path is not None and answer_path.exists():     # simulate's metrics: its sizing answer per ratio
         answer = json.loads(answer_path.read_text()).get("answer", {})
-    night = solve(params, li_dir, um_dir, features_dir, raw_dir, answer)
+    night = solve(params, li_dir, um_dir, features_dir, raw_dir, answer, MonitorModel.load(monitor_dir))
     night.write(out_path, metrics_path, frontier_path, plot_path, params.optimize.tp)
     for line in night.notes:
         print(line)

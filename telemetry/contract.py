@@ -96,13 +96,26 @@ SPILL_COUNTERS = Schema("spill_counters", (
     Column("spilled_pct", "float", ge=0, le=100), Column("repetition", "int", ge=0, le=1e6),
 ), key=None, has_events=True)
 
+# Optional: the PMU events a provider's hypervisor counted while a VM ran with ``pool_gb`` of its memory on a pool (a
+# CXL or remote NUMA node) at ``latency_ratio``, one counting window per row: what the QoS monitor's model scores in the
+# replay where the data cannot say how counters change on a pool. Rows may name VMs the export does not hold.
+VM_POOL_COUNTERS = Schema("vm_pool_counters", (
+    Column("vm_id", "id"), Column("latency_ratio", "float", ge=1, le=10),
+    Column("pool_gb", "float", ge=0, le=request.MEMORY_GB_MAX),
+    Column("measured_at", "timestamp", ge=EARLIEST, le=LATEST),
+), key=None, has_events=True)
+
 # Written beside the tables by the built-in generator only: the slowdowns of every workload its VMs
 # run (evaluation truth; no stage trains on it). Not a contract table: exports never have it.
 TRUTH_FILE = "population_truth.parquet"
+# Written beside it by the built-in generator only: how each workload's counters change when part of its memory is
+# on a pool (its mechanisms and local event rates, ``telemetry.fleet.pool_counters``), so that the replay can show the
+# QoS monitor a VM's counters under the allocation a policy gave it. A provider's hypervisor records them instead.
+POOL_FILE = "population_pool.parquet"
 
 SCHEMAS: dict[str, Schema] = {s.table: s for s in (WORKLOADS, SLOWDOWNS, VMS, VM_COUNTERS, VM_SLOWDOWNS,
-                                                   SPILL_COUNTERS)}
-OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns", "spill_counters")
+                                                   SPILL_COUNTERS, VM_POOL_COUNTERS)}
+OPTIONAL_TABLES: tuple[str, ...] = ("vm_slowdowns", "spill_counters", "vm_pool_counters")
 TABLES: tuple[str, ...] = tuple(t for t in SCHEMAS if t not in OPTIONAL_TABLES)   # every data set has these
 
 
@@ -287,8 +300,9 @@ def validate_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     if "vms" in out and "vm_counters" in out:
         c = out["vm_counters"]
         _require(c.vm_id.isin(out["vms"].vm_id), c, VM_COUNTERS, "vm_id", "counters for unknown VMs")
-    if "workloads" in out and "vm_counters" in out:
-        _same_events(out["workloads"], out["vm_counters"], "vm_counters")
+    for name in ("vm_counters", "vm_pool_counters"):
+        if "workloads" in out and name in out:
+            _same_events(out["workloads"], out[name], name)
     return out
 
 

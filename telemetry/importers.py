@@ -177,6 +177,22 @@ def perf_runs(perf_dir: Location, meta_csv: Location) -> tuple[pd.DataFrame, pd.
     return workloads, pd.concat([spills, runs[events]], axis=1)
 
 
+VM_POOL_META = ("file", "vm_id", "latency_ratio", "pool_gb", "measured_at")
+
+
+def vm_perf_runs(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
+    """``vm_pool_counters`` rows from one perf file per counting window of a VM with memory on a pool (``perf stat
+    -x,`` of the VM's vCPUs while ``pool_gb`` of it sat on a CXL or remote NUMA node). ``meta_csv``: columns file,
+    vm_id, latency_ratio, pool_gb, measured_at (when the window ended)."""
+    meta = read_csv(meta_csv, "vm_pool_counters", text=("file", "vm_id"))
+    missing = [c for c in VM_POOL_META if c not in meta.columns]
+    if missing:
+        raise InputFormatError(f"{meta_csv}: missing columns {missing}; expected {list(VM_POOL_META)}: which VM each "
+                               "file counted, at which pool latency, with how many GB on the pool, and when")
+    table = _perf_rows(perf_dir, meta[list(VM_POOL_META)], meta_csv)
+    return table.drop(columns=["file"])
+
+
 def perf_workloads(perf_dir: Location, meta_csv: Location) -> pd.DataFrame:
     """``workloads`` rows from one perf file per run (``perf_runs``'s first table)."""
     return perf_runs(perf_dir, meta_csv)[0]
@@ -239,7 +255,8 @@ def azure_vms(vmtable: Location, trace_start: str = "2019-01-01T00:00:00Z") -> p
 
 def import_sources(contract_dir: Location | None = None, perf_dir: Location | None = None,
                    perf_meta: Location | None = None, azure_vmtable: Location | None = None,
-                   existing: dict[str, pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
+                   existing: dict[str, pd.DataFrame] | None = None,
+                   perf_vm_meta: Location | None = None) -> dict[str, pd.DataFrame]:
     """Collect tables from every source given, validate them together, return them typed.
 
     An import is the whole contract (all four tables, none empty), so that it can never replace
@@ -262,13 +279,19 @@ def import_sources(contract_dir: Location | None = None, perf_dir: Location | No
             raise ContractError("workloads", f"no contract tables in {contract_dir}",
                                 fix=f"name files {', '.join(TABLES)} with .parquet or .csv")
     if perf_dir is not None:
-        if perf_meta is None:
-            raise InputFormatError("perf import needs --perf-meta (file, workload_id, workload_class, footprint_gb)")
-        perf, spills = perf_runs(perf_dir, perf_meta)
-        tables["workloads"] = pd.concat([tables.get("workloads", pd.DataFrame()), perf], ignore_index=True)
-        if spills is not None:
-            tables["spill_counters"] = pd.concat([tables.get("spill_counters", pd.DataFrame()), spills],
-                                                 ignore_index=True)
+        if perf_meta is None and perf_vm_meta is None:
+            raise InputFormatError("perf import needs --perf-meta (file, workload_id, workload_class, footprint_gb) "
+                                   "for lab runs, or --perf-vm-meta (file, vm_id, latency_ratio, pool_gb, measured_at) "
+                                   "for VMs counted on a pool")
+        if perf_meta is not None:
+            perf, spills = perf_runs(perf_dir, perf_meta)
+            tables["workloads"] = pd.concat([tables.get("workloads", pd.DataFrame()), perf], ignore_index=True)
+            if spills is not None:
+                tables["spill_counters"] = pd.concat([tables.get("spill_counters", pd.DataFrame()), spills],
+                                                     ignore_index=True)
+        if perf_vm_meta is not None:
+            tables["vm_pool_counters"] = pd.concat([tables.get("vm_pool_counters", pd.DataFrame()),
+                                                    vm_perf_runs(perf_dir, perf_vm_meta)], ignore_index=True)
     if azure_vmtable is not None:
         az = azure_vms(azure_vmtable)
         tables["vms"] = pd.concat([tables.get("vms", pd.DataFrame()), az], ignore_index=True)

@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from pond.core.errors import ContractError
 from pond.telemetry.atomic import AtomicDir
-from pond.telemetry.contract import OPTIONAL_TABLES, TABLES, TRUTH_FILE, text_columns, validate_table, validate_tables
+from pond.telemetry.contract import (OPTIONAL_TABLES, POOL_FILE, TABLES, TRUTH_FILE, text_columns, validate_table,
+                                     validate_tables)
 from pond.telemetry.request import near_names
 from pond.telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
@@ -279,7 +280,7 @@ def counters_source(raw_dir: Location) -> pd.DataFrame | Location:
 
 def holds_tables(name: str) -> bool:
     """A name a folder of contract tables holds (``write_tables``, ``pond template``, ``pond generate``)."""
-    return name in PARTITIONED or name == TRUTH_FILE or any(
+    return name in PARTITIONED or name in (TRUTH_FILE, POOL_FILE) or any(
         name == f"{t}{s}" for t in (*TABLES, *OPTIONAL_TABLES) for s in TABLE_SUFFIXES)
 
 

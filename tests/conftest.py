@@ -123,10 +123,11 @@ def run_night(raw: Path, wd: Path, stages: tuple[str, ...] = NIGHT, variant: str
                      "--metrics", str(wd / "um.json"), "--plots", str(wd / "plots")],
         "optimize": ["--li", str(wd / "li"), "--um", str(wd / "um"), "--features", str(wd / "features"),
                      "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(wd / "o.json"),
-                     "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+                     "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png"),
+                     "--monitor", str(wd / "monitor")],
         "evaluate": ["--policy", str(wd / "policy.json"), "--li", str(wd / "li"), "--um", str(wd / "um"),
                      "--features", str(wd / "features"), "--raw", str(raw), "--out", str(wd / "evaluation"),
-                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")],
+                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots"), "--monitor", str(wd / "monitor")],
     }
     for stage in stages:
         assert run_pond(["--params", str(wd / "params.yaml"), stage, *argv[stage]]) == 0, stage
@@ -178,7 +179,8 @@ def small_backtest(tmp_path_factory, small_raw, small_bundle) -> Path:
 def backtest_args(raw: Path, bundle: Path, wd: Path) -> list[str]:
     """``pond backtest``'s paths: inputs from ``raw`` and a night's ``bundle``, outputs under ``wd``."""
     return ["--raw", str(raw), "--features", str(bundle / "features"), "--li", str(bundle / "li"),
-            "--out", str(wd / "out"), "--plots", str(wd / "plots"), "--metrics", str(wd / "backtest.json")]
+            "--out", str(wd / "out"), "--plots", str(wd / "plots"), "--metrics", str(wd / "backtest.json"),
+            "--monitor", str(bundle / "monitor")]
 
 
 def params_paths() -> dict[type, str]:
@@ -265,11 +267,13 @@ def stage_argv(wd: Path, raw: Path) -> list[list[str]]:
         ["train_um", "--features", str(wd / "features"), "--out", str(wd / "um"), "--metrics", str(m / "train_um.json"),
          "--plots", str(wd / "plots")],
         ["optimize", *common, "--raw", str(raw), "--out", str(wd / "policy.json"), "--metrics", str(m / "optimize.json"),
-         "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png")],
+         "--frontier", str(wd / "plots/frontier.csv"), "--plot", str(wd / "plots/frontier.png"),
+         "--monitor", str(wd / "monitor")],
         ["evaluate", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--out", str(wd / "evaluation"),
-         "--metrics", str(m / "evaluate.json"), "--plots", str(wd / "plots")],
+         "--metrics", str(m / "evaluate.json"), "--plots", str(wd / "plots"), "--monitor", str(wd / "monitor")],
         ["backtest", "--raw", str(raw), "--features", str(wd / "features"), "--li", str(wd / "li"),
-         "--out", str(wd / "backtest"), "--plots", str(wd / "plots/bt"), "--metrics", str(m / "backtest.json")],
+         "--out", str(wd / "backtest"), "--plots", str(wd / "plots/bt"), "--metrics", str(m / "backtest.json"),
+         "--monitor", str(wd / "monitor")],
         ["simulate", "--raw", str(raw), "--nightly", str(wd / "backtest"), "--out", str(wd / "sim"),
          "--metrics", str(m / "simulate.json"), "--plots", str(wd / "plots/sim")],
         ["register", "--policy", str(wd / "policy.json"), *common, "--raw", str(raw), "--metrics-dir", str(m),

@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 
 from pond.core.progress import Steps
 from pond.telemetry.atomic import AtomicDir, refuse_to_replace
-from pond.telemetry.contract import TRUTH_FILE
+from pond.telemetry.contract import POOL_FILE, TRUTH_FILE
 from pond.telemetry.fleet.lab import Lab, LabParams, build_lab
+from pond.telemetry.fleet.pool_counters import mechanisms
 from pond.telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
 from pond.telemetry.io import holds_tables, vm_partitions, write_partitioned
 
@@ -22,9 +23,10 @@ __all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_
 
 def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | str,
              variant: str = "pond", partitioned: bool = False) -> dict[str, int]:
-    """Write the four contract tables, the lab's ``spill_counters`` (``vm_slowdowns`` too with internal customers)
-    and the population's slowdown truth to ``out_dir`` (replaced whole); return row counts. ``partitioned``: vms
-    and vm_counters as datasets partitioned by creation day and cluster (``telemetry.io.write_partitioned``)."""
+    """Write the four contract tables, the lab's ``spill_counters`` (``vm_slowdowns`` too with internal customers),
+    the population's slowdown truth and how its counters respond to a pool (``POOL_FILE``) to ``out_dir`` (replaced
+    whole); return row counts. ``partitioned``: vms and vm_counters as datasets partitioned by creation day and
+    cluster (``telemetry.io.write_partitioned``)."""
     refuse_to_replace(Path(out_dir), holds_tables)   # before the work, not after it
     step = Steps("generate", 3)
     step(f"lab: {lab_params.population:,} workload behaviours, the lab's sample of them")
@@ -37,6 +39,7 @@ def generate(lab_params: LabParams, fleet_params: FleetParams, out_dir: Path | s
         lab.slowdowns.to_parquet(tmp / "slowdowns.parquet", index=False)
         lab.spill_counters.to_parquet(tmp / "spill_counters.parquet", index=False)
         lab.truth.to_parquet(tmp / TRUTH_FILE, index=False)
+        mechanisms(lab.latent, lab.rates).to_parquet(tmp / POOL_FILE, index=False)
         public = vms.drop(columns=[c for c in vms.columns if c.startswith("_")])
         if partitioned:
             where = vm_partitions(public)

@@ -116,3 +116,29 @@ def spill_counters(lat: pd.DataFrame, rates: pd.DataFrame, runs: pd.DataFrame, c
     keys = runs[["workload_id", "latency_ratio", "spilled_pct", "repetition"]].reset_index(drop=True)
     keys = keys.assign(spilled_pct=keys.spilled_pct.astype(float))
     return pd.concat([keys, pd.DataFrame(counts, columns=rates.columns)], axis=1)
+
+
+# The latent behaviour ``pool_rates`` reads: with the local rates, all that says how a workload's counters change on a
+# pool. Nothing of the slowdown's unexplained part (``eta``) or its truth.
+MECHANISMS = ("cold", "g", "d", "h", "c", "w", "q", "u", "bwq")
+
+
+def mechanisms(lat: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
+    """One row per workload: its ``MECHANISMS`` and local event rates (``contract.POOL_FILE``)."""
+    return pd.concat([lat[["workload_id", *MECHANISMS]].reset_index(drop=True), rates.reset_index(drop=True)], axis=1)
+
+
+def on_pool(counts: pd.DataFrame, mech: pd.DataFrame, ratio: float, spilled_pct: np.ndarray | float) -> pd.DataFrame:
+    """Counts a VM showed on local DRAM (``counts``) as it shows them with ``spilled_pct`` of its memory on a pool at
+    ``ratio``: each event times its workload's rate under the pool over its local rate (``mech``: ``mechanisms``'
+    rows aligned with ``counts``, NaN where the workload is unknown). The VM's own cycles and counter noise carry
+    over; events the mechanisms do not know are left as counted."""
+    rates = mech.reindex(columns=[c for c in counts.columns if c in mech.columns and c not in MECHANISMS])
+    lat = mech[list(MECHANISMS)]
+    under = pool_rates(lat, rates.fillna(0.0), ratio, spilled_pct).to_numpy(np.float64)
+    local = rates.to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(local > 0, under / local, 1.0)
+    out = counts.copy()
+    out[list(rates.columns)] = counts[list(rates.columns)].to_numpy(np.float64) * factor
+    return out

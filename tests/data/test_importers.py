@@ -317,3 +317,36 @@ def test_a_perf_run_on_the_pool_imports_into_spill_counters(tmp_path):
                                        "redis_ycsb-a.run1.csv,redis/ycsb-a,redis,11.245,50\n")
     with pytest.raises(InputFormatError, match="spilled_pct without latency_ratio"):
         perf_runs(FIXTURES / "perf", tmp_path / "half.csv")
+
+
+def test_a_vm_counted_on_the_pool_imports_into_vm_pool_counters_from_perf_and_from_csv(tmp_path, small_raw):
+    """`perf stat -x,` of a VM's vCPUs while part of it sat on a CXL or remote NUMA node: one vm_pool_counters row
+    per file, its counts as perf wrote them; a meta file without the allocation is refused by name. The same table
+    written as CSV beside the others imports as it was."""
+    from pond.pipelines.template import on_the_pool
+    from pond.telemetry.contract import POOL_FILE
+    from pond.telemetry.importers import vm_perf_runs
+    from pond.telemetry.io import read_raw
+
+    (tmp_path / "vm_meta.csv").write_text("file,vm_id,latency_ratio,pool_gb,measured_at\n"
+                                          "redis_ycsb-a.run2.csv,007,2.22,16,2026-01-05T10:00:00Z\n")
+    rows = vm_perf_runs(FIXTURES / "perf", tmp_path / "vm_meta.csv")
+    run2 = parse_perf_stat((FIXTURES / "perf" / "redis_ycsb-a.run2.csv").read_text())
+    assert rows[["vm_id", "latency_ratio", "pool_gb"]].values.tolist() == [["007", 2.22, 16.0]]
+    assert rows["CPU_CLK_UNHALTED.THREAD"].iloc[0] == run2["CPU_CLK_UNHALTED.THREAD"]
+    workloads = perf_workloads(FIXTURES / "perf", FIXTURES / "perf" / "meta.csv")
+    assert len(validate_tables({"workloads": workloads, "vm_pool_counters": rows})["vm_pool_counters"]) == 1
+    (tmp_path / "short.csv").write_text("file,vm_id,latency_ratio\nredis_ycsb-a.run2.csv,007,2.22\n")
+    with pytest.raises(InputFormatError, match=r"missing columns \['pool_gb', 'measured_at'\]"):
+        vm_perf_runs(FIXTURES / "perf", tmp_path / "short.csv")
+
+    csv = tmp_path / "csv"
+    csv.mkdir()
+    tables = read_tables(small_raw)
+    pool = on_the_pool(tables, read_raw(small_raw / POOL_FILE), 1.82)
+    for name, df in {**tables, "vm_pool_counters": pool}.items():
+        df.to_csv(csv / f"{name}.csv", index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+    assert run_pond(["import", str(csv), "--out", str(tmp_path / "raw")]) == 0
+    got = read_tables(tmp_path / "raw", ["vm_pool_counters"])["vm_pool_counters"]
+    assert got.columns.tolist() == pool.columns.tolist() and len(got) == len(pool)
+    assert got["CPU_CLK_UNHALTED.THREAD"].tolist() == pytest.approx(pool["CPU_CLK_UNHALTED.THREAD"].tolist())

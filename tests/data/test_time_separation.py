@@ -76,7 +76,8 @@ def _optimize(bundle: Path, raw: Path, out: Path, params: Path | None = None) ->
     out.mkdir(parents=True)
     args = ["--params", str(params or bundle / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
             "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
-            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
+            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png"),
+            "--monitor", str(bundle / "monitor")]
     assert run_pond(args) == 0
     return json.loads((out / "policy.json").read_text())
 

@@ -96,7 +96,7 @@ def test_committed_templates_are_the_template_format(tmp_path):
     assert all(s.startswith("ok (") for s in state.values()), state
     assert "nor can any other day with these params" in problems[REPRO][0]
     assert run_pond(["template", str(tmp_path / "t"), "--days", "2", "--vms-per-day", "50"]) == 0
-    for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns", "spill_counters"):
+    for table in ("workloads", "slowdowns", "vms", "vm_counters", "vm_slowdowns", "spill_counters", "vm_pool_counters"):
         committed = pd.read_csv(ROOT / "docs/byo/templates" / f"{table}.csv", nrows=0).columns.tolist()
         assert committed == pd.read_csv(tmp_path / "t" / f"{table}.csv", nrows=0).columns.tolist(), table
     assert "workload_id" not in pd.read_csv(tmp_path / "t" / "vms.csv", nrows=0).columns

@@ -148,7 +148,8 @@ def test_evaluate_is_identical(tmp_path, small_raw, small_bundle, capsys):
         assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "evaluate", "--policy",
                      str(small_bundle / "policy.json"), "--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
                      "--features", str(small_bundle / "features"), "--raw", str(small_raw), "--out", str(wd / "ev"),
-                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots")]) == 0
+                     "--metrics", str(wd / "e.json"), "--plots", str(wd / "plots"),
+                     "--monitor", str(small_bundle / "monitor")]) == 0
         outs[backend] = wd
     assert "on Dask, one slice per worker (2)" in capsys.readouterr().out
     assert json.loads((outs["dask"] / "e.json").read_text()) == json.loads((outs["local"] / "e.json").read_text())

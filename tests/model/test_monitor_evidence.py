@@ -1,6 +1,7 @@
 """The QoS monitor's flags move the solver, from counters alone: the night's recent VMs are given the counters of the
-most slowed-looking VM, and optimize (the fleet's truth removed from the data set) calls fewer VMs insensitive. A
-VM whose first window ends after as_of is not watched: rewriting its counters leaves the policy byte-identical."""
+most slowed-looking VM, and optimize (the fleet's truth removed from the data set) calls fewer VMs insensitive, with
+either monitor (the LI model on first-hour counters, the monitor model on counters under the pool). A VM whose first
+window ends after as_of is not watched: rewriting its counters leaves the policy byte-identical."""
 
 from __future__ import annotations
 
@@ -30,14 +31,16 @@ def _uncredited() -> dict:
     return params
 
 
-def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None) -> dict:
+def _optimize(bundle: Path, raw: Path, out: Path, params: dict | None = None, monitor: Path | None = None) -> dict:
+    """optimize on ``raw``; ``monitor``: the monitor model's folder (default none: the first-hour monitor)."""
     from tests.conftest import run_pond
 
     out.mkdir(parents=True)
     (out / "params.yaml").write_text(yaml.safe_dump(params or _uncredited()))
     args = ["--params", str(out / "params.yaml"), "optimize", "--li", str(bundle / "li"), "--um", str(bundle / "um"),
             "--features", str(bundle / "features"), "--raw", str(raw), "--out", str(out / "policy.json"),
-            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png")]
+            "--metrics", str(out / "o.json"), "--frontier", str(out / "f.csv"), "--plot", str(out / "f.png"),
+            "--monitor", str(monitor or out / "no-monitor")]
     assert run_pond(args) == 0
     return json.loads((out / "policy.json").read_text())
 
@@ -100,3 +103,36 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     _optimize(small_bundle, tmp_path / "raw_d", tmp_path / "d")
     assert (tmp_path / "d" / "policy.json").read_bytes() == (tmp_path / "a" / "policy.json").read_bytes()
     assert a["fleet_monitor"]["vms_window_not_ended"] > 0
+
+
+def test_the_pool_monitor_s_flags_move_the_li_threshold_without_reading_truth(small_bundle, small_raw, tmp_path):
+    """The monitor model on the recent VMs' counters under the pool (``optimize.monitor.pool_scores``): given the
+    counts and the pool's response of the VM it scores highest, every watched VM is flagged, and the solver calls
+    fewer VMs insensitive. Neither data set holds any truth."""
+    from pond.models.monitor_runtime import MonitorModel
+    from pond.optimize.monitor import pool_scores
+    from pond.telemetry.contract import POOL_FILE
+
+    p = Params(**small_params())
+    monitor = MonitorModel.load(small_bundle / "monitor")
+    vms = pd.read_parquet(small_raw / "vms.parquet")
+    scores = pool_scores(vms, small_raw, p.optimize.latency_ratio, monitor)
+    top = int(np.nanargmax(scores))
+    slowed, workload = vms.vm_id.iloc[top], vms.workload_id.iloc[top]
+    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
+    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
+
+    a = _optimize(small_bundle, _with_counters(small_raw, tmp_path / "raw_a", [], slowed), tmp_path / "a",
+                  monitor=small_bundle / "monitor")
+    raw_b = _with_counters(small_raw, tmp_path / "raw_b", recent.vm_id, slowed)
+    mech = pd.read_parquet(raw_b / POOL_FILE)
+    cols = [c for c in mech.columns if c != "workload_id"]
+    mech[cols] = mech.loc[mech.workload_id == workload, cols].to_numpy()[0]
+    mech.to_parquet(raw_b / POOL_FILE, index=False)
+    b = _optimize(small_bundle, raw_b, tmp_path / "b", monitor=small_bundle / "monitor")
+    assert a["fleet_monitor"]["monitor"] == b["fleet_monitor"]["monitor"] == "pool_counters"
+    assert a["li"]["enabled"] and a["fleet_monitor"]["vms_watched"] > 100
+    assert b["fleet_monitor"]["vms_flagged"] == b["fleet_monitor"]["vms_watched"] > a["fleet_monitor"]["vms_flagged"]
+    assert not b["li"]["enabled"] or b["li"]["threshold"] > a["li"]["threshold"]
+    assert b["li"]["expected_li"] < a["li"]["expected_li"]

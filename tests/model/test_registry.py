@@ -32,7 +32,8 @@ def _night(small_bundle, small_raw, store, name: str, without_li: bool = False, 
     common = ["--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"),
               "--features", str(small_bundle / "features"), "--raw", str(small_raw)]
     assert run_pond(["evaluate", "--policy", str(d / "policy.json"), *common, "--out", str(d / "evaluation"),
-                 "--metrics", str(d / "metrics" / "evaluate.json"), "--plots", str(d / "plots")]) == 0
+                 "--metrics", str(d / "metrics" / "evaluate.json"), "--plots", str(d / "plots"),
+                 "--monitor", str(small_bundle / "monitor")]) == 0
     return ["register", "--policy", str(d / "policy.json"), *common, "--metrics-dir", str(d / "metrics"),
             "--out", str(d / "bundle"), "--metrics", str(d / "register.json")]
 

@@ -264,7 +264,8 @@ def test_optimize_serves_simulate_s_answer_without_a_hand_edit(sim, small_bundle
     path = params_file(tmp_path / "params.yaml", params)
     common = ["--li", str(small_bundle / "li"), "--um", str(small_bundle / "um"), "--features",
               str(small_bundle / "features"), "--raw", str(small_raw), "--metrics", str(tmp_path / "o.json"),
-              "--frontier", str(tmp_path / "f.csv"), "--plot", str(tmp_path / "f.png")]
+              "--frontier", str(tmp_path / "f.csv"), "--plot", str(tmp_path / "f.png"),
+              "--monitor", str(small_bundle / "monitor")]
     assert run_pond(["--params", str(path), "optimize", *common, "--out", str(tmp_path / "p.json"),
                      "--answer", str(wd / "simulate.json")]) == 0
     want = served_of(m["answer"]["1.82"]["policy"])

@@ -84,6 +84,35 @@ def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags()
     assert MonitorEvidence(None, flags, {}).spare(uncredited, np.zeros(3), 350.0) is None
 
 
+def test_li_errors_the_monitor_model_catches_within_its_capacity_are_not_charged():
+    """``caught``: the solver charges (1 - c) of each candidate's LI errors, c the monitor model's held-out recall
+    (here its mean) times the share of the LI calls' flags within the day's capacity."""
+    from pond.core.params import Params
+    from pond.optimize.solver import error_rate, grid
+    from pond.optimize.tonight import MonitorEvidence
+
+    args = ([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0] * 3, [0.2] * 3], [[0.0] * 3, [0.03] * 3], None, 100, 0)
+    q = error_rate(np.array([60.0]), np.array([0.0]))[0]
+    credited = grid(*args, caught=np.array([0.0, 0.75]))
+    np.testing.assert_allclose(credited.mean[1], [0.4 * q * 0.25, 0.4 * q * 0.25 + 0.6 * 0.03])
+    np.testing.assert_allclose(grid(*args, caught=np.zeros(2)).mean, grid(*args).mean)
+
+    p = Params(optimize={"confidence": None, "credit_caught_calls": True})
+    flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))
+    seen = MonitorEvidence(None, flags, {}, (97, 100))
+    c = seen.caught(p, np.array([0.0, 0.4, 0.4]), 350.0)
+    rho = recall(97, 100)
+    # capacity 3 of 350 VMs a day: the first two candidates' flags fit it (0 and 0.4%), the third's 20% do not
+    np.testing.assert_allclose(c, [rho, rho, rho * (3 / 350) / 0.2])
+    at95 = MonitorEvidence(None, flags, {}, (97, 100)).caught(Params(optimize={"credit_caught_calls": True}),
+                                                              np.array([0.0]), 350.0)
+    assert at95[0] < rho                                       # its lower bound at optimize.confidence
+    assert MonitorEvidence(None, flags, {}, (97, 100)).caught(Params(), np.zeros(3), 350.0) is None   # off by default
+    assert MonitorEvidence(None, flags, {}, None).caught(p, np.zeros(3), 350.0) is None   # the first-hour monitor
+    off = Params(optimize={"confidence": None, "credit_caught_calls": True, "credit_mitigation": False})
+    assert seen.caught(off, np.zeros(3), 350.0) is None
+
+
 def test_the_analysis_at_the_chosen_threshold_reads_truth_only_among_the_called_vms_with_it():
     from benchmarks.analyses.monitor_evidence import chosen
     # 8 VMs: called at P >= 0.8 with history: rows 0-4 (row 5 has no history, row 6 is below, row 7 has no score)

@@ -8,7 +8,7 @@ import pytest
 
 from pond.features.tma import tma_metrics
 from pond.telemetry.fleet.lab import event_rates
-from pond.telemetry.fleet.pool_counters import REMOTE, access_share, pool_rates
+from pond.telemetry.fleet.pool_counters import MECHANISMS, REMOTE, access_share, mechanisms, on_pool, pool_rates
 
 
 def _workload(**over: float) -> pd.DataFrame:
@@ -66,3 +66,21 @@ def test_no_counter_encodes_the_slowdown_no_mechanism_explains():
     a, b = _workload(eta=0.0), _workload(eta=0.4)
     local = _rates(a)
     pd.testing.assert_frame_equal(pool_rates(a, local, 1.82, 75.0), pool_rates(b, local, 1.82, 75.0))
+
+
+def test_a_vm_s_counts_on_the_pool_are_its_own_counts_changed_as_its_workload_s_rates_change():
+    """The VM's own cycles and noise carry over; an unknown workload and an event the mechanisms do not know are
+    left as counted."""
+    hand = pd.concat([_workload(), _workload(workload_id="hand/two", d=0.0, h=0.0, w=0.0, u=0.0)], ignore_index=True)
+    local = _rates(hand)
+    mech = mechanisms(hand, local)
+    assert list(mech.columns[:len(MECHANISMS) + 1]) == ["workload_id", *MECHANISMS] and "eta" not in mech.columns
+    noise = np.exp(np.random.default_rng(3).normal(0.0, 0.1, local.shape))
+    counts = local * 1e10 * noise
+    counts["VENDOR.ONLY_EVENT"] = [5.0, 7.0]
+    got = on_pool(counts, mech, 2.22, 100.0)
+    want = pool_rates(hand, local, 2.22, 100.0) * 1e10 * noise
+    pd.testing.assert_frame_equal(got[list(local.columns)], want, rtol=1e-9)
+    assert got["VENDOR.ONLY_EVENT"].tolist() == [5.0, 7.0]
+    unknown = on_pool(counts, mech.assign(**{c: np.nan for c in mech.columns if c != "workload_id"}), 2.22, 100.0)
+    pd.testing.assert_frame_equal(unknown, counts)

@@ -31,12 +31,13 @@ def _day() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
                          "pool_gb": 0.0, "memory_gb": 8.0, "false_positive": False, "overpredicted": False,
                          "sensitive": np.nan, "lab_truth": True, "p_exceed": 0.99})   # all local: never watched
     day = pd.concat([DAY, rest], ignore_index=True)
-    return day.drop(columns=["p_exceed", "created"]), day["p_exceed"].to_numpy(), day["created"].to_numpy()
+    seen = day["p_exceed"].to_numpy(float) >= 0.5            # the monitor's flag at its threshold; NaN: not seen
+    return day.drop(columns=["p_exceed", "created"]), seen, day["created"].to_numpy()
 
 
 def test_capacity_is_spent_in_order_of_flags_and_the_rest_stays_slowed():
     out, p, created = _day()
-    w = watch(out, p, created, threshold=0.5, max_share=0.01).set_index("vm")
+    w = watch(out, p, created, max_share=0.01).set_index("vm")
     assert w.index[w.flagged].tolist() == ["v0", "v1", "v2", "v3"]
     assert w.index[w.mitigated].tolist() == ["v0", "v3"]
     assert w.index[w.false_alarm].tolist() == ["v3"]
@@ -53,19 +54,19 @@ def test_capacity_is_spent_in_order_of_flags_and_the_rest_stays_slowed():
 
 def test_with_room_every_flag_is_mitigated_and_a_pool_only_vm_without_truth_counts_the_lab_rate_unless_mitigated():
     out, p, created = _day()
-    w = watch(out, p, created, threshold=0.5, max_share=0.05)            # room for 10
+    w = watch(out, p, created, max_share=0.05)            # room for 10
     assert w.vm[w.mitigated].tolist() == ["v0", "v1", "v2", "v3"]
     assert w.vm[w.unmitigated].tolist() == ["v4", "v5"]
     out.loc[[0, 4], "lab_truth"] = False                                  # v0 (mitigated) and v4 (missed) unknown
     out.loc[[0, 4], "false_positive"] = False
-    w = watch(out, p, created, threshold=0.5, max_share=0.05)
+    w = watch(out, p, created, max_share=0.05)
     assert summarize(w, fp_estimate_rate=0.1)["mispredictions_unmitigated"] == pytest.approx((1 + 0.1) / 200)
 
 
 def test_nothing_on_the_pool_nothing_watched():
     out, p, created = _day()
     out["pool_gb"] = 0.0
-    w = watch(out, p, created, threshold=0.5, max_share=0.01)
+    w = watch(out, p, created, max_share=0.01)
     assert not w.flagged.any() and not w.mitigated.any()
 
 

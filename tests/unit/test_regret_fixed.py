@@ -39,11 +39,11 @@ def test_the_unmitigated_grid_is_what_the_monitor_leaves_for_every_pair():
         "p_insensitive": np.where(rng.random(n) < 0.05, np.nan, np.round(rng.random(n), 2)),
         "um_raw": rng.random(n), "sensitive": rng.choice([0.0, 1.0, np.nan], n, p=[0.6, 0.2, 0.2]),
         "touched_known_gb": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 30),
-        "p_exceed": np.where(rng.random(n) < 0.1, np.nan, rng.random(n)),
+        "seen_slowed": rng.random(n) < 0.45,
         "created_at": pd.Timestamp("2026-01-09", tz="UTC") + pd.to_timedelta(rng.permutation(n), unit="s")})
     thresholds, offsets = np.array([np.inf, 0.5, 0.8]), np.array([np.nan, 0.0, 0.2])
     q = np.array([0.0, 0.03, 0.01])
-    grid = unmitigated_grid(night, thresholds, offsets, q, 0.5, 0.02, chunk=2)
+    grid = unmitigated_grid(night, thresholds, offsets, q, 0.02, chunk=2)
     mem, p, sens = night.memory_gb.to_numpy(), night.p_insensitive.to_numpy(), night.sensitive.to_numpy()
     for i, t in enumerate(thresholds):
         for j, off in enumerate(offsets):
@@ -55,6 +55,6 @@ def test_the_unmitigated_grid_is_what_the_monitor_leaves_for_every_pair():
             out = pd.DataFrame({"memory_gb": mem, "pool_gb": d["pool_gb"], "li_called": called,
                                 "false_positive": called & (sens == 1.0), "overpredicted": op, "sensitive": sens,
                                 "lab_truth": ~np.isnan(sens)})
-            watched = watch(out, night.p_exceed.to_numpy(), night.created_at.to_numpy(), 0.5, 0.02)
+            watched = watch(out, night.seen_slowed.to_numpy(), night.created_at.to_numpy(), 0.02)
             assert grid[i, j] == pytest.approx(summarize(watched, q[i])["mispredictions_unmitigated"]), (t, off)
     assert (grid[1:] > 0).all()
