@@ -14,36 +14,12 @@ from pathlib import Path
 
 from pond.core.params import FleetParams, Params
 from pond.telemetry.atomic import AtomicDir, refuse_to_replace
-import numpy as np
-import pandas as pd
-
 from pond.telemetry.contract import OPTIONAL_TABLES, POOL_FILE, TABLES
 from pond.telemetry.fleet import generate
-from pond.telemetry.fleet.pool_counters import on_pool
+from pond.telemetry.fleet.pool_counters import recorded_on_pool
 from pond.telemetry.io import read_raw, read_tables
 
 TEMPLATE_INTERNAL_SHARE = 0.2   # the optional vm_slowdowns table is shown too, with a fifth of customers internal
-
-
-POOL_SHARE_OF_VMS = 5   # every fifth VM with counters is shown counted on the pool (vm_pool_counters)
-
-
-def on_the_pool(tables: dict[str, pd.DataFrame], mechanisms: pd.DataFrame, ratio: float) -> pd.DataFrame:
-    """``vm_pool_counters`` as a hypervisor would record them: every ``POOL_SHARE_OF_VMS``-th VM with counters, all
-    of it on the pool at ``ratio``, its first-hour counts as they read there (``pool_counters.on_pool``), an hour
-    after its creation; a VM deleted within the hour is left out."""
-    vms = tables["vms"].set_index("vm_id")
-    counts = tables["vm_counters"].iloc[::POOL_SHARE_OF_VMS].reset_index(drop=True)
-    vm = vms.reindex(counts.vm_id)
-    measured = vm.created_at + pd.Timedelta(hours=1)
-    alive = (vm.deleted_at.isna() | (vm.deleted_at > measured)).to_numpy()
-    counts, vm, measured = counts[alive].reset_index(drop=True), vm[alive], measured[alive]
-    mech = mechanisms.set_index("workload_id").reindex(vm.workload_id.to_numpy()).reset_index(drop=True)
-    events = [c for c in counts.columns if c != "vm_id"]
-    under = on_pool(counts[events], mech, ratio, 100.0)
-    keys = pd.DataFrame({"vm_id": counts.vm_id, "latency_ratio": ratio, "pool_gb": vm.memory_gb.to_numpy(float),
-                         "measured_at": measured.to_numpy()})
-    return pd.concat([keys, np.round(under)], axis=1)
 
 
 def _nothing(name: str) -> bool:
@@ -59,8 +35,8 @@ def run(params: Params, out_dir: Path, days: int, vms_per_day: float) -> dict[st
     with tempfile.TemporaryDirectory(prefix="pond-template-") as tmp:
         generate(params.generate.lab, fleet, Path(tmp) / "raw", params.generate.variant)
         tables = read_tables(Path(tmp) / "raw", [t for t in (*TABLES, *OPTIONAL_TABLES) if t != "vm_pool_counters"])
-        tables["vm_pool_counters"] = on_the_pool(tables, read_raw(Path(tmp) / "raw" / POOL_FILE),
-                                                 params.optimize.latency_ratio)
+        tables["vm_pool_counters"] = recorded_on_pool(tables, read_raw(Path(tmp) / "raw" / POOL_FILE),
+                                                      params.optimize.latency_ratio)
     tables["vms"] = tables["vms"].drop(columns=["workload_id"])   # a provider's VMs carry no lab workload
     with AtomicDir(out_dir, _nothing) as dst:
         for name, df in tables.items():

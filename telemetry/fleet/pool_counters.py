@@ -142,3 +142,24 @@ def on_pool(counts: pd.DataFrame, mech: pd.DataFrame, ratio: float, spilled_pct:
     out = counts.copy()
     out[list(rates.columns)] = counts[list(rates.columns)].to_numpy(np.float64) * factor
     return out
+
+
+POOL_SHARE_OF_VMS = 5   # `pond template`: every fifth VM with counters is shown counted on the pool
+
+
+def recorded_on_pool(tables: dict[str, pd.DataFrame], mechanisms: pd.DataFrame, ratio: float) -> pd.DataFrame:
+    """``vm_pool_counters`` as a hypervisor would record them: every ``POOL_SHARE_OF_VMS``-th VM with counters, all
+    of it on the pool at ``ratio``, its first-hour counts as they read there (``pool_counters.on_pool``), an hour
+    after its creation; a VM deleted within the hour is left out."""
+    vms = tables["vms"].set_index("vm_id")
+    counts = tables["vm_counters"].iloc[::POOL_SHARE_OF_VMS].reset_index(drop=True)
+    vm = vms.reindex(counts.vm_id)
+    measured = vm.created_at + pd.Timedelta(hours=1)
+    alive = (vm.deleted_at.isna() | (vm.deleted_at > measured)).to_numpy()
+    counts, vm, measured = counts[alive].reset_index(drop=True), vm[alive], measured[alive]
+    mech = mechanisms.set_index("workload_id").reindex(vm.workload_id.to_numpy()).reset_index(drop=True)
+    events = [c for c in counts.columns if c != "vm_id"]
+    under = on_pool(counts[events], mech, ratio, 100.0)
+    keys = pd.DataFrame({"vm_id": counts.vm_id, "latency_ratio": ratio, "pool_gb": vm.memory_gb.to_numpy(float),
+                         "measured_at": measured.to_numpy()})
+    return pd.concat([keys, np.round(under)], axis=1)

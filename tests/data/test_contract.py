@@ -198,13 +198,13 @@ def test_spill_counters_name_known_workloads_and_count_the_lab_s_events(small_ra
 def test_vm_pool_counters_count_the_lab_s_events_and_may_name_vms_the_export_does_not_hold(small_raw, tables):
     """The hypervisor's counts of VMs on a pool: the lab's events, a pool latency and GB in range; a row of a VM
     this export does not hold is kept (the replay matches rows to VMs itself)."""
-    from pond.pipelines.template import on_the_pool
     from pond.telemetry.contract import POOL_FILE
+    from pond.telemetry.fleet.pool_counters import recorded_on_pool
     from pond.telemetry.io import read_raw
     from pond.telemetry.io import read_tables as read
 
     raw = read(small_raw, ["vms", "vm_counters"])
-    rows = on_the_pool({**raw, "vms": tables["vms"]}, read_raw(small_raw / POOL_FILE), 1.82)
+    rows = recorded_on_pool({**raw, "vms": tables["vms"]}, read_raw(small_raw / POOL_FILE), 1.82)
     assert len(rows) > 10 and rows.columns[:4].tolist() == ["vm_id", "latency_ratio", "pool_gb", "measured_at"]
     elsewhere = rows.assign(vm_id=["vm-elsewhere"] + rows.vm_id.tolist()[1:])
     checked = validate_tables({"workloads": tables["workloads"], "vms": tables["vms"],

@@ -157,7 +157,8 @@ def test_byo_section_step_by_step(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert "BLOCKED dvc repro" in _run(["pond", "template", "my-telemetry"], repo)
     assert sorted(p.name for p in (repo / "my-telemetry").iterdir()) == \
-        ["slowdowns.csv", "spill_counters.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
+        ["slowdowns.csv", "spill_counters.csv", "vm_counters.csv", "vm_pool_counters.csv", "vm_slowdowns.csv", "vms.csv",
+         "workloads.csv"]
     check = subprocess.run([str(Path(sys.executable).with_name("pond")), "validate", "my-telemetry"], cwd=repo,
                            capture_output=True, text=True)
     assert check.returncode == 1
@@ -178,5 +179,8 @@ def test_byo_section_step_by_step(tmp_path):
     assert "train_li r1.82_pdm5: 5/5 splits (100%)" in out   # progress lines, plain in a log
     assert json.loads((repo / "metrics/evaluate.json").read_text())["day"] == \
         (pd.Timestamp(days.group(2)) + pd.Timedelta(days=1)).date().isoformat()
+    # the hypervisor's pool counters (vm_pool_counters), scored by the monitor's model, in the replay and as evidence
+    assert json.loads((repo / "metrics/evaluate.json").read_text())["monitor"] == "vm_pool_counters"
+    assert json.loads((repo / "data/policy/policy.json").read_text())["fleet_monitor"]["monitor"] == "vm_pool_counters"
     reports = json.loads((repo / "data/policy/policy.json").read_text())["fleet_reports"]   # the optional table, used
     assert reports["rows"] == len(pd.read_csv(repo / "my-telemetry" / "vm_slowdowns.csv")) and reports["keys"] > 0

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import InputFormatError
-from pond.telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
 from pond.telemetry.contract import validate_tables
+from pond.telemetry.importers import azure_vms, parse_perf_stat, perf_workloads
 from pond.telemetry.io import read_tables
 from tests.conftest import FIXTURES, run_pond
 
@@ -323,8 +323,8 @@ def test_a_vm_counted_on_the_pool_imports_into_vm_pool_counters_from_perf_and_fr
     """`perf stat -x,` of a VM's vCPUs while part of it sat on a CXL or remote NUMA node: one vm_pool_counters row
     per file, its counts as perf wrote them; a meta file without the allocation is refused by name. The same table
     written as CSV beside the others imports as it was."""
-    from pond.pipelines.template import on_the_pool
     from pond.telemetry.contract import POOL_FILE
+    from pond.telemetry.fleet.pool_counters import recorded_on_pool
     from pond.telemetry.importers import vm_perf_runs
     from pond.telemetry.io import read_raw
 
@@ -343,7 +343,7 @@ def test_a_vm_counted_on_the_pool_imports_into_vm_pool_counters_from_perf_and_fr
     csv = tmp_path / "csv"
     csv.mkdir()
     tables = read_tables(small_raw)
-    pool = on_the_pool(tables, read_raw(small_raw / POOL_FILE), 1.82)
+    pool = recorded_on_pool(tables, read_raw(small_raw / POOL_FILE), 1.82)
     for name, df in {**tables, "vm_pool_counters": pool}.items():
         df.to_csv(csv / f"{name}.csv", index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
     assert run_pond(["import", str(csv), "--out", str(tmp_path / "raw")]) == 0

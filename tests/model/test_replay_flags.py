@@ -90,12 +90,12 @@ def test_a_provider_s_recorded_pool_counters_are_scored_where_the_data_hold_them
     model on their first-hour counters. A row measured before its VM's creation is not that VM's; ``until`` keeps
     the rows measured by then (what tonight's evidence may read)."""
     from pond.optimize.monitor import RECORDED, recorded_scores
-    from pond.pipelines.template import on_the_pool
+    from pond.telemetry.fleet.pool_counters import recorded_on_pool
     from pond.telemetry.io import read_raw
 
     policy, models, monitor = night
     tables = read_tables(small_raw)
-    rows = on_the_pool(tables, read_raw(small_raw / POOL_FILE), policy.latency_ratio)
+    rows = recorded_on_pool(tables, read_raw(small_raw / POOL_FILE), policy.latency_ratio)
     bare = tmp_path / "raw"
     shutil.copytree(small_raw, bare)
     (bare / POOL_FILE).unlink()

@@ -58,6 +58,7 @@ def test_template_needs_no_params_file(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)                  # no params.yaml here: the defaults
     assert run_pond(["--quiet", "template", "t", "--days", "2", "--vms-per-day", "40"]) == 0
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == \
-        ["slowdowns.csv", "spill_counters.csv", "vm_counters.csv", "vm_slowdowns.csv", "vms.csv", "workloads.csv"]
+        ["slowdowns.csv", "spill_counters.csv", "vm_counters.csv", "vm_pool_counters.csv", "vm_slowdowns.csv", "vms.csv",
+         "workloads.csv"]
     assert run_pond(["template", "u", "--params", str(tmp_path / "named.yaml")]) == 2   # one named, and missing
     assert "named.yaml not found" in capsys.readouterr().err
