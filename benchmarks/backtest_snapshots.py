@@ -1,4 +1,4 @@
-"""Issue 18: `backtest`'s nightly snapshots with both engines on one fleet, side by side.
+"""`backtest`'s nightly snapshots with both engines on one fleet, side by side.
 
     python -m benchmarks.backtest_snapshots --raw /tmp/pond-scale-10m/raw --params /tmp/pond-scale-10m/params.yaml
                                             [--nights 7] [--engines local dask] | grep '^{'

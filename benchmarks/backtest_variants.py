@@ -1,4 +1,4 @@
-"""Issue 13's acceptance run, and issue 48's figures: a 14-night backtest on each built-in fleet variant.
+"""The policy's acceptance run over many nights and draws: a 14-night backtest on each built-in fleet variant.
 
     python -m benchmarks.backtest_variants                    # both variants, 14 nights, params.yaml
     python -m benchmarks.backtest_variants --variants walks --nights 3 --workdir /tmp/bt
@@ -6,7 +6,7 @@
     python -m benchmarks.backtest_variants --summarize --workdir /tmp/pond-bv-43  # the figures again, no run
     python -m benchmarks.backtest_variants --internal-share 0.2 --workdir /tmp/pond-bv-42r   # fleet slowdown reports
     python -m benchmarks.backtest_variants --seeds 42 43 44 45 46 47 48 49 --shape azure --workdir /tmp/bv48
-                                             # issue 48's acceptance: 8 draws x 2 variants, one table
+                                             # 8 draws x 2 variants, one table
     python -m benchmarks.backtest_variants --seeds 43 --shape azure --set optimize.credit_mitigation=true
                                              # any other params key, in every run's params.yaml
 
@@ -33,6 +33,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.analyses.admissible_regret import measure
+from benchmarks.monitor_misses import misses
 from pond.models.names import li_model_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,17 +59,24 @@ def with_sets(params: dict, sets: Sequence[str]) -> dict:
     return params
 
 
-def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None,
-            shape: str | None = None, sets: Sequence[str] = ()) -> dict:
-    wd.mkdir(parents=True, exist_ok=True)
+def run_params(name: str, seed: int | None = None, internal_share: float | None = None, shape: str | None = None,
+               sets: Sequence[str] = ()) -> dict:
+    """The params.yaml one run gets: the repository's, with the variant and the options applied."""
     params = with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), sets)
     params["generate"]["variant"] = name
-    if shape is not None:  # generate.fleet.shape: footprint | azure (issue 47)
+    if shape is not None:  # generate.fleet.shape: footprint | azure
         params["generate"]["fleet"]["shape"] = shape
     if seed is not None:   # another draw of the same fleet: everything that is random follows base.seed
         params["base"]["seed"] = seed
     if internal_share is not None:   # customers whose VMs report slowdowns (vm_slowdowns): the same fleet otherwise
         params["generate"]["fleet"]["internal_share"] = internal_share
+    return params
+
+
+def variant(name: str, nights: int, wd: Path, seed: int | None = None, internal_share: float | None = None,
+            shape: str | None = None, sets: Sequence[str] = ()) -> dict:
+    params = run_params(name, seed, internal_share, shape, sets)
+    wd.mkdir(parents=True, exist_ok=True)
     (wd / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     t0 = time.perf_counter()
     pond(wd, "generate", "--out", "raw")
@@ -96,7 +104,7 @@ def summarize(wd: Path, name: str) -> dict:
     served_mis = [e["served"]["mispredictions_conservative"] for e in served]
     left = [e["served"].get("mispredictions_unmitigated", m) for e, m in zip(served, served_mis)]
     monitor = {}
-    if "realized_unmitigated" in n.columns:     # the QoS monitor in the replay (issue 48)
+    if "realized_unmitigated" in n.columns:     # the QoS monitor in the replay
         monitor = {
             "within_budget_unmitigated": int((n.realized_unmitigated <= n.budget).sum()),
             "realized_unmitigated_max": round(float(n.realized_unmitigated.max()), 4),
@@ -130,7 +138,19 @@ def summarize(wd: Path, name: str) -> dict:
         "served_pool_mean": round(float(sum(e["served"]["pool_share"] for e in served) / len(served)), 4),
         "li_selected": sel["selection.method"], "li_heldout_selected": sel["selection.heldout_li.selected"],
         "li_best_rule": rule, "li_heldout_best_rule": sel[f"selection.heldout_li.{rule}"], **monitor, **recall,
+        **_borderline(wd),
     }
+
+
+def _borderline(wd: Path) -> dict:
+    """What the monitor misses, and the recall past the PDM's border (``benchmarks.monitor_misses``)."""
+    try:
+        m = misses(wd / "backtest", wd / "raw", wd / "params.yaml")
+    except SystemExit:                          # a run without the served policy's decisions
+        return {}
+    keep = ("top_workload_share", "top_workload_flagged", "missed_borderline_share", "missed_mean_truth_pct",
+            "recall_past_border", "calls_past_border")
+    return {f"monitor_{k}": m[k] for k in keep}
 
 
 def _monitor_recall(evaluated: list[dict]) -> dict:
@@ -148,14 +168,14 @@ def _monitor_recall(evaluated: list[dict]) -> dict:
 
 
 def acceptance(rows: list[dict]) -> str:
-    """Issue 48's table, one row per run: nights within the budget after the monitor (combined pair, served
+    """The acceptance table, one row per run: nights within the budget after the monitor (combined pair, served
     policy), the most mitigated in a night, mean regret against the best fixed pair, the served policy's raw
     mispredictions on average, and whether the run meets every target (>= nights - 1 nights each, mitigations
     <= 1%, regret <= 2 points, the served policy realizing >= 1% where it keeps the budget); then the regret and
     the same verdict against the best fixed pair among the LI thresholds the lab admits (``admissible_regret``)."""
-    out = ["| seed | variant | combined within 2% | served within 2% | mitigations max | regret vs fixed pair "
-           "| served raw mean | met | regret vs admitted pair | met (admitted) |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [("| seed | variant | combined within 2% | served within 2% | mitigations max | regret vs fixed pair "
+            "| served raw mean | met | regret vs admitted pair | met (admitted) | monitor recall | past the border |"),
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "within_budget_unmitigated" not in r:
             continue
@@ -168,8 +188,13 @@ def acceptance(rows: list[dict]) -> str:
         out.append(f"| {r['seed']} | {r['variant']} | {r['within_budget_unmitigated']}/{r['nights']} "
                    f"| {r['served_within_budget_unmitigated']}/{r['nights']} | {100 * r['mitigations_max']:.2f}% "
                    f"| {r['regret_fixed_mean_points']:.2f} | {100 * r['served_mispredictions_mean']:.2f}% "
-                   f"| {'yes' if met else 'no'} | {admitted:.2f} | {'yes' if met_admitted else 'no'} |")
+                   f"| {'yes' if met else 'no'} | {admitted:.2f} | {'yes' if met_admitted else 'no'} "
+                   f"| {_pct(r.get('monitor_recall'))} | {_pct(r.get('monitor_recall_past_border'))} |")
     return "\n".join(out)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def main() -> None:
@@ -181,15 +206,21 @@ def main() -> None:
     ap.add_argument("--internal-share", type=float, default=None,
                     help="generate.fleet.internal_share: customers whose VMs report slowdowns (default: params.yaml's)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
-                    help="several draws, each in <workdir>/seed<N>/<variant>, and issue 48's table over all of them")
+                    help="several draws, each in <workdir>/seed<N>/<variant>, and the acceptance table over all of them")
     ap.add_argument("--shape", choices=["footprint", "azure"], default=None,
                     help="generate.fleet.shape (default: params.yaml's)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="any other params key for every run (repeatable), e.g. optimize.credit_mitigation=true")
     ap.add_argument("--summarize", action="store_true", help="only print the figures of finished work dirs")
+    ap.add_argument("--print-params", action="store_true",
+                    help="print the params.yaml each run would get, and run nothing")
     a = ap.parse_args()
     runs = ([(a.workdir / f"seed{s}" / v, v, s) for s in a.seeds for v in a.variants] if a.seeds
             else [(a.workdir / v, v, a.seed) for v in a.variants])
+    every = {str(wd): run_params(v, seed, a.internal_share, a.shape, a.sets) for wd, v, seed in runs}
+    if a.print_params:                          # every --set is checked above, before hours of nights
+        print(yaml.safe_dump(every, sort_keys=False), end="")
+        return
     rows = [summarize(wd, v) if a.summarize else variant(v, a.nights, wd, seed, a.internal_share, a.shape, a.sets)
             for wd, v, seed in runs]
     for r in rows:

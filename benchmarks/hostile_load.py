@@ -7,7 +7,7 @@ route, a batch body at its size limit full of 1s, one full of tiny objects, and 
 invalid requests. Prints the good request's p50/p99/max in both phases, the answers the bad
 bodies got, and the server's memory growth (peak RSS over the run minus RSS after warm-up, from
 /proc). The attackers are processes of their own, so the good client's latency is the server's,
-not this script's. Targets (issue 15): good p99 under 50 ms, growth under 200 MB.
+not this script's. Targets: good p99 under 50 ms, growth under 200 MB.
 
     python -m benchmarks.hostile_load                 # after `dvc repro`
     python -m benchmarks.hostile_load --seconds 3 --bundle-dir DIR --json   # (tests)

@@ -1,5 +1,5 @@
 """Pond's model-free evidence (Fig. 2a stranding, Fig. 3 fixed pool shares) on built-in fleets, by scheduler rule
-and by the length of the window each server and pool buys its peak over (issue 47):
+and by the length of the window each server and pool buys its peak over:
 
     python -m benchmarks.pond_evidence [--seeds 42 ...] [--days 35 82] [--shape azure] [--variant walks]
 

@@ -1,4 +1,4 @@
-"""Issue 18's last check: `dvc repro` with default params is no slower than before the engine setting.
+"""`dvc repro` with default params is no slower than before the engine setting.
 
     python -m benchmarks.repro_speed                       # a7f26f3^ (before `engine`) against HEAD, 2 rounds
     python -m benchmarks.repro_speed --revs HEAD~3 HEAD --rounds 1
@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-BEFORE_ENGINE = "a7f26f3^"   # the commit before `engine` (issue 18's first part)
+BEFORE_ENGINE = "a7f26f3^"   # the commit before the `engine` setting
 
 
 def checkout(rev: str, wd: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Issue 18: the fleet-sized stages with both engines on the same fleet, side by side.
+"""The fleet-sized stages with both engines on the same fleet, side by side.
 
     python -m benchmarks.scale_out [--vms-per-day 12000 --days 90] [--workers 2 --worker-memory 4GiB --partitions 16]
                                    [--stages features train_um simulate] [--engines local dask] | grep '^{'

@@ -1,4 +1,4 @@
-"""Serving figures on this machine (issue 6), after `dvc repro`:
+"""Serving figures on this machine, after `dvc repro`:
 
     python -m benchmarks.serving [--duration 12] [--connections 16] [--rounds 3] [--in-process-only]
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.serving_ab REV [--rounds 4] [--duration 10]
 
-Backs the claim that a change of structure changes no serving figure (issue 51: the service split into routers,
+Backs the claim that a change of structure changes no serving figure (the service split into routers,
 dependencies and middleware). One run of ``benchmarks.serving`` per commit is not enough for that: on this 2-core
 machine one target's rounds spread by 20% or more from one minute to the next. Here both services run at once
 (1 worker each, the same bundle: REV's code is a git worktree whose ``data/`` links to this checkout's), and wrk

@@ -1,8 +1,8 @@
 """Time and peak memory of one pipeline stage on a >= 1M-VM built-in fleet.
 
-    python benchmarks/stage_1m.py features      # target: < 60 s, < 4 GB on 2 cores (issue 2)
-    python benchmarks/stage_1m.py train_um      # target: < 3 min on 2 cores (issue 4)
-    python benchmarks/stage_1m.py simulate      # target: < 2 min on 2 cores (issue 14)
+    python benchmarks/stage_1m.py features      # target: < 60 s, < 4 GB on 2 cores
+    python benchmarks/stage_1m.py train_um      # target: < 3 min on 2 cores
+    python benchmarks/stage_1m.py simulate      # target: < 2 min on 2 cores
 
 Options: --vms-per-day 12000 --days 90 --workdir /tmp/pond-bench. The fleet (and, for
 train_um and simulate, its features) is built once into the work dir, untimed; the measured

@@ -31,7 +31,8 @@ def _paths(parser: argparse.ArgumentParser, **defaults: str) -> None:
     """One ``--name PATH`` option per keyword (underscores become dashes); ``URL_OPTIONS`` also take a URL."""
     for name, default in defaults.items():
         kind = _location if name in URL_OPTIONS else Path
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None if default is None else kind(default))
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None if default is None else kind(default),
+                            help="a path or a storage URL" if kind is _location else "a path")
 
 
 GLOBAL_DEFAULTS = {"params": Path("params.yaml"), "quiet": False, "engine": None, "scheduler": None}

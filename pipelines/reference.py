@@ -1,4 +1,4 @@
-"""`pond docs`: the configuration reference, the pipeline picture (docs/pipeline.md), the README's report of the
+"""`pond docs`: the configuration, CLI and HTTP references, the pipeline picture (docs/pipeline.md), the README's report of the
 default run and the monitor's figures (docs/monitor.md), generated from what the code reads (``core.params``, the
 service's ``Settings``, dvc.yaml through ``dvc dag``) and from the committed metrics. ``pond docs --check`` (run by the
 tests) fails when the committed files differ, so the documentation cannot drift from the code or the figures.
@@ -9,18 +9,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pond.core.docs import (MONITOR_BEGIN, MONITOR_END, REPORT_BEGIN, REPORT_END, between, params_rows, render_dag,
-                            settings_rows, table, variable_rows, with_dag)
+from pond.core.docs import (
+    MONITOR_BEGIN,
+    MONITOR_END,
+    REPORT_BEGIN,
+    REPORT_END,
+    between,
+    cli_page,
+    http_page,
+    params_rows,
+    render_dag,
+    settings_rows,
+    table,
+    variable_rows,
+    with_dag,
+)
 from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
 from pond.evaluation.monitor_report import monitor_table
 from pond.evaluation.report import closing, headline, to_text
 from pond.pipelines import report
+from pond.pipelines.cli import build_parser
+from pond.serving.app import create_app
 from pond.serving.cli import SETTING_OPTIONS
 from pond.serving.settings import Settings
 
-REFERENCE = Path("docs/configuration.md")
-PIPELINE = Path("docs/pipeline.md")
+REFERENCE, PIPELINE, CLI, HTTP = (Path(f"docs/{p}.md") for p in ("configuration", "pipeline", "cli", "http-api"))
 README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
 METRICS = Path("metrics")
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
@@ -70,7 +84,7 @@ def rendered(root: Path = Path(".")) -> dict[Path, str]:
     """Each generated page as the code, dvc.yaml and the committed metrics give it now."""
     metrics = report.load(root / METRICS)
     report_text = "```\n" + to_text(headline(metrics), closing(metrics)) + "\n```"
-    return {REFERENCE: render_reference(),
+    return {REFERENCE: render_reference(), CLI: cli_page(build_parser()), HTTP: http_page(create_app().openapi()),
             PIPELINE: with_dag((root / PIPELINE).read_text(), render_dag(root)),
             **{page: between((root / page).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(page),
                              "`pond report`'s table") for page in (README, TONIGHT)},

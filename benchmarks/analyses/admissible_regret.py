@@ -1,4 +1,4 @@
-"""Issue 48's regret target against what the lab allows: per finished backtest run, the best pair fixed over the nights in
+"""The regret target against what the lab allows: per finished backtest run, the best pair fixed over the nights in
 hindsight (the target's yardstick) and the same yardstick restricted to the LI thresholds the lab's evidence admits.
 
     python -m benchmarks.analyses.admissible_regret /tmp/bv/seed4*/*       # run dirs of benchmarks.backtest_variants

@@ -1,4 +1,4 @@
-"""Issue 13 what-if: would slowdown labels from the fleet close the regret? After `benchmarks/backtest_variants.py`:
+"""What-if: would slowdown labels from the fleet close the regret? After `benchmarks/backtest_variants.py`:
 
     python -m benchmarks.analyses.fleet_labels [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 

@@ -1,4 +1,4 @@
-"""Issue 13: the fleet's slowdown reports (`vm_slowdowns`) on the saved nights of finished acceptance runs.
+"""The fleet's slowdown reports (`vm_slowdowns`) on the saved nights of finished acceptance runs.
 
     python -m benchmarks.analyses.fleet_reports /tmp/pond-bv-43n ... [--variants pond walks] [--shares 0.1 0.2]
 

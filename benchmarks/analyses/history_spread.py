@@ -1,4 +1,4 @@
-"""Issue 13 what-if: where the fleet's LI errors come from, and a history rule that removes most of them.
+"""What-if: where the fleet's LI errors come from, and a history rule that removes most of them.
 After `benchmarks/backtest_variants.py`:
 
     python -m benchmarks.analyses.history_spread [--workdir /tmp/pond-backtest-variants] [--variants pond walks]

@@ -1,4 +1,4 @@
-"""Why `pond calibrate`'s lab checks pass on few draws (issue 47): per seed and variant, the lab's 158 workloads
+"""Why `pond calibrate`'s lab checks pass on few draws: per seed and variant, the lab's 158 workloads
 against Pond's figures, beside the 1,000-workload population they are drawn from:
 
     python -m benchmarks.analyses.lab_draws [--seeds 40 41 ... 49] [--sample footprint|slowdown|population]

@@ -1,4 +1,4 @@
-"""Issue 13's LI criterion on both built-in variants, without the rest of the night:
+"""The LI selection criterion on both built-in variants, without the rest of the night:
 
     python -m benchmarks.analyses.li_selection            (about 2 minutes on 2 cores)
 

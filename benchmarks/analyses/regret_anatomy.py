@@ -1,4 +1,4 @@
-"""Issue 13: where the regret of a 14-night backtest comes from. After `benchmarks/backtest_variants.py`:
+"""Where the regret of a 14-night backtest comes from. After `benchmarks/backtest_variants.py`:
 
     python -m benchmarks.analyses.regret_anatomy [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 
@@ -250,7 +250,7 @@ def density_ratio(wd: Path, nights: list[Path], max_fleet: int = 20000) -> tuple
 
 
 def variants_cli(doc: str, analyse: Callable[[Path], None]) -> None:
-    """The command line of the issue-13 analyses: each variant's work dir of `backtest_variants.py`, analysed."""
+    """The command line of the regret analyses: each variant's work dir of `backtest_variants.py`, analysed."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/pond-backtest-variants"))
     ap.add_argument("--variants", nargs="+", default=["pond", "walks"])

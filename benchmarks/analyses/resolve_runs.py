@@ -1,4 +1,4 @@
-"""Issue 13: this checkout's solver on the saved nights of finished acceptance runs, without running them again.
+"""This checkout's solver on the saved nights of finished acceptance runs, without running them again.
 
     python -m benchmarks.analyses.resolve_runs /tmp/pond-bv-42n /tmp/pond-bv-43n ... [--variants pond walks]
 

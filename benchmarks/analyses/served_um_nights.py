@@ -1,4 +1,4 @@
-"""Issue 13: does the served UM-only policy's evidence bound its next day? After `benchmarks/backtest_variants.py`:
+"""Does the served UM-only policy's evidence bound its next day? After `benchmarks/backtest_variants.py`:
 
     python -m benchmarks.analyses.served_um_nights [--workdir /tmp/pond-backtest-variants] [--variants pond walks]
 

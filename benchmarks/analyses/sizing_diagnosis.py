@@ -1,4 +1,4 @@
-"""Why the optimized policy does not save DRAM in `simulate` (issue 14), measured, after `dvc repro`:
+"""Why the optimized policy does not save DRAM in `simulate`, measured, after `dvc repro`:
 
     python -m benchmarks.analyses.sizing_diagnosis
 

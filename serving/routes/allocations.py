@@ -36,7 +36,11 @@ _BATCH_BODY = {"requestBody": {"required": True, "content": {
                                        "description": "an Arrow IPC stream of the request columns"}}}}}
 
 
-@router.post(PATH, response_model=Allocation, openapi_extra=_SINGLE_BODY)
+@router.post(PATH, response_model=Allocation, openapi_extra=_SINGLE_BODY, summary="Size one VM request",
+             description="The scheduler's call: how much of the VM's memory is local and how large its pool share "
+                         "is (`decision`: pool_only, znuma or local_only), by the served policy. A body that is not "
+                         "a valid request is refused with a 422 naming the field; one over the size limit with a "
+                         "413.")
 async def allocate(request: Request, eng: CurrentEngine, svc: ServiceDep) -> Response:
     """One VM request, on the event loop: tens of microseconds of work cost less than a thread hop."""
     try:
@@ -46,7 +50,10 @@ async def allocate(request: Request, eng: CurrentEngine, svc: ServiceDep) -> Res
     return Response(svc.answers.json(eng, fields), media_type="application/json")
 
 
-@router.post(BATCH_PATH, response_model=BatchResponse, openapi_extra=_BATCH_BODY)
+@router.post(BATCH_PATH, response_model=BatchResponse, openapi_extra=_BATCH_BODY, summary="Size many VM requests",
+             description="Up to `POND_MAX_BATCH` requests in one call, answered in their order, as JSON or as an "
+                         "Arrow IPC stream (the answer in the format of the request). More requests than the "
+                         "limit are refused with a 413 before any is validated.")
 async def allocate_batch(request: Request, eng: CurrentEngine, svc: ServiceDep) -> Response:
     """Up to ``max_batch`` VMs; the request count is checked before any element is validated."""
     arrow = is_arrow(request.headers.get("content-type", "").encode())

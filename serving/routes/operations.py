@@ -14,7 +14,10 @@ from pond.serving.schemas import ModelInfo, QosRequest, QosResponse
 router = APIRouter()
 
 
-@router.post("/v1/qos", response_model=QosResponse)
+@router.post("/v1/qos", response_model=QosResponse, summary="Check a running VM against the PDM",
+             description="The QoS monitor: from a VM's counters and the allocation they were counted under, the "
+                         "probability that it runs slower than the PDM allows, and `reconfigure_local` when it is "
+                         "flagged with memory on the pool. Counters without `allocation` are refused with a 422.")
 def qos(req: QosRequest, eng: CurrentEngine) -> Response:
     """Plain ``def``: FastAPI's thread pool runs it, and ONNX Runtime releases the GIL."""
     a = req.allocation
@@ -25,18 +28,20 @@ def qos(req: QosRequest, eng: CurrentEngine) -> Response:
                           "threshold": v.threshold, "model_version": eng.version})
 
 
-@router.get("/v1/model", response_model=ModelInfo)
+@router.get("/v1/model", response_model=ModelInfo, summary="What is served",
+            description="The model version, the models' sha256, the snapshot and the policy the service applies.")
 def model(eng: CurrentEngine, svc: ServiceDep) -> Response:
     return json_response({**eng.info, "loaded_at": svc.holder.loaded_at, "source": svc.holder.source.description,
                           "policy": eng.policy.model_dump(mode="json")})
 
 
-@router.get("/healthz")
+@router.get("/healthz", summary="Liveness", description="200 while the process answers.")
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", summary="Readiness",
+            description="200 with the model version once a bundle is loaded; 503 with the reason before.")
 def readyz(svc: ServiceDep) -> Response:
     eng = svc.holder.engine
     if eng is None:
@@ -44,7 +49,8 @@ def readyz(svc: ServiceDep) -> Response:
     return json_response({"ready": True, "model_version": eng.version})
 
 
-@router.get("/metrics")
+@router.get("/metrics", summary="Prometheus metrics",
+            description="Requests, decisions and latencies in Prometheus' text format.")
 async def prometheus(svc: ServiceDep) -> Response:
     svc.tally.flush()       # on the event loop, the only place the hot path's tally changes
     body, media_type = await asyncio.to_thread(svc.metrics.exposition)

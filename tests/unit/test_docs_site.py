@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
@@ -52,3 +51,18 @@ def test_a_page_of_the_docs_links_only_to_pages_of_the_site():
             if not link.startswith(("http://", "https://", "mailto:")):
                 assert (page.parent / link).resolve().is_file() and (page.parent / link).suffix == ".md", \
                     f"{page.relative_to(ROOT)}: {link}"
+
+
+def test_no_code_and_no_page_but_the_history_names_an_issue_number():
+    """A user or a new maintainer has no tracker to look an issue up in: code and pages say why in their own terms.
+    docs/results.md is the history of the measurements, where the work's order is the point."""
+    from tests.conftest import PACKAGES
+    issue = re.compile(r"\b[Ii]ssues? #?\d+")
+    files = [p for d in (*PACKAGES, "benchmarks", "scripts", "deploy", "tests", ".ci") for p in (ROOT / d).rglob("*")
+             if p.is_file() and p.suffix in (".py", ".sh", ".md", ".yaml", ".yml", "")]
+    files += [ROOT / "README.md", ROOT / "params.yaml", ROOT / "dvc.yaml", ROOT / "mkdocs.yml",
+              *(p for p in (ROOT / "docs").rglob("*.md") if p.name != "results.md")]
+    named = [f"{p.relative_to(ROOT)}:{n}" for p in files if "__pycache__" not in p.parts
+             for n, line in enumerate(p.read_text(errors="ignore").splitlines(), 1) if issue.search(line)
+             and p.name != "test_docs_site.py"]
+    assert named == []

@@ -47,3 +47,11 @@ def test_benchmarks_and_tests_import_only_public_names():
                for line, module, names in _imports(p) if module.startswith(("pond.", "benchmarks."))
                for name in names if name.startswith("_")]
     assert not private, f"make these public where they are defined, or test through a public function: {private}"
+
+
+def test_tests_import_nothing_from_benchmarks():
+    """Benchmarks are the lab notebook: a test runs one as a user does (``python -m benchmarks.<name>``), so the
+    product's tests do not rest on them."""
+    used = [f"{p.relative_to(ROOT)}:{line} {module}" for p in _files("tests")
+            for line, module, _ in _imports(p) if module == "benchmarks" or module.startswith("benchmarks.")]
+    assert not used

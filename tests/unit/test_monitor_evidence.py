@@ -111,15 +111,3 @@ def test_li_errors_the_monitor_model_catches_within_its_capacity_are_not_charged
     assert MonitorEvidence(None, flags, {}, None).caught(p, np.zeros(3), 350.0) is None   # the first-hour monitor
     off = Params(optimize={"confidence": None, "credit_caught_calls": True, "credit_mitigation": False})
     assert seen.caught(off, np.zeros(3), 350.0) is None
-
-
-def test_the_analysis_at_the_chosen_threshold_reads_truth_only_among_the_called_vms_with_it():
-    from benchmarks.analyses.monitor_evidence import chosen
-    # 8 VMs: called at P >= 0.8 with history: rows 0-4 (row 5 has no history, row 6 is below, row 7 has no score)
-    d = pd.DataFrame({"has_history": [1, 1, 1, 1, 1, 0, 1, 1], "p_insensitive": [0.9, 0.85, 0.8, 0.95, 0.99, 0.9, 0.5, np.nan],
-                      "sensitive": [1.0, 0.0, 0.0, 1.0, np.nan, 1.0, 1.0, 1.0],
-                      "p_exceed": [0.7, 0.1, 0.6, 0.2, 0.9, 0.9, 0.9, 0.9]})
-    li = {"threshold": 0.8, "error_rate": 0.01, "fp_bound": 0.02, "expected_li": 0.5}
-    out = chosen(d, li, qos=0.5)
-    # 5 of 8 called; of the 4 called with truth, 2 sensitive (rows 0, 3) and 2 flagged (rows 0, 2)
-    assert out == {"called_pct": 62.5, "charged_pct": 1.0, "bound_pct": 4.0, "truth_pct": 50.0, "flags_pct": 50.0}

@@ -61,3 +61,59 @@ def test_every_code_block_of_the_docs_is_closed():
     for page in pages:
         fences = [n for n, line in enumerate(page.read_text().splitlines(), 1) if line.lstrip().startswith("```")]
         assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)}: {len(fences)} fences (lines {fences}), one never closed"
+
+
+def test_every_command_dvc_runs_and_every_route_has_its_reference_section():
+    cli, http = (ROOT / "docs" / "cli.md").read_text(), (ROOT / "docs" / "http-api.md").read_text()
+    stages = set(re.findall(r"\bpond (?:--[a-z]+ \S+ )*([a-z_]+)\b", (ROOT / "dvc.yaml").read_text()))
+    assert {"generate", "train_monitor", "register"} <= stages
+    assert [s for s in sorted(stages) if f"\n## pond {s}\n" not in cli] == []
+    from pond.serving.app import create_app
+    schema = create_app().openapi()
+    routes = [f"{m.upper()} {p}" for p, ops in schema["paths"].items() for m in ops]
+    assert {"POST /v1/allocations", "POST /v1/qos"} <= set(routes)
+    assert [r for r in routes if f"\n## `{r}`\n" not in http] == []
+    assert [n for n in schema["components"]["schemas"] if f"\n### {n}\n" not in http] == []
+
+
+def test_the_cli_page_is_the_parser_itself():
+    import argparse
+
+    from pond.core.docs import cli_page
+    ap = argparse.ArgumentParser(prog="tool", description="Does things.\nMore.")
+    ap.add_argument("--params", default="p.yaml", help="params file")
+    sub = ap.add_subparsers(dest="stage")
+    run = sub.add_parser("run", help="run it")
+    run.add_argument("--params", default="p.yaml", help="params file")   # a global option, listed once
+    run.add_argument("target", help="what to run")
+    run.add_argument("--times", type=int, default=3, help="how often (default %(default)s)")
+    run.add_argument("--dry", action="store_true", help="print only")
+    page = cli_page(ap)
+    assert "## tool\n\nDoes things.\n" in page
+    assert "## tool run\n\nRun it.\n\n```\nusage: tool run [--times TIMES] [--dry] target\n```" in page
+    assert "| `target` | yes |  | what to run |" in page
+    assert "| `--times` |  | `3` | how often (default 3) |" in page
+    assert "| `--dry` |  |  | print only |" in page
+    assert page.count("| `--params` |") == 1
+
+
+def test_the_http_page_names_every_field_with_its_rules():
+    from pond.core.docs import http_page
+    schema = {"paths": {"/v1/x": {"post": {
+        "summary": "Do x", "description": "Why x.",
+        "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Req"}}}},
+        "responses": {"200": {"description": "OK", "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Res"}}}}}}}},
+        "components": {"schemas": {
+            "Req": {"properties": {"n": {"type": "integer", "minimum": 1, "description": "how many"},
+                                   "r": {"anyOf": [{"type": "number", "maximum": 10}, {"type": "null"}]}},
+                    "required": ["n"]},
+            "Res": {"properties": {"d": {"enum": ["a", "b"]}, "xs": {"type": "array", "items": {
+                "$ref": "#/components/schemas/Req"}}}}}}}
+    page = http_page(schema)
+    assert "## `POST /v1/x`\n\nDo x\n\nWhy x.\n\nRequest body (`application/json`): [Req](#req)\n" in page
+    assert "- `200` OK: [Res](#res)" in page
+    assert "| `n` | integer | yes | >= 1 | how many |" in page
+    assert "| `r` | number or null |  | <= 10 |  |" in page
+    assert "| `d` | `a` or `b` |  |  |  |" in page
+    assert "| `xs` | list of [Req](#req) |  |  |  |" in page

@@ -1,0 +1,109 @@
+"""Which slowed insensitive calls the replay's QoS monitor misses, and why, over the backtest's nights:
+
+    python -m benchmarks.monitor_misses [--backtest data/backtest] [--raw data/raw]
+                                        [--params params.yaml] [--top 10]
+
+For every night's next day (``<backtest>/<night>/evaluation/decisions.parquet``, the served policy's decisions) it
+takes the VMs the LI model called insensitive that the scorer finds slowed past the PDM with all their memory on the
+pool (``false_positive``), and the replay's flag of each (``seen_slowed``: the monitor model on its counters under the
+pool, ``optimize.monitor``). Per workload it reports:
+
+- ``calls``: its slowed calls over the nights, ``flagged``: the share the monitor flagged;
+- ``truth_pct``: its slowdown with the whole footprint on the pool (the population truth, read here only to judge);
+- ``visible_pct``: the part of that slowdown its counters can show, the four mechanisms' extra cycles
+  (``telemetry.fleet.pool_counters.extra_cycles``) without the unexplained part ``eta`` that no counter carries
+  (``truth = visible * (1 + eta)``), rebuilt from the generator's own draw (params.yaml's seed and variant).
+
+Then one line: recall over all slowed calls (what ``backtest_variants`` reports), the share of them from the most
+frequent workload, recall without it, recall counting each slowed workload once (flagged on most of its calls), and
+the share of the missed calls whose visible slowdown is within 1 point of the PDM (borderline: the counters show a
+slowdown at the PDM, and the rest is ``eta``), the missed calls' mean true slowdown, and recall over the calls past
+that border.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pond.core.params import load
+from pond.telemetry.fleet import build_lab
+from pond.telemetry.fleet.pool_counters import extra_cycles
+from pond.telemetry.io import read_tables
+
+
+def slowed_calls(backtest: Path) -> pd.DataFrame:
+    """Every night's slowed insensitive calls: ``vm_id``, ``seen_slowed``, ``night``."""
+    rows = []
+    for path in sorted(backtest.glob("*/evaluation/decisions.parquet")):
+        d = pd.read_parquet(path, columns=["vm_id", "li_called", "false_positive", "seen_slowed"])
+        d = d[d.li_called & d.false_positive.astype(bool)]
+        rows.append(d[["vm_id", "seen_slowed"]].assign(night=path.parent.parent.name))
+    if not rows:
+        raise SystemExit(f"no nights in {backtest}: run `dvc repro backtest`")
+    return pd.concat(rows, ignore_index=True)
+
+
+def by_workload(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ratio: float) -> pd.DataFrame:
+    """One row per workload of the slowed calls (module doc), most frequent first."""
+    c = calls.merge(vms[["vm_id", "workload_id"]], on="vm_id", how="left")
+    per = c.groupby("workload_id").agg(calls=("vm_id", "size"), flagged=("seen_slowed", "mean"))
+    lat = latent.set_index("workload_id").reindex(per.index)
+    visible = 100.0 * sum(extra_cycles(lat, ratio, np.ones(len(lat))).values())
+    per = per.assign(visible_pct=np.round(visible, 2),
+                     truth_pct=np.round(visible * (1.0 + lat.eta.to_numpy(float)), 2),
+                     eta=np.round(lat.eta.to_numpy(float), 3))
+    return per.sort_values(["calls", "truth_pct"], ascending=[False, False])
+
+
+def summary(per: pd.DataFrame, pdm: float) -> dict:
+    """Recall four ways (module doc)."""
+    n = int(per.calls.sum())
+    caught = float((per.calls * per.flagged).sum())
+    top, rest = per.iloc[0], per.iloc[1:]
+    missed = per.calls * (1.0 - per.flagged)
+    border = per.visible_pct <= pdm + 1.0
+    borderline = float(missed[border].sum()) / max(float(missed.sum()), 1e-9)
+    past = per[~border]
+    return {"slowed_calls": n, "recall": round(caught / max(n, 1), 4), "workloads": len(per),
+            "top_workload": str(per.index[0]), "top_workload_share": round(float(top.calls) / max(n, 1), 4),
+            "top_workload_flagged": round(float(top.flagged), 4),
+            "recall_without_top": round(float((rest.calls * rest.flagged).sum()) / max(int(rest.calls.sum()), 1), 4),
+            "workload_recall": round(float((per.flagged > 0.5).mean()), 4),
+            "missed_borderline_share": round(borderline, 4),
+            "missed_mean_truth_pct": round(float((missed * per.truth_pct).sum()) / max(float(missed.sum()), 1e-9), 2),
+            "recall_past_border": round(float((past.calls * past.flagged).sum()) / max(int(past.calls.sum()), 1), 4),
+            "calls_past_border": int(past.calls.sum())}
+
+
+def workloads(backtest: Path, raw: Path, params_path: Path) -> tuple[pd.DataFrame, float]:
+    """``by_workload`` of a backtest's folders, with its raw tables and params, and the PDM."""
+    params = load(params_path)
+    lab = build_lab(params.generate.lab, params.generate.variant)
+    vms = read_tables(raw, ["vms"], validate=False)["vms"]
+    return by_workload(slowed_calls(backtest), vms, lab.latent, params.optimize.latency_ratio), params.optimize.pdm
+
+
+def misses(backtest: Path, raw: Path, params_path: Path) -> dict:
+    """``summary`` of a backtest's folders."""
+    return summary(*workloads(backtest, raw, params_path))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backtest", type=Path, default=Path("data/backtest"))
+    ap.add_argument("--raw", type=Path, default=Path("data/raw"))
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"))
+    ap.add_argument("--top", type=int, default=10, help="workloads to list")
+    args = ap.parse_args()
+    per, pdm = workloads(args.backtest, args.raw, args.params)
+    print(per.head(args.top).to_string())
+    print(json.dumps(summary(per, pdm)))
+
+
+if __name__ == "__main__":
+    main()
