@@ -1,3 +1,3 @@
 """Scripts that measure the figures README.md and docs/ quote; run each from the repository root as
 ``python -m benchmarks.<name>`` (its docstring says which claim it backs). One-off analyses whose figures
-docs/results.md keeps are in ``benchmarks/analyses`` (a line each on what they showed)."""
+docs/changelog.md keeps are in ``benchmarks/analyses`` (a line each on what they showed)."""

@@ -241,7 +241,7 @@ class OptimizeParams(Section):
     credit_mitigation: bool = Field(True, description=(
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
-        "the credit pools more and saves less DRAM; docs/results.md)"))
+        "the credit pools more and saves less DRAM; docs/changelog.md)"))
     credit_caught_calls: bool = Field(False, description=(
         "with credit_mitigation and the monitor model on counters under the pool: an LI error the monitor catches "
         "(its held-out recall all on the pool, lower bound at confidence) and has capacity to mitigate is not charged, "

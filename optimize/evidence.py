@@ -2,11 +2,11 @@
 internal workloads, Pond §4.4), beside the lab's.
 
 The lab runs each workload once, the budget counts the fleet's VMs, and on other draws of the built-in
-fleet the VMs called insensitive erred 2-7 times as often as the lab's workloads did (docs/results.md).
+fleet the VMs called insensitive erred 2-7 times as often as the lab's workloads did (docs/changelog.md).
 A measured fleet VM speaks to that directly. The unit of evidence is the history key (customer, VM type,
 region), not the VM: a key's VMs share one score and mostly one workload, so counting each would
 overstate what was learned (weighting keys by their VMs, honestly, leaves a handful of effective keys:
-docs/results.md, "What if the fleet reported slowdowns?").
+docs/changelog.md, "What if the fleet reported slowdowns?").
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ capacity can mitigate:
     left(t, j) = LI_vm(t) * q(t) * (1 - c(t)) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
 
 The first monitor (the LI model on first-hour counters) misses most of the errors where the fleet errs most
-(docs/results.md), so it is never credited.
+(docs/changelog.md), so it is never credited.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def next_night(op_nights: np.ndarray, days: np.ndarray | None = None, level: flo
     built-in fleet, and the nights' own spread then bounds the past, not tonight: hence a line over
     the days, extrapolated (from three nights on). But a line through the first nights of a trace
     falls with their warm-up and promises tonight too little, so the nights' spread without a trend
-    stays as the floor (docs/results.md, "Other draws of the built-in fleet")."""
+    stays as the floor (docs/changelog.md, "Other draws of the built-in fleet")."""
     op = np.asarray(op_nights, float)
     flat = spread(op)
     if op.shape[1] < 3 or days is None:

@@ -1,7 +1,8 @@
-"""`pond docs`: the configuration, CLI and HTTP references, the pipeline picture (docs/pipeline.md), the README's report of the
-default run and the monitor's figures (docs/monitor.md), generated from what the code reads (``core.params``, the
-service's ``Settings``, dvc.yaml through ``dvc dag``) and from the committed metrics. ``pond docs --check`` (run by the
-tests) fails when the committed files differ, so the documentation cannot drift from the code or the figures.
+"""`pond docs`: the configuration, CLI and HTTP references, the pipeline picture (docs/pipeline.md), and the figures
+of the default run the README and the docs quote (``evaluation.results_pages``), generated from what the code reads
+(``core.params``, the service's ``Settings``, the parsers, the OpenAPI schema, dvc.yaml through ``dvc dag``) and from
+the committed metrics. ``pond docs --check`` (run by the tests) fails when the committed files differ, so the
+documentation cannot drift from the code or the figures.
 """
 
 from __future__ import annotations
@@ -9,33 +10,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pond.core.docs import (
-    MONITOR_BEGIN,
-    MONITOR_END,
-    REPORT_BEGIN,
-    REPORT_END,
-    between,
-    cli_page,
-    http_page,
-    params_rows,
-    render_dag,
-    settings_rows,
-    table,
-    variable_rows,
-    with_dag,
-)
+from pond.core import docs
 from pond.core.params import INJECTED_KEYS, Params
 from pond.core.runtime import Runtime
-from pond.evaluation.monitor_report import monitor_table
-from pond.evaluation.report import closing, headline, to_text
+from pond.evaluation.results_pages import rendered_pages
 from pond.pipelines import report
 from pond.pipelines.cli import build_parser
 from pond.serving.app import create_app
 from pond.serving.cli import SETTING_OPTIONS
 from pond.serving.settings import Settings
 
-REFERENCE, PIPELINE, CLI, HTTP = (Path(f"docs/{p}.md") for p in ("configuration", "pipeline", "cli", "http-api"))
-README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
+REFERENCE, PIPELINE, CLI, HTTP, COMMANDS = (Path(f"docs/{p}.md")
+                                            for p in ("configuration", "pipeline", "cli", "http-api", "commands"))
 METRICS = Path("metrics")
 OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 # Variables the shell scripts read (the code's own are core.runtime.Runtime's): (name, default, meaning).
@@ -58,23 +44,24 @@ def render_reference() -> str:
         "error naming the key. `generate.lab.seed`, `generate.fleet.seed` and `features.as_of` are not keys: they",
         "are set from `base.seed` and `base.as_of`. `generate` matters only to the built-in fleet.",
         "",
-        *table(("key", "type", "default", "allowed", "meaning"), [
-            (f"`{k}`", t, f"`{d}`" if d else "", a, m) for k, t, d, a, m in params_rows(Params, INJECTED_KEYS)]),
+        *docs.table(("key", "type", "default", "allowed", "meaning"), [
+            (f"`{k}`", t, f"`{d}`" if d else "", a, m) for k, t, d, a, m in docs.params_rows(Params, INJECTED_KEYS)]),
         "",
         "## The service (`pond serve`, `pond predict`)",
         "",
         "A command-line option wins over its environment variable, which wins over the default.",
         "",
-        *table(("variable", "option", "default", "meaning"), [
+        *docs.table(("variable", "option", "default", "meaning"), [
             (f"`{v}`", f"`{o}`" if o else "", f"`{d}`" if d else "", m)
-            for v, o, d, m in settings_rows(Settings, OPTIONS)]),
+            for v, o, d, m in docs.settings_rows(Settings, OPTIONS)]),
         "",
         "## Other environment variables",
         "",
         "Read when a command uses them (`core/runtime.py`); `pond --quiet` and `--scheduler` set two of them.",
         "",
-        *table(("variable", "default", "meaning"), [
-            (f"`{v}`", f"`{d}`" if d != "unset" else d, m) for v, d, m in variable_rows(Runtime, SCRIPT_ENVIRONMENT)]),
+        *docs.table(("variable", "default", "meaning"), [
+            (f"`{v}`", f"`{d}`" if d != "unset" else d, m)
+            for v, d, m in docs.variable_rows(Runtime, SCRIPT_ENVIRONMENT)]),
         "",
     ]
     return "\n".join(sections)
@@ -82,15 +69,10 @@ def render_reference() -> str:
 
 def rendered(root: Path = Path(".")) -> dict[Path, str]:
     """Each generated page as the code, dvc.yaml and the committed metrics give it now."""
-    metrics = report.load(root / METRICS)
-    report_text = "```\n" + to_text(headline(metrics), closing(metrics)) + "\n```"
-    return {REFERENCE: render_reference(), CLI: cli_page(build_parser()), HTTP: http_page(create_app().openapi()),
-            PIPELINE: with_dag((root / PIPELINE).read_text(), render_dag(root)),
-            **{page: between((root / page).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(page),
-                             "`pond report`'s table") for page in (README, TONIGHT)},
-            MONITOR: between((root / MONITOR).read_text(), MONITOR_BEGIN, MONITOR_END,
-                             monitor_table(metrics.get("train_monitor", {})), str(MONITOR), "the monitor's figures")}
-
+    return {REFERENCE: render_reference(), CLI: docs.cli_page(build_parser()),
+            HTTP: docs.http_page(create_app().openapi()), COMMANDS: docs.commands_page(root),
+            PIPELINE: docs.with_dag((root / PIPELINE).read_text(), docs.render_dag(root)),
+            **rendered_pages(root, report.load(root / METRICS))}
 
 def stale(root: Path = Path(".")) -> list[str]:
     """The generated files that differ from what the code, dvc.yaml and the metrics give now."""

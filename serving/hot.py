@@ -1,7 +1,7 @@
 """The scheduler's call, ahead of FastAPI's stack: one ASGI layer that answers a valid ``POST /v1/allocations``
 itself and hands everything else to the app as it came.
 
-A profile of the route under wrk (docs/results.md, "Where a single request's time goes") found about 15% of a worker's time in the layers a
+A profile of the route under wrk (docs/changelog.md, "Where a single request's time goes") found about 15% of a worker's time in the layers a
 request crosses before its route (error, telemetry and body-limit middlewares, ``Edge``, exception handling,
 the router). This layer does what the valid request needs of them (the bearer token, the body limit, the
 content type, the request count and latency) and nothing else. Anything it does not answer 200 (a refusal, an

@@ -74,7 +74,7 @@ class Tally:
     """The scheduler's call counted in plain Python, added to ``Metrics`` in bulk by ``flush``.
 
     A Prometheus update takes a lock (and, with workers, writes a shared file): four of them per
-    request cost about 5% of a worker's time at full load (docs/results.md, "Where a single request's time goes"). Here a
+    request cost about 5% of a worker's time at full load (docs/changelog.md, "Where a single request's time goes"). Here a
     request appends its latency and bumps two ints. Only the event loop touches a tally; it is
     flushed before ``/metrics`` answers, every ``POND_METRICS_FLUSH_S`` and when the worker stops, so
     another worker's ``/metrics`` sees this one's answers at most that late.

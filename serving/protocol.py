@@ -9,7 +9,7 @@ Refusals are short JSON answers and the connection is closed.
 
 And one thing for speed: uvicorn writes a response's head and body in two writes, each a system
 call; ``CoalescedWrites`` sends what one turn of the event loop wrote in one. Under wrk the two
-writes were a third of a worker's time (docs/results.md, "Where a single request's time goes").
+writes were a third of a worker's time (docs/changelog.md, "Where a single request's time goes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One-off analyses: each answered one question once, and docs/results.md keeps its figures (the section
+"""One-off analyses: each answered one question once, and docs/changelog.md keeps its figures (the section
 named beside it). They stay runnable (``python -m benchmarks.analyses.<name>``) so a figure can be measured again;
 none backs a standing claim of the README the way ``benchmarks/`` does.
 

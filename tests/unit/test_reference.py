@@ -76,6 +76,15 @@ def test_every_command_dvc_runs_and_every_route_has_its_reference_section():
     assert [n for n in schema["components"]["schemas"] if f"\n### {n}\n" not in http] == []
 
 
+def test_every_benchmark_and_analysis_has_its_command_in_the_docs():
+    page = (ROOT / "docs" / "commands.md").read_text()
+    scripts = [p for p in (ROOT / "benchmarks").rglob("*.py") if p.name != "__init__.py"]
+    assert len(scripts) > 20
+    missing = [p.name for p in scripts
+               if f"`python -m {'.'.join(p.relative_to(ROOT).with_suffix('').parts)}`" not in page]
+    assert missing == []
+
+
 def test_the_cli_page_is_the_parser_itself():
     import argparse
 

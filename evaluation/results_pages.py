@@ -1,0 +1,178 @@
+"""The figures of the default run that the README and the docs quote (the results pages, docs/results/*.md, among
+them), rendered from the stages' metrics files by `pond docs`, so that a page cannot quote a figure the metrics do
+not hold. Each function takes the metrics
+(``evaluation.report.Metrics``) and returns the Markdown that stands between the page's markers; a stage that has
+not run says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pond.core.docs import MONITOR_BEGIN, MONITOR_END, REPORT_BEGIN, REPORT_END, between, table
+from pond.evaluation.monitor_report import monitor_table
+from pond.evaluation.report import Metrics, closing, headline, to_text
+from pond.models.names import split_ratio
+
+LI_RULES = ("random_forest", "dram_bound", "memory_bound", "l3_miss_latency")
+POLICIES = ("combined", "li_only", "um_only", "static_10pct", "static_15pct")
+RESULTS = Path("docs/results")
+README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
+
+
+def _pct(x: Any, digits: int = 1, scale: float = 100.0) -> str:
+    return "-" if not isinstance(x, (int, float)) else f"{scale * x:.{digits}f}%"
+
+
+def _iv(iv: Any) -> str:
+    return "" if not isinstance(iv, list) or len(iv) != 2 else f" [{100 * iv[0]:+.1f}, {100 * iv[1]:+.1f}]"
+
+
+def _missing(m: Metrics, *stages: str) -> str | None:
+    gone = [s for s in stages if s not in m]
+    return None if not gone else "Not run: " + ", ".join(f"metrics/{s}.json" for s in gone) + " missing."
+
+
+def li_figures(m: Metrics) -> str:
+    """Held-out LI (share of lab workloads called insensitive) at FP 1/2/5%, per model and ratio, and the choice."""
+    if (gone := _missing(m, "train_li")) is not None:
+        return gone
+    out = []
+    for key, node in m["train_li"].items():
+        rows = [(f"`{r}`", *(f"{node.get(f'{r}.li_at_fp{fp}', float('nan')):.1f}%" for fp in (1, 2, 5)),
+                 f"{node.get(f'selection.heldout_li.{r}', float('nan')):.1f}%") for r in LI_RULES]
+        ratio, pdm = key[1:].split("_pdm")
+        out += [f"At {float(ratio):.0%} latency, PDM {pdm}%: selected `{node.get('selection.method')}`, "
+                f"{node.get('selection.heldout_li.selected', float('nan')):.1f}% on outer held-out halves "
+                f"(best single-counter rule `{node.get('selection.best_rule')}`, margin "
+                f"{node.get('selection.margin_over_best_rule', float('nan')):+.2f} points).", "",
+                *table(("model", "LI at FP 1%", "LI at FP 2%", "LI at FP 5%", "held-out, FP 2%"), rows), ""]
+    return "\n".join(out).rstrip()
+
+
+def um_figures(m: Metrics) -> str:
+    """The GBM against a static fraction on the backtest's nights, and the offset's calibration."""
+    if (gone := _missing(m, "train_um")) is not None:
+        return gone
+    u = m["train_um"]
+    rows = [("untouched memory on zNUMA at 4% overpredicted VMs", _pct(u.get("gbm.um_at_op4")),
+             _pct(u.get("static.um_at_op4"))),
+            ("overpredicted VMs at 10% untouched memory", _pct(u.get("gbm.op_at_um10"), 2),
+             _pct(u.get("static.op_at_um10"), 2)),
+            ("overpredicted VMs at 20% untouched memory", _pct(u.get("gbm.op_at_um20"), 2),
+             _pct(u.get("static.op_at_um20"), 2))]
+    nights = u.get("backtest_nights")
+    return "\n".join([
+        *table(("figure", "LightGBM quantile model", "static fraction"), rows), "",
+        f"Over {nights} nights ({u.get('backtest_scored_vms')} VMs scored the next day), the offset calibrated to "
+        f"OP {_pct(u.get('target_op'), 0)} realized OP {_pct(u.get('calibrated.mean_op'), 2)} on average "
+        f"(raw: {_pct(u.get('raw.mean_op'), 2)}) and was within it on "
+        f"{_pct(u.get('calibrated.nights_within_target'), 0)} of the nights, with "
+        f"{_pct(u.get('calibrated.mean_um'))} of memory predicted untouched. ONNX parity: "
+        f"{u.get('onnx_parity_max_abs_diff')} (largest absolute difference from LightGBM)."])
+
+
+def budget_figures(m: Metrics) -> str:
+    """Tonight's pair, the next day per policy, and the backtest's nights."""
+    if (gone := _missing(m, "optimize", "evaluate", "backtest")) is not None:
+        return gone
+    o, e, b = m["optimize"], m["evaluate"], m["backtest"]
+    rows = [(f"`{p}`", _pct(e[p].get("pool_share")), _pct(e[p].get("mispredictions_conservative"), 2),
+             _pct(e[p].get("mispredictions_worst_case"), 2), _pct(e[p].get("mispredictions_unmitigated"), 2),
+             _pct(e[p].get("mitigations"), 2))
+            for p in POLICIES if isinstance(e.get(p), dict)]
+    return "\n".join([
+        f"Tonight's solver: LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'), 1)}; "
+        f"expected pool {_pct(o.get('pool_share'))}, mispredictions {_pct(o.get('mispredictions'), 2)} "
+        f"(bound {_pct(o.get('mispredictions_bound'), 2)}, budget {_pct(e.get('budget'), 0)}).", "",
+        f"The next day ({e.get('day')}), per policy:", "",
+        *table(("policy", "memory on the pool", "mispredicted", "worst case", "left slowed after the monitor",
+                "VMs mitigated"), rows), "",
+        f"Backtest, {b.get('nights')} nights: within the budget on {b.get('nights_within_budget')} after the QoS "
+        f"monitor ({b.get('nights_within_budget_raw')} before it, {b.get('nights_within_budget_worst_case')} "
+        f"counting every censored VM overpredicted); most mitigated in a night {_pct(b.get('mitigations_max'), 2)}; "
+        f"pool {_pct(b.get('realized_pool_mean'))} on average; mean regret {100 * b.get('regret_mean', 0):.2f} points "
+        f"against each night's best pair in hindsight, {100 * b.get('regret_fixed_mean', 0):.2f} against the best "
+        f"fixed pair, {100 * b.get('regret_admitted_mean', 0):.2f} against the best pair the lab admits."])
+
+
+def _slowed(policy: dict) -> str:
+    """The window's VMs mispredicted, then left slowed after the QoS monitor, at each ratio the policy is judged at."""
+    raw, left = policy.get("realized_mispredictions", {}), policy.get("realized_unmitigated", {})
+    return " / ".join(f"{_pct(raw[r], 2)} -> {_pct(left.get(r), 2)}" for r in raw) or "-"
+
+
+def dram_figures(m: Metrics) -> str:
+    """DRAM saved per policy at the headline pool size and at the size each buys best, with 90% intervals."""
+    if (gone := _missing(m, "simulate")) is not None:
+        return gone
+    s = m["simulate"]
+    rows = []
+    for name, p in s.get("policies", {}).items():
+        h, r = p.get("at_headline", {}), p.get("recommended", {})
+        rows.append((f"`{split_ratio(name)[0]}`" + (f" ({split_ratio(name)[1]})" if split_ratio(name)[1] else ""),
+                     _pct(h.get("savings")) + _iv(h.get("savings_interval")),
+                     _pct(h.get("savings_per_server_peaks")) + _iv(h.get("savings_per_server_peaks_interval")),
+                     f"{p.get('recommended_pool_sockets')}" if p.get("recommended_pool_sockets") else "no pool",
+                     _pct(r.get("savings")) + _iv(r.get("savings_interval")), _slowed(p)))
+    iv = s.get("interval", {})
+    out = [f"{s.get('window')}; {s.get('servers')} servers in {s.get('clusters')} clusters; intervals: "
+           f"{iv.get('level', 0):.0%}, {iv.get('draws')} draws resampling {iv.get('resampled')}. Memory-hours of the "
+           f"window decided by a policy: {s.get('steady_state', {}).get('memory_hours_decided_pct')}%.", "",
+           *table(("policy", f"saved, {s.get('headline_pool_sockets')} sockets",
+                   "each server and pool at its own peak", "sockets it buys best", "saved there",
+                   "mispredicted -> left slowed"), rows), ""]
+    for ratio, a in s.get("answer", {}).items():
+        tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
+        verdict = "decided" if a.get("decided") else f"undecided between {tied}"
+        out.append(f"- Sizing answer at {float(ratio):.0%}: `{split_ratio(a.get('policy', '-'))[0]}` on "
+                   f"{a.get('pool_sockets')}-socket pools, {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} "
+                   f"DRAM saved ({verdict}; difference with the runner-up{_iv(a.get('difference_interval'))}).")
+    return "\n".join(out)
+
+
+def in_short(m: Metrics) -> str:
+    """What the night means for the scheduler, in a paragraph: the policy served, what it puts on the pool the next
+    day, what the replay says it saves and whether that beats the runner-up."""
+    if (gone := _missing(m, "evaluate", "simulate")) is not None:
+        return gone
+    e, s = m["evaluate"], m["simulate"]
+    served = e.get("served", {})
+    out = [f"Tonight the service applies `{e.get('served_policy')}`. On the next day ({e.get('day')}) it put "
+           f"{_pct(served.get('pool_share'))} of the memory on the pool; "
+           f"{_pct(served.get('mispredictions_conservative'), 2)} of the VMs were mispredicted, and after the QoS "
+           f"monitor moved {_pct(served.get('mitigations'), 2)} of the VMs "
+           f"back to local memory, {_pct(served.get('mispredictions_unmitigated'), 2)} were left slowed past the PDM "
+           f"(budget {_pct(e.get('budget'), 0)})."]
+    for ratio, a in s.get("answer", {}).items():
+        tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
+        verdict = (f"it beats the runner-up `{split_ratio(a.get('runner_up', '-'))[0]}` beyond their paired interval"
+                   if a.get("decided") else f"the interval cannot separate {tied} (difference "
+                   f"{_iv(a.get('difference_interval')).strip()} points), so the answer is the solver's own rule (Pond's Eq. 1 with the cap that saves most)")
+        out.append(f"At {float(ratio):.0%} latency the replay's sizing answer is `{split_ratio(a.get('policy', '-'))[0]}` "
+                   f"on {a.get('pool_sockets')}-socket pools: {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} "
+                   f"of DRAM saved against all local; {verdict}.")
+    return " ".join(out)
+
+
+PAGES = {"li": li_figures, "um": um_figures, "budget": budget_figures, "dram": dram_figures}
+
+
+def marks(page: str) -> tuple[str, str]:
+    """The markers between which ``pond docs`` writes a results page's figures."""
+    return f"<!-- results {page}: begin (pond docs, from metrics/) -->", f"<!-- results {page}: end -->"
+
+
+def rendered_pages(root: Path, m: Metrics) -> dict[Path, str]:
+    """Every page (relative to ``root``) with the figures of the default run that it quotes rendered from ``m``:
+    `pond report`'s table in the README and docs/tonight.md, the monitor's figures, each results page's."""
+    report_text = "```\n" + to_text(headline(m), closing(m)) + "\n```"
+    out = {page: between((root / page).read_text(), REPORT_BEGIN, REPORT_END, report_text, str(page),
+                         "`pond report`'s table") for page in (README, TONIGHT)}
+    out[MONITOR] = between((root / MONITOR).read_text(), MONITOR_BEGIN, MONITOR_END,
+                           monitor_table(m.get("train_monitor", {})), str(MONITOR), "the monitor's figures")
+    out[TONIGHT] = between(out[TONIGHT], *marks("in short"), in_short(m), str(TONIGHT), "the night in short")
+    for name, figures in PAGES.items():
+        path = RESULTS / f"{name}.md"
+        out[path] = between((root / path).read_text(), *marks(name), figures(m), str(path), "the page's figures")
+    return out
