@@ -183,7 +183,7 @@ def night_row(as_of: str, policy: Policy, ev: dict[str, Any], regret: dict[str, 
         "mitigated_gb_share": ev["combined"]["mitigated_gb_share"],
         "sla_alpha_gb_share": ev["combined"]["sla_alpha_gb_share"],
         "realized_unmitigated_sla_alpha": ev["combined"]["mispredictions_unmitigated_sla_alpha"],
-        "monitor_flag_rate": policy.fleet_monitor.flag_rate,
+        "monitor_flag_rate": policy.fleet_monitor.flag_rate, **_slowed_calls(ev["combined"]),
         "served_unmitigated": ev["served"]["mispredictions_unmitigated"],
         "realized_severe": ev["combined"]["mispredictions_severe"],
         "realized_worst_case": ev["combined"]["mispredictions_worst_case"],
@@ -192,6 +192,15 @@ def night_row(as_of: str, policy: Policy, ev: dict[str, Any], regret: dict[str, 
         "um_calibrated_nights_within_target": um["calibrated.nights_within_target"],
         **drift,
     }
+
+
+def _slowed_calls(combined: dict[str, Any]) -> dict[str, float]:
+    """The insensitive calls the scorer finds slowed past the PDM, and those the QoS monitor flagged (NaN where the
+    day has no truth to count them)."""
+    n = combined.get("false_positives_with_truth")
+    if n is None:
+        return {"slowed_calls": float("nan"), "slowed_calls_flagged": float("nan")}
+    return {"slowed_calls": float(n), "slowed_calls_flagged": float(round((combined.get("monitor_recall") or 0.0) * n))}
 
 
 def lab_admits(p: Params, li_dir: Path, vm_features: Path, history: pd.DataFrame) -> np.ndarray:
@@ -258,7 +267,21 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
         "regret_admitted_mean": float(nights.regret_admitted.mean()),
         "regret_admitted_max": float(nights.regret_admitted.max()),
         "admitted_thresholds": int(nights.admitted_thresholds.iloc[0]),
+        **_monitor_recall(nights),
         "best_admitted_pair": None if admitted_pair is None else pair(candidates, admitted_pair)}
+
+
+def _monitor_recall(nights: pd.DataFrame) -> dict[str, Any]:
+    """Over the nights, the slowed insensitive calls the QoS monitor flagged (the fleet's recall of the monitor, the
+    figure the lab's held-out recall stands for), and the nights it flagged at least 80% of them on."""
+    if "slowed_calls" not in nights.columns or nights.slowed_calls.isna().all():
+        return {}
+    n, caught = float(nights.slowed_calls.sum()), float(nights.slowed_calls_flagged.sum())
+    some = nights[nights.slowed_calls > 0]
+    return {"monitor_slowed_calls": int(n), "monitor_slowed_calls_flagged": int(caught),
+            "monitor_recall": caught / n if n else None,
+            "nights_monitor_recall_at_least_80pct": int((some.slowed_calls_flagged >= 0.8 * some.slowed_calls).sum()),
+            "nights_with_slowed_calls": len(some)}
 
 
 def summary_line(m: dict[str, Any]) -> str:

@@ -89,6 +89,10 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         f"{b.get('nights_within_budget')} of {b.get('nights')} after the QoS monitor "
         f"({b.get('nights_within_budget_raw')} before)" +
         (f"; {b['nights_asked']} asked" if b.get("nights_skipped_short_history") else ""))
+    if b.get("monitor_slowed_calls") is not None:
+        row("  QoS monitor on the fleet", "backtest", f"{b['monitor_slowed_calls_flagged']} of "
+            f"{b['monitor_slowed_calls']} slowed calls flagged ({_pct(b.get('monitor_recall'))}), >= 80% on "
+            f"{b.get('nights_monitor_recall_at_least_80pct')}/{b.get('nights_with_slowed_calls')} nights")
     against = [f"{100 * b[k]:.2f} {pair}" for k, pair in (
         ("regret_fixed_mean", "vs the best fixed pair"), ("regret_admitted_mean", "vs the lab's")) if b.get(k) is not None]
     row("backtest: mean regret (points)", "backtest", None if not b else

@@ -131,6 +131,22 @@ def dram_figures(m: Metrics) -> str:
     return "\n".join(out)
 
 
+def fleet_monitor(m: Metrics) -> str:
+    """The QoS monitor's recall on the fleet over the backtest's nights, and the budget it kept."""
+    if (gone := _missing(m, "backtest")) is not None:
+        return gone
+    b = m["backtest"]
+    if b.get("monitor_slowed_calls") is None:
+        return "Not in metrics/backtest.json (a backtest from before the monitor's recall was counted): rerun it."
+    return (f"- Over {b.get('nights')} nights the monitor flagged **{b['monitor_slowed_calls_flagged']} of the "
+            f"{b['monitor_slowed_calls']}** slowed insensitive calls ({_pct(b.get('monitor_recall'))}), and at least "
+            f"80% of them on {b.get('nights_monitor_recall_at_least_80pct')} of the "
+            f"{b.get('nights_with_slowed_calls')} nights that had any.\n"
+            f"- The budget held on {b.get('nights_within_budget')} of the nights after the monitor "
+            f"({b.get('nights_within_budget_raw')} before it), with at most {_pct(b.get('mitigations_max'), 2)} of a "
+            f"day's VMs mitigated.")
+
+
 def in_short(m: Metrics) -> str:
     """What the night means for the scheduler, in a paragraph: the policy served, what it puts on the pool the next
     day, what the replay says it saves and whether that beats the runner-up."""
@@ -144,14 +160,16 @@ def in_short(m: Metrics) -> str:
            f"monitor moved {_pct(served.get('mitigations'), 2)} of the VMs "
            f"back to local memory, {_pct(served.get('mispredictions_unmitigated'), 2)} were left slowed past the PDM "
            f"(budget {_pct(e.get('budget'), 0)})."]
+    own = "the solver's own rule (Pond's Eq. 1 with the cap that saves most)"
     for ratio, a in s.get("answer", {}).items():
         tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
         verdict = (f"it beats the runner-up `{split_ratio(a.get('runner_up', '-'))[0]}` beyond their paired interval"
                    if a.get("decided") else f"the interval cannot separate {tied} (difference "
-                   f"{_iv(a.get('difference_interval')).strip()} points), so the answer is the solver's own rule (Pond's Eq. 1 with the cap that saves most)")
-        out.append(f"At {float(ratio):.0%} latency the replay's sizing answer is `{split_ratio(a.get('policy', '-'))[0]}` "
-                   f"on {a.get('pool_sockets')}-socket pools: {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} "
-                   f"of DRAM saved against all local; {verdict}.")
+                   f"{_iv(a.get('difference_interval')).strip()} points), so the answer is {own}")
+        name = split_ratio(a.get("policy", "-"))[0]
+        out.append(f"At {float(ratio):.0%} latency the replay's sizing answer is `{name}` on {a.get('pool_sockets')}"
+                   f"-socket pools: {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} of DRAM saved against "
+                   f"all local; {verdict}.")
     return " ".join(out)
 
 
@@ -172,6 +190,8 @@ def rendered_pages(root: Path, m: Metrics) -> dict[Path, str]:
     out[MONITOR] = between((root / MONITOR).read_text(), MONITOR_BEGIN, MONITOR_END,
                            monitor_table(m.get("train_monitor", {})), str(MONITOR), "the monitor's figures")
     out[TONIGHT] = between(out[TONIGHT], *marks("in short"), in_short(m), str(TONIGHT), "the night in short")
+    out[MONITOR] = between(out[MONITOR], *marks("fleet monitor"), fleet_monitor(m), str(MONITOR),
+                           "the monitor's recall on the fleet")
     for name, figures in PAGES.items():
         path = RESULTS / f"{name}.md"
         out[path] = between((root / path).read_text(), *marks(name), figures(m), str(path), "the page's figures")

@@ -138,8 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                                              "for a scheduler that embeds it with ONNX Runtime")
     dg.add_argument("out", type=Path, help="the .onnx file to write")
     _paths(dg, policy="data/policy/policy.json", li="data/models/li", um="data/models/um")
-    d = sub.add_parser("docs", help="write docs/configuration.md and docs/pipeline.md's picture from the code")
-    d.add_argument("--check", action="store_true", help="write nothing; exit 1 when either differs from the code")
+    d = sub.add_parser("docs", help="write the generated pages: the references (configuration, command line, HTTP "
+                                    "API, commands), the pipeline picture and the figures the docs quote from metrics/")
+    d.add_argument("--check", action="store_true", help="write nothing; exit 1 when any page differs from what the "
+                                                        "code and the metrics give")
     from pond.serving.cli import SETTING_OPTIONS, add_setting_options, environment_help
     for name, text in (("predict", "a file of VM requests -> a file of allocations (the service's engine)"),
                        ("serve", "start the HTTP service")):

@@ -1,4 +1,4 @@
-"""The built-in fleet: deterministic from params, and calibrated against CALIBRATION.md."""
+"""The built-in fleet: deterministic from params, and calibrated against the published figures (docs/calibration.md)."""
 
 from __future__ import annotations
 

@@ -77,6 +77,13 @@ def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_r
     nights = pd.read_csv(tmp_path / "out" / "nights.csv")
     assert nights.as_of.tolist() == [f"2026-01-0{d}" for d in range(4, 9)]
     assert sorted(d.name for d in (tmp_path / "out").iterdir() if d.is_dir()) == nights.as_of.tolist()
+    # the QoS monitor's recall on the fleet: the nights' slowed insensitive calls and the share it flagged
+    evs = [json.loads((tmp_path / "out" / d / "evaluate.json").read_text())["combined"] for d in nights.as_of]
+    slowed = sum(e["false_positives_with_truth"] for e in evs)
+    flagged = sum(round((e["monitor_recall"] or 0.0) * e["false_positives_with_truth"]) for e in evs)
+    assert (m["monitor_slowed_calls"], m["monitor_slowed_calls_flagged"]) == (slowed, flagged)
+    assert nights.slowed_calls.sum() == slowed and (nights.slowed_calls_flagged <= nights.slowed_calls).all()
+    assert m["nights_with_slowed_calls"] == int((nights.slowed_calls > 0).sum()) >= m["nights_monitor_recall_at_least_80pct"]
     assert run_pond([*p, "simulate", "--raw", str(small_raw), "--nightly", str(tmp_path / "out"), "--out",
                      str(tmp_path / "sim"), "--metrics", str(tmp_path / "simulate.json"), "--plots",
                      str(tmp_path / "plots_sim")]) == 0

@@ -66,3 +66,16 @@ def test_no_code_and_no_page_but_the_history_names_an_issue_number():
              if "__pycache__" not in p.parts and p.name != "test_docs_site.py"
              for text in [p.read_text(errors="ignore")] for m in issue.finditer(text)]
     assert named == []
+
+
+def test_nothing_refers_to_a_file_outside_the_repository():
+    """A clone carries its own design: the design notes the project started from (DESIGN.md, CALIBRATION.md,
+    ECOSYSTEM.md, a ../shared folder) are not in it, so nothing may send a reader there."""
+    from tests.conftest import PACKAGES
+    outside = re.compile(r"\b(?:DESIGN|CALIBRATION|ECOSYSTEM)\.md\b|\.\./shared\b")
+    files = [p for d in (*PACKAGES, "benchmarks", "scripts", "deploy", "tests", ".ci", "docs") for p in (ROOT / d).rglob("*")
+             if p.is_file() and p.suffix in (".py", ".sh", ".md", ".yaml", ".yml", "") and "__pycache__" not in p.parts]
+    files += [ROOT / n for n in ("README.md", "params.yaml", "dvc.yaml", "mkdocs.yml", "pyproject.toml")]
+    found = [f"{p.relative_to(ROOT)}" for p in files if p.name != "test_docs_site.py"
+             and outside.search(p.read_text(errors="ignore"))]
+    assert found == []

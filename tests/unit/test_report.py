@@ -101,6 +101,11 @@ def test_the_backtest_rows_give_each_yardstick_the_metrics_hold():
     b |= {"regret_fixed_mean": 0.0186, "regret_admitted_mean": -0.0012}
     rows = {a: v for a, v, _ in headline({"backtest": b})}
     assert rows["backtest: mean regret (points)"] == "4.35 (1.86 vs the best fixed pair, -0.12 vs the lab's)"
+    assert "  QoS monitor on the fleet" not in rows                       # a backtest from before it was counted
+    b |= {"monitor_slowed_calls": 147, "monitor_slowed_calls_flagged": 124, "monitor_recall": 124 / 147,
+          "nights_monitor_recall_at_least_80pct": 9, "nights_with_slowed_calls": 14}
+    rows = {a: v for a, v, _ in headline({"backtest": b})}
+    assert rows["  QoS monitor on the fleet"] == "124 of 147 slowed calls flagged (84.4%), >= 80% on 9/14 nights"
     short = {"nights": 9, "nights_within_budget": 9, "nights_within_budget_raw": 8, "regret_mean": 0.0435,
              "nights_asked": 14, "nights_skipped_short_history": 5}     # a 28-day trace: the nights it allows
     assert {a: v for a, v, _ in headline({"backtest": short})}["backtest: nights within budget"] == \
