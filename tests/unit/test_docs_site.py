@@ -69,11 +69,13 @@ def test_no_code_and_no_page_but_the_history_names_an_issue_number():
 
 
 def test_nothing_refers_to_a_file_outside_the_repository():
-    """A clone carries its own design: the design notes the project started from (DESIGN.md, CALIBRATION.md,
-    ECOSYSTEM.md, a ../shared folder) are not in it, so nothing may send a reader there."""
+    """A clone carries its own design: the notes the project was started from are not in it, so code, tests and
+    pages cite the project's own pages instead (docs/design.md, docs/calibration.md, docs/libraries.md). The pattern
+    is those notes' upper-case names and the folder beside the repository they sat in."""
     from tests.conftest import PACKAGES
     outside = re.compile(r"\b(?:DESIGN|CALIBRATION|ECOSYSTEM)\.md\b|\.\./shared\b")
-    files = [p for d in (*PACKAGES, "benchmarks", "scripts", "deploy", "tests", ".ci", "docs") for p in (ROOT / d).rglob("*")
+    folders = (*PACKAGES, "benchmarks", "scripts", "deploy", "tests", ".ci", "docs")
+    files = [p for d in folders for p in (ROOT / d).rglob("*")
              if p.is_file() and p.suffix in (".py", ".sh", ".md", ".yaml", ".yml", "") and "__pycache__" not in p.parts]
     files += [ROOT / n for n in ("README.md", "params.yaml", "dvc.yaml", "mkdocs.yml", "pyproject.toml")]
     found = [f"{p.relative_to(ROOT)}" for p in files if p.name != "test_docs_site.py"
