@@ -37,3 +37,31 @@ def monitor_table(m: dict[str, Any]) -> str:
     lines += ["", f"{m.get('runs', 0):,} spill runs of {m.get('workloads', 0)} workloads at PDM {m.get('pdm')}%; "
               f"ONNX parity {m.get('onnx_parity_max_abs_diff', float('nan')):.1e}."]
     return "\n".join(lines)
+
+
+def monitor_verdict(m: dict[str, Any], target: float = 0.85, camp: tuple[float, float] = (0.91, 0.97)) -> str:
+    """What the held-out figures say against the lab target (``target`` of the runs past the PDM flagged at most
+    ``max_false_alarm`` false alarms) and against CAMP's published share within 10 points, one line per claim."""
+    if not m.get("trained"):
+        return f"No monitor model: {m.get('reason', 'metrics/train_monitor.json is missing')}."
+    ratios = [k for k, v in m.items() if isinstance(v, dict) and "monitor" in v]
+    cap = m.get("max_false_alarm", 0.05)
+
+    def each(method: str) -> str:
+        return ", ".join(f"{_pct(m[r][method].get('recall'))} at {_pct(m[r][method].get('false_alarm'))} false "
+                         f"alarms (x{r})" for r in ratios)
+
+    met = [r for r in ratios if m[r]["monitor"].get("recall", 0) >= target and m[r]["monitor"].get("false_alarm", 1)
+           <= cap]
+    verdict = ("meets the lab target at every ratio" if len(met) == len(ratios) else
+               f"meets the lab target at {', '.join('x' + r for r in met) or 'no ratio'}")
+    est = [m[r].get("slowdown_estimate", {}) for r in ratios]
+    return "\n".join([
+        f"- **The monitor's model {verdict}** ({_pct(target)} of the runs past the PDM flagged at no more than "
+        f"{_pct(cap)} false alarms, thresholds set on other workloads): {each('monitor')}.",
+        f"- **The LI model on the same counters**: {each('li_model')}.",
+        f"- **The L3 miss latency alone**: {each('l3_miss_latency')}.",
+        "- **The slowdown estimate**: " + ", ".join(
+            f"{_pct(e.get('within_10_points'))} of the held-out runs within 10 points, "
+            f"{_pct(e.get('full_pool_within_10_points'))} with the whole footprint on the pool (x{r})"
+            for r, e in zip(ratios, est, strict=True)) + f"; CAMP reports {camp[0]:.0%}-{camp[1]:.0%} of workloads."])

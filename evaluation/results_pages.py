@@ -6,11 +6,12 @@ not run says so."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
 from pond.core.docs import MONITOR_BEGIN, MONITOR_END, REPORT_BEGIN, REPORT_END, between, table
-from pond.evaluation.monitor_report import monitor_table
+from pond.evaluation.monitor_report import monitor_table, monitor_verdict
 from pond.evaluation.report import Metrics, closing, headline, to_text
 from pond.models.names import split_ratio
 
@@ -18,6 +19,8 @@ LI_RULES = ("random_forest", "dram_bound", "memory_bound", "l3_miss_latency")
 POLICIES = ("combined", "li_only", "um_only", "static_10pct", "static_15pct")
 RESULTS = Path("docs/results")
 README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
+SAVINGS = Path("plots/simulate/savings.csv")
+Savings = dict[int, dict[int, tuple[float, float]]]   # static share (%) -> pool sockets -> (provider, own peaks) %
 
 
 def _pct(x: Any, digits: int = 1, scale: float = 100.0) -> str:
@@ -131,6 +134,76 @@ def dram_figures(m: Metrics) -> str:
     return "\n".join(out)
 
 
+def read_static_savings(path: Path) -> Savings:
+    """The fixed splits' rows of `simulate`'s savings plot (git-tracked beside the metrics): what every VM split the
+    same way saves at each pool size, in both accountings; empty where the stage has not run."""
+    if not path.is_file():
+        return {}
+    out: Savings = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            name = row.get("policy", "")
+            if name.startswith("static_") and name.endswith("pct"):
+                out.setdefault(int(name[len("static_"):-len("pct")]), {})[int(row["pool_sockets"])] = (
+                    float(row["savings_pct"]), float(row["per_server_peaks_pct"]))
+    return out
+
+
+def premium(saved: tuple[float, float], all_local: float) -> float:
+    """What one local size per cluster costs a policy over its servers' and pools' own peaks, from its two savings
+    (in %) and all local's premium: (1 - provider) = (1 - own peaks) (1 + premium) / (1 + all local's premium)."""
+    provider, peaks = saved
+    return (1 - provider / 100) / (1 - peaks / 100) * (1 + all_local) - 1
+
+
+def _static_missing(m: Metrics, static: Savings) -> str | None:
+    if (gone := _missing(m, "simulate")) is not None:
+        return gone
+    return None if static and "all_local_uniform_premium" in m["simulate"] else f"Not run: {SAVINGS} missing."
+
+
+def premium_figures(m: Metrics, static: Savings) -> str:
+    """The premium over the peaks by pool size for every fixed split, and what the largest pool recovers of it."""
+    if (gone := _static_missing(m, static)) is not None:
+        return gone
+    base, top = m["simulate"]["all_local_uniform_premium"], max(static)
+    sizes = sorted(static[top])
+    rows = [(f"{share}% of every VM on the pool", *(_pct(premium(by[n], base)) for n in sizes if n in by))
+            for share, by in sorted(static.items())]
+    rows += [(f"{top}%: saved as a provider buys", *(f"{static[top][n][0]:+.1f}%" for n in sizes)),
+             (f"{top}%: saved at each server's own peak (Fig. 3)", *(f"{static[top][n][1]:+.1f}%" for n in sizes))]
+    big = sizes[-1]
+    return "\n".join([
+        f"All local pays {_pct(base)} over its servers' own peaks: every server of a cluster buys what its fullest "
+        "needs.", "", *table(("premium over the peaks, by pool size (sockets)", *map(str, sizes)), rows), "",
+        f"At {big} sockets, {top}% of every VM on the pool saves {static[top][big][0] - static[top][big][1]:+.1f} "
+        f"points more as a provider buys than at each server's own peak: its premium is "
+        f"{_pct(premium(static[top][big], base))}, all local's {_pct(base)}."])
+
+
+def static_open_figures(m: Metrics, static: Savings) -> str:
+    """The checks that need no model, on the default run: one-server pools, the gap between the accountings."""
+    if (gone := _static_missing(m, static)) is not None:
+        return gone
+    s, top = m["simulate"], max(static)
+    shares = sorted(static)
+    least = min(static[top])
+    head = s.get("headline_pool_sockets", least)
+    gaps = [p - q for n, (p, q) in static[top].items() if n >= head]
+
+    def at(n: int, i: int) -> str:
+        return ", ".join(f"{static[x][n][i]:+.1f}" for x in shares if n in static[x])
+
+    split = "/".join(map(str, shares))
+    return "\n".join([
+        f"- Fixed splits on {least}-socket pools, the smallest replayed ({split}% of every VM) save {at(least, 0)}% "
+        f"as a provider buys and {at(least, 1)}% at each server's own peak.",
+        f"- With {top}% on the pool, the provider's accounting runs {min(gaps):+.1f} to {max(gaps):+.1f} points above "
+        f"the per-server peaks at {head}-{max(static[top])} sockets ({'within' if max(gaps) <= 3 else 'not within'} "
+        "3): one local size per cluster makes all local dearer, and a pool recovers part of it.",
+        f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
+
+
 def fleet_monitor(m: Metrics) -> str:
     """The QoS monitor's recall on the fleet over the backtest's nights, and the budget it kept."""
     if (gone := _missing(m, "backtest")) is not None:
@@ -192,7 +265,12 @@ def rendered_pages(root: Path, m: Metrics) -> dict[Path, str]:
     out[TONIGHT] = between(out[TONIGHT], *marks("in short"), in_short(m), str(TONIGHT), "the night in short")
     out[MONITOR] = between(out[MONITOR], *marks("fleet monitor"), fleet_monitor(m), str(MONITOR),
                            "the monitor's recall on the fleet")
+    out[MONITOR] = between(out[MONITOR], *marks("monitor verdict"), monitor_verdict(m.get("train_monitor", {})),
+                           str(MONITOR), "what the monitor's figures say")
     for name, figures in PAGES.items():
         path = RESULTS / f"{name}.md"
         out[path] = between((root / path).read_text(), *marks(name), figures(m), str(path), "the page's figures")
+    static, dram = read_static_savings(root / SAVINGS), RESULTS / "dram.md"
+    out[dram] = between(out[dram], *marks("dram premium"), premium_figures(m, static), str(dram), "the premium")
+    out[dram] = between(out[dram], *marks("dram open"), static_open_figures(m, static), str(dram), "the open checks")
     return out

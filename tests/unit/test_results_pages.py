@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from pond.evaluation import results_pages as rp
+from pond.evaluation.monitor_report import monitor_verdict
 from tests.conftest import ROOT
 
 
@@ -39,7 +42,8 @@ def test_known_metrics_give_known_text():
         "recommended": {"savings": 0.0}}}, "answer": {"1.82": {"decided": False, "policy": "combined_r1.82",
                                                                 "pool_sockets": 64, "savings": 0.0316,
                                                                 "savings_interval": [-0.07993, 0.16504],
-                                                                "undecided_between": ["um_only_r1.82", "combined_r1.82"],
+                                                                "undecided_between": ["um_only_r1.82",
+                                                                                      "combined_r1.82"],
                                                                 "difference_interval": [-0.06469, 0.08496]}}}}
     text = rp.dram_figures(sim)
     assert "| `um_only` (1.82) | -1.5% [-8.3, +6.0] | - | no pool | 0.0% | - |" in text
@@ -49,14 +53,58 @@ def test_known_metrics_give_known_text():
 
 def test_a_hand_edited_figure_is_rendered_back(tmp_path):
     pages = [rp.README, rp.TONIGHT, rp.MONITOR, *(rp.RESULTS / f"{name}.md" for name in rp.PAGES)]
-    for page in pages:
+    for page in [*pages, rp.SAVINGS]:
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / page, tmp_path / page)
-    budget = tmp_path / rp.RESULTS / "budget.md"
-    committed = budget.read_text()
-    edited = committed.replace("| `combined` | ", "| `combined` | 99.9% (edited) ", 1)
-    assert edited != committed
-    budget.write_text(edited)
+    edits = {rp.RESULTS / "budget.md": ("| `combined` | ", "| `combined` | 99.9% (edited) "),
+             rp.RESULTS / "dram.md": ("| 50% of every VM on the pool | ", "| 50% of every VM on the pool | 1.0% | "),
+             rp.MONITOR: ("- **The LI model on the same counters**: ", "- **The LI model on the same counters**: 5%, ")}
+    for page, (old, new) in edits.items():
+        committed = (tmp_path / page).read_text()
+        assert old in committed
+        (tmp_path / page).write_text(committed.replace(old, new, 1))
     out = rp.rendered_pages(tmp_path, _metrics())
-    assert out[rp.RESULTS / "budget.md"] == committed
     assert all(out[page] == (ROOT / page).read_text() for page in pages)
+
+
+def test_the_premium_is_what_the_two_savings_imply():
+    """(1 - provider) = (1 - own peaks) (1 + premium) / (1 + all local's premium): a split that saves the same in
+    both accountings pays all local's premium; one that saves more as a provider buys pays less."""
+    assert rp.premium((3.0, 3.0), 0.16) == pytest.approx(0.16)
+    assert rp.premium((9.763, 3.601), 0.16354) == pytest.approx(0.08917, abs=1e-5)
+    assert rp.premium((10.0, 0.0), 0.0) == pytest.approx(-0.10)
+
+
+def test_static_figures_from_the_savings_plot(tmp_path):
+    plot = tmp_path / "savings.csv"
+    plot.write_text("policy,pool_sockets,savings_pct,per_server_peaks_pct\n"
+                    "combined_r1.82,2,-22.0,-6.0\n"
+                    "static_10pct,2,0.5,0.8\nstatic_10pct,16,2.0,1.0\nstatic_10pct,64,3.0,1.0\n"
+                    "static_50pct,2,0.1,0.9\nstatic_50pct,16,5.5,2.7\nstatic_50pct,64,9.8,3.6\n")
+    static = rp.read_static_savings(plot)
+    assert static == {10: {2: (0.5, 0.8), 16: (2.0, 1.0), 64: (3.0, 1.0)},
+                      50: {2: (0.1, 0.9), 16: (5.5, 2.7), 64: (9.8, 3.6)}}
+    m = {"simulate": {"all_local_uniform_premium": 0.16, "headline_pool_sockets": 16, "servers": 330, "clusters": 12}}
+    text = rp.premium_figures(m, static)
+    assert "| premium over the peaks, by pool size (sockets) | 2 | 16 | 64 |" in text
+    assert "| 50%: saved as a provider buys | +0.1% | +5.5% | +9.8% |" in text
+    assert "At 64 sockets, 50% of every VM on the pool saves +6.2 points more as a provider buys" in text
+    opened = rp.static_open_figures(m, static)
+    assert ("(10/50% of every VM) save +0.5, +0.1% as a provider buys and +0.8, +0.9% at each server's own "
+            "peak") in opened
+    assert "runs +2.8 to +6.2 points above the per-server peaks at 16-64 sockets (not within 3)" in opened
+    assert rp.premium_figures(m, {}) == f"Not run: {rp.SAVINGS} missing."
+    assert rp.read_static_savings(tmp_path / "absent.csv") == {}
+
+
+def test_the_monitor_verdict_follows_the_metrics():
+    def ratio(recall: float, false_alarm: float) -> dict:
+        f = {"recall": recall, "false_alarm": false_alarm}
+        return {"monitor": f, "li_model": f, "l3_miss_latency": f, "slowdown_estimate": {}}
+    m = {"trained": True, "max_false_alarm": 0.05, "1.82": ratio(0.9, 0.04), "2.22": ratio(0.8, 0.04)}
+    assert "**The monitor's model meets the lab target at x1.82**" in monitor_verdict(m)
+    m["2.22"] = ratio(0.9, 0.049)
+    assert "**The monitor's model meets the lab target at every ratio**" in monitor_verdict(m)
+    m["1.82"] = ratio(0.95, 0.06)
+    assert "meets the lab target at x2.22**" in monitor_verdict(m)
+    assert monitor_verdict({"trained": False, "reason": "no spill runs"}) == "No monitor model: no spill runs."
