@@ -25,7 +25,7 @@ from pond.evaluation.replay import measured_window, nightly_decisions, read_trac
 from pond.models.names import at_ratio
 from pond.simulator import pool_fit
 from pond.simulator.pool_sim import place
-from pond.simulator.sizing import distinct_sizing, in_window
+from pond.simulator.sizing import Question, Trace, distinct_sizing, in_window
 
 
 def main() -> None:
@@ -48,10 +48,14 @@ def main() -> None:
     i = np.flatnonzero(cluster == codes[np.argmax(counts)])
     name = at_ratio(args.policy, args.ratio)
     pool = {name: decisions[(args.policy, args.ratio)]["pool_gb"][keep][i]}
-    common = (start[i], end[i], cluster[i], host[i], placement.sockets_per_host, vms["vcpus"].to_numpy(float)[i],
-              vms["memory_gb"].to_numpy(float)[i])
-    rest = (measured, sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate, True, False)
-    distinct_sizing(*common, pool, sp.pool_sockets[:1], *rest)        # compile the kernels first
+    trace = Trace(start[i], end[i], cluster[i], host[i], vms["vcpus"].to_numpy(float)[i],
+                  vms["memory_gb"].to_numpy(float)[i])
+
+    def asked(sizes: tuple[int, ...]) -> Question:
+        return Question(placement.sockets_per_host, sizes, measured, sp.sockets_per_server * sp.socket_vcpus,
+                        sp.max_move_rate, True)
+
+    distinct_sizing(trace, pool, asked(sp.pool_sockets[:1]), False)        # compile the kernels first
 
     runs = [0]
     replay = pool_fit.replay
@@ -69,7 +73,7 @@ def main() -> None:
         pool_fit.Replays._room = room if reuse else (lambda self, level, cap_pool: False)
         runs[0] = 0
         t = time.perf_counter()
-        table = pd.concat([distinct_sizing(*common, pool, s, *rest) for s in sizes], ignore_index=True)
+        table = pd.concat([distinct_sizing(trace, pool, asked(s), False) for s in sizes], ignore_index=True)
         out[label] = {"replays": runs[0], "wall_s": round(time.perf_counter() - t, 2), "table": table}
     first = next(iter(out.values()))["table"]
     print(json.dumps({"cluster_vms": int(len(i)), "policy": name, "pool_sockets": list(sp.pool_sockets),

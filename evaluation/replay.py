@@ -60,7 +60,7 @@ from pond.models.decision import LABELS, LOCAL_ONLY, PolicyKnobs, decide, policy
 from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
 from pond.simulator.intervals import Savings, cluster_draws, with_intervals
-from pond.simulator.sizing import fleet_sizing, fleet_sizing_by_cluster
+from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster
 from pond.simulator.sizing_report import served, sizing_metrics, summarize_sizing
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.telemetry.io import release_unused_memory
@@ -286,15 +286,15 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
                 for (p, r), d in decisions.items()}
     del decisions                                       # the rest of each row's arrays: not needed to size
 
-    args = (start, end, cluster, host, placement.sockets_per_host, vms["vcpus"].to_numpy(float),
-            mem, policies, sp.pool_sockets, bought,
-            sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
-            placement.assignment != "trace" and sp.placement == "pool_aware", None if judged == bought else judged)
+    trace = Trace(start, end, cluster, host, vms["vcpus"].to_numpy(float), mem)
+    question = Question(placement.sockets_per_host, sp.pool_sockets, bought, sp.sockets_per_server * sp.socket_vcpus,
+                        sp.max_move_rate, placement.assignment != "trace" and sp.placement == "pool_aware",
+                        None if judged == bought else judged)
     if client is None:
-        table = fleet_sizing(*args)
+        table = fleet_sizing(trace, policies, question)
     else:
         print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
-        table = fleet_sizing_by_cluster(partial(run_all, client), *args)
+        table = fleet_sizing_by_cluster(partial(run_all, client), trace, policies, question)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     draws = cluster_draws(int(table.cluster.nunique()), sp.interval_draws, params.base.seed)
     savings = Savings(table, "required_gb", draws, sp.interval)

@@ -97,6 +97,55 @@ def _kernel():
 
 
 @dataclass(frozen=True)
+class Trace:
+    """The VMs a sizing replays, one entry per VM in every array: when it runs (seconds since the trace's start),
+    the cluster and the server the trace (or the replay's own first fit) put it on, its vCPUs and its memory."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    cluster: np.ndarray
+    host: np.ndarray
+    cores: np.ndarray
+    memory_gb: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start_s)
+
+    def take(self, i: np.ndarray) -> Trace:
+        """The VMs ``i`` (indices or a mask)."""
+        return Trace(*(np.asarray(a)[i] for a in (self.start_s, self.end_s, self.cluster, self.host, self.cores,
+                                                  self.memory_gb)))
+
+    def alive(self, window: tuple[int, int]) -> np.ndarray:
+        return in_window(self.start_s, self.end_s, window)
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a provider asks of a trace: the DRAM to buy per server and per pool of each size, on the VMs of
+    ``window``, so that at most ``max_move_rate`` of its arrivals must move; with ``judge``, bought on ``window``
+    and judged on that later one. ``pool_aware``: the servers are a first fit the trace did not make, so every
+    policy is placed afresh with its split (``simulator.pool_fit``)."""
+
+    sockets_per_server: int
+    pool_sockets: tuple[int, ...]
+    window: tuple[int, int]
+    server_vcpus: float          # vCPUs a server has (a cluster gets at least its trace's own peak)
+    max_move_rate: float
+    pool_aware: bool = False
+    judge: tuple[int, int] | None = None
+
+    @property
+    def judged(self) -> tuple[int, int]:
+        return self.judge or self.window
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The seconds whose VMs can change what is bought or judged."""
+        return self.window[0], max(self.window[1], self.judged[1])
+
+
+@dataclass(frozen=True)
 class Cluster:
     """One cluster's VMs overlapping the window (time-ordered events, servers numbered from 0)."""
 
@@ -224,11 +273,12 @@ def in_window(start_s: np.ndarray, end_s: np.ndarray, window: tuple[int, int]) -
     return (np.asarray(start_s) < window[1]) & (np.maximum(end_s, np.asarray(start_s) + 1) > window[0])
 
 
-def clusters(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray, cores: np.ndarray,
-             memory_gb: np.ndarray, window: tuple[int, int], server_vcpus: float,
+def clusters(t: Trace, window: tuple[int, int], server_vcpus: float,
              piece: np.ndarray | None = None) -> list[tuple[np.ndarray, Cluster]]:
     """(VM indices, Cluster) per cluster code, for VMs that all overlap the window (``piece``: ``returned``'s)."""
-    start_s, end_s = np.asarray(start_s, np.int64), np.maximum(np.asarray(end_s, np.int64), np.asarray(start_s) + 1)
+    cluster, host, cores, memory_gb = t.cluster, t.host, t.cores, t.memory_gb
+    start_s, end_s = np.asarray(t.start_s, np.int64), np.maximum(np.asarray(t.end_s, np.int64),
+                                                                  np.asarray(t.start_s) + 1)
     g = global_index(cluster, host)
     peak_cores = Sweep(start_s, end_s).peaks("host", g, np.asarray(cores, float))
     out = []
@@ -251,28 +301,23 @@ def arrived(start_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
     return (start_s >= window[0]) & (start_s < window[1])
 
 
-def fleet_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
-                 sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, Policy],
-                 pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
-                 max_move_rate: float, pool_aware: bool = False, judge: tuple[int, int] | None = None
-                 ) -> pd.DataFrame:
+def fleet_sizing(t: Trace, policies: dict[str, Policy], q: Question) -> pd.DataFrame:
     """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
     the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
     every server and pool bought at its own peak within the window, which no provider can buy).
 
-    ``judge``: DRAM is bought on ``window`` and judged on this later one (``judged_*``: its arrivals, the
+    ``q.judge``: DRAM is bought on ``q.window`` and judged on this later one (``judged_*``: its arrivals, the
     ones that no longer fitted under what was bought, and the per-server peaks over it). Without it,
     the window judges its own sizing (``judged_*`` repeat the fitted figures).
 
-    ``pool_aware``: ``host`` is a first fit the trace did not make, so every policy is placed
+    ``q.pool_aware``: ``t.host`` is a first fit the trace did not make, so every policy is placed
     afresh, with its split, on as many servers (``simulator.pool_fit``); ``moves`` are then the
-    VMs that fitted nowhere. Otherwise VMs stay on ``host`` and the few that no longer fit move.
+    VMs that fitted nowhere. Otherwise VMs stay on ``t.host`` and the few that no longer fit move.
 
     ``policies``: per name, each VM's pool GB, or (pool GB, the second its pool memory comes back as local, -1:
     never): a QoS mitigation (``evaluation.qos``), charged as local DRAM from that second (``returned``)."""
     sized, alias = distinct(policies)
-    return with_aliases(distinct_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, sized,
-                                pool_sockets, window, server_vcpus, max_move_rate, pool_aware, True, judge), alias)
+    return with_aliases(distinct_sizing(t, sized, q), alias)
 
 
 Policy = np.ndarray | tuple[np.ndarray, np.ndarray]   # pool GB per VM, or (pool GB, second it comes back: -1 never)
@@ -294,23 +339,23 @@ def distinct(policies: dict[str, Policy]) -> tuple[dict[str, Policy], dict[str, 
     alias: dict[str, str] = {}
     for name, policy in policies.items():
         pool, back = _parts(policy)
-        key = hashlib.sha256(np.ascontiguousarray(pool).tobytes()
-                             + (b"" if back is None else b"|" + np.ascontiguousarray(back, np.int64).tobytes())).digest()
+        returns = b"" if back is None else b"|" + np.ascontiguousarray(back, np.int64).tobytes()
+        key = hashlib.sha256(np.ascontiguousarray(pool).tobytes() + returns).digest()
         alias[name] = first.setdefault(key, name)
     return {n: policies[n] for n in dict.fromkeys(alias.values())}, alias
 
 
-def returned(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray, cores: np.ndarray,
-             memory_gb: np.ndarray, pool_gb: np.ndarray, back: np.ndarray) -> tuple[np.ndarray, ...]:
+def returned(t: Trace, pool_gb: np.ndarray, back: np.ndarray) -> tuple[Trace, np.ndarray]:
     """A VM whose pool memory comes back as local at second ``back`` (a QoS mitigation) as two on its server: its
     split until then, all local from then on, an arrival that moves the VM when the server has no room for it.
-    (start, end, cluster, host, cores, memory, pool) with the second parts appended."""
-    start_s, end_s, back = np.asarray(start_s), np.asarray(end_s), np.asarray(back)
+    The trace and the pool GB, with the second parts appended."""
+    start_s, end_s, back = np.asarray(t.start_s), np.asarray(t.end_s), np.asarray(back)
     m = (back > start_s) & (back < end_s)
     i = np.flatnonzero(m)
-    return (np.r_[start_s, back[i]], np.r_[np.where(m, back, end_s), end_s[i]], np.r_[cluster, np.asarray(cluster)[i]],
-            np.r_[host, np.asarray(host)[i]], np.r_[cores, np.asarray(cores)[i]],
-            np.r_[memory_gb, np.asarray(memory_gb)[i]], np.r_[pool_gb, np.zeros(len(i))])
+    return Trace(np.r_[start_s, back[i]], np.r_[np.where(m, back, end_s), end_s[i]],
+                 np.r_[t.cluster, np.asarray(t.cluster)[i]], np.r_[t.host, np.asarray(t.host)[i]],
+                 np.r_[t.cores, np.asarray(t.cores)[i]], np.r_[t.memory_gb, np.asarray(t.memory_gb)[i]]), \
+        np.r_[pool_gb, np.zeros(len(i))]
 
 
 def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
@@ -324,45 +369,38 @@ def with_aliases(table: pd.DataFrame, alias: dict[str, str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def distinct_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
-            sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray, policies: dict[str, Policy],
-            pool_sockets: tuple[int, ...], window: tuple[int, int], server_vcpus: float,
-            max_move_rate: float, pool_aware: bool = False, baseline: bool = True,
-            judge: tuple[int, int] | None = None, piece: np.ndarray | None = None) -> pd.DataFrame:
+def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline: bool = True,
+                    piece: np.ndarray | None = None) -> pd.DataFrame:
     """``fleet_sizing`` of distinct policies; the baseline's rows only when ``baseline``. A policy whose VMs get
     their pool memory back (``returned``) is sized on its own VMs (``piece``: the parts that came back), the
     baseline's never change."""
     plain, back = {}, {}
     for name, policy in policies.items():
         pool, at = _parts(policy)
-        if at is not None and np.any((at > np.asarray(start_s)) & (at < np.asarray(end_s))):
+        if at is not None and np.any((at > np.asarray(t.start_s)) & (at < np.asarray(t.end_s))):
             back[name] = (pool, at)
         else:
             plain[name] = pool
     if back:
-        rest = (pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
-        parts = [distinct_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, plain, *rest,
-                         baseline, judge)] if plain or baseline else []
+        parts = [distinct_sizing(t, plain, q, baseline)] if plain or baseline else []
         for name, (pool, at) in back.items():
-            s, e, c, h, k, m, p = returned(start_s, end_s, cluster, host, cores, memory_gb, pool, at)
-            parts.append(distinct_sizing(s, e, c, h, sockets_per_server, k, m, {name: p}, *rest, False, judge,
-                                 np.arange(len(s)) >= len(start_s)))
-        table = pd.concat([t for t in parts if len(t)], ignore_index=True)
+            both, p = returned(t, pool, at)
+            parts.append(distinct_sizing(both, {name: p}, q, False, np.arange(len(both)) >= len(t)))
+        table = pd.concat([x for x in parts if len(x)], ignore_index=True)
         rank = {n: r for r, n in enumerate(["all_local", *policies])}
         return table.iloc[np.argsort(table["policy"].map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
     policies = plain
-    if pool_aware:
-        return _pool_aware_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                                  pool_sockets, window, server_vcpus, max_move_rate, baseline, judge, piece)
-    judged = judge or window
-    keep = in_window(start_s, end_s, (window[0], max(window[1], judged[1])))
-    start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
-    cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
-    memory = np.asarray(memory_gb, float)[keep]
+    if q.pool_aware:
+        return _pool_aware_sizing(t, policies, q, baseline, piece)
+    judge, judged, max_move_rate = q.judge, q.judged, q.max_move_rate
+    keep = t.alive(q.span)
+    start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
+    cluster, host = np.asarray(t.cluster)[keep], np.asarray(t.host)[keep]
+    memory = np.asarray(t.memory_gb, float)[keep]
     sweep = Sweep(start, end)
     server = global_index(cluster, host)
-    cl = clusters(start, end, cluster, host, np.asarray(cores, float)[keep], memory, window, server_vcpus,
-                  None if piece is None else np.asarray(piece)[keep])
+    cl = clusters(Trace(start, end, cluster, host, np.asarray(t.cores, float)[keep], memory), q.window,
+                  q.server_vcpus, None if piece is None else np.asarray(piece)[keep])
     on = arrived(start, judged)
 
     def per_cluster(group: np.ndarray, peaks: np.ndarray) -> np.ndarray:
@@ -398,10 +436,10 @@ def distinct_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray,
         pool = np.asarray(pool_all, float)[keep]
         local_level = sweep.at_arrival("host", server, memory - pool)
         local_peak = per_cluster(server, sweep.peaks("host", server, memory - pool, judged))
-        for k in pool_sockets:
-            if k % sockets_per_server:
+        for k in q.pool_sockets:
+            if k % q.sockets_per_server:
                 continue     # a pool cannot split a server
-            spp = k // sockets_per_server
+            spp = k // q.sockets_per_server
             pool_id = global_index(cluster, host // spp)
             pool_level = sweep.at_arrival(("pool", spp), pool_id, pool)
             pool_peak = per_cluster(pool_id, sweep.peaks(("pool", spp), pool_id, pool, judged))
@@ -414,29 +452,27 @@ def distinct_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray,
     return pd.DataFrame(rows)
 
 
-def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarray, host: np.ndarray,
-                       sockets_per_server: int, cores: np.ndarray, memory_gb: np.ndarray,
-                       policies: dict[str, np.ndarray], pool_sockets: tuple[int, ...], window: tuple[int, int],
-                       server_vcpus: float, max_move_rate: float, baseline: bool = True,
-                       judge: tuple[int, int] | None = None, piece: np.ndarray | None = None) -> pd.DataFrame:
-    """Sized on the VMs alive in ``window``; with ``judge``, the same scheduler then places the VMs alive in
+def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, baseline: bool = True,
+                       piece: np.ndarray | None = None) -> pd.DataFrame:
+    """Sized on the VMs alive in ``q.window``; with ``q.judge``, the same scheduler then places the VMs alive in
     both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count."""
-    judged = judge or window
-    keep = in_window(start_s, end_s, (window[0], max(window[1], judged[1])))
-    start, end = np.asarray(start_s, np.int64)[keep], np.asarray(end_s, np.int64)[keep]
-    cluster, host = np.asarray(cluster)[keep], np.asarray(host)[keep]
-    memory, cores = np.asarray(memory_gb, float)[keep], np.asarray(cores, float)[keep]
+    judged, max_move_rate = q.judged, q.max_move_rate
+    keep = t.alive(q.span)
+    start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
+    cluster, host = np.asarray(t.cluster)[keep], np.asarray(t.host)[keep]
+    memory, cores = np.asarray(t.memory_gb, float)[keep], np.asarray(t.cores, float)[keep]
     pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
-    cl = clusters(start, end, cluster, host, cores, memory, window, server_vcpus,
-                  None if piece is None else np.asarray(piece)[keep])
-    bought = in_window(start, end, window)
+    kept = Trace(start, end, cluster, host, cores, memory)
+    cl = clusters(kept, q.window, q.server_vcpus, None if piece is None else np.asarray(piece)[keep])
+    bought = in_window(start, end, q.window)
     runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
-        runs += [(name, k, k // sockets_per_server, pool) for k in pool_sockets if k % sockets_per_server == 0]
+        runs += [(name, k, k // q.sockets_per_server, pool) for k in q.pool_sockets if k % q.sockets_per_server == 0]
     fitted = []
     for idx, c in cl:   # the servers: the trace's first fit's, or more where this subset fits worse (rare)
         sweep = Sweep(start[idx], end[idx])
-        top = 2.0 * float(max(c.memory_gb.max(initial=0.0), sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
+        top = 2.0 * float(max(c.memory_gb.max(initial=0.0),
+                              sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
         b = np.flatnonzero(bought[idx])     # the VMs the DRAM is bought on (all of them without ``judge``)
         ev = pool_fit.events(start[idx][b], end[idx][b], c.cores[b], c.memory_gb[b], c.n_servers, c.cap_cores)
         fitted.append((sweep, top, b, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
@@ -451,9 +487,8 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
             P = P if k else 0.0
             got = {"bought_gb": ev.n_servers * (L + (P / spp if k else 0.0)),
                    "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
-            if judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
-                L, P, unplaced, where, got = _judged(start[idx], end[idx], c, ev, pool[idx], spp, L, P, judge, top,
-                                                     max_move_rate, got)
+            if q.judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
+                L, P, unplaced, where, got = _judged(kept.take(idx), c, ev, pool[idx], spp, (L, P), q, top, got)
             placed = where >= 0           # an unplaced VM counts nowhere: its amounts are zero on a spare server
             srv = np.where(placed, where, ev.n_servers)     # (without ``judge``, ``b`` is every VM)
             peak = sweep.peaks(None, srv, np.where(placed, c.memory_gb - pool[idx], 0.0), judged).sum()
@@ -466,15 +501,15 @@ def _pool_aware_sizing(start_s: np.ndarray, end_s: np.ndarray, cluster: np.ndarr
     return pd.DataFrame(rows)
 
 
-def _judged(start: np.ndarray, end: np.ndarray, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: int,
-            local: float, cap: float, judge: tuple[int, int], top: float, max_move_rate: float, got: dict
-            ) -> tuple[float, float, int, np.ndarray, dict]:
-    """One cluster's pool-aware sizing bought on one window and judged on ``judge``: (L, P, unplaced among
-    its arrivals, server per VM, the row's bought/judged fields), topped up where short."""
+def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: int, bought: tuple[float, float],
+            q: Question, top: float, got: dict) -> tuple[float, float, int, np.ndarray, dict]:
+    """One cluster's pool-aware sizing (``t``: its VMs), ``bought`` (L, P) on one window and judged on ``q.judge``:
+    (L, P, unplaced among its arrivals, server per VM, the row's bought/judged fields), topped up where short."""
+    start, end, judge, (local, cap) = t.start_s, t.end_s, q.judged, bought
     on = arrived(start, judge)
     vms = int((on if c.piece is None else on & ~c.piece).sum())
     every = pool_fit.events(start, end, c.cores, c.memory_gb, ev.n_servers, c.cap_cores)
-    budget = int(np.floor(max_move_rate * vms + 1e-9))
+    budget = int(np.floor(q.max_move_rate * vms + 1e-9))
 
     def missed(local: float, cap: float) -> tuple[int, np.ndarray]:
         where = pool_fit.replay(every, pool, spp, local, cap)[1]
@@ -496,35 +531,29 @@ def _row(c: Cluster, s: Sizing) -> dict[str, float | int]:
             "moves": s.moves, "stuck": s.stuck}
 
 
-def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], start_s: np.ndarray, end_s: np.ndarray,
-                            cluster: np.ndarray, host: np.ndarray, sockets_per_server: int, cores: np.ndarray,
-                            memory_gb: np.ndarray, policies: dict[str, Policy], pool_sockets: tuple[int, ...],
-                            window: tuple[int, int], server_vcpus: float, max_move_rate: float,
-                            pool_aware: bool = False, judge: tuple[int, int] | None = None) -> pd.DataFrame:
+def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], t: Trace, policies: dict[str, Policy],
+                            q: Question) -> pd.DataFrame:
     """``fleet_sizing``, one task per cluster and policy (``run(fn, tasks)``: here or on Dask), in its
     row order. Clusters share nothing (servers and pools never span two) and one policy's sizing
     never reads another's, so each task is the local code on one cluster's VMs and one policy (or
     the baseline). Fleets have a few large clusters: tasks that fine keep every worker busy to the
     end, and the largest clusters go first."""
-    keep = in_window(start_s, end_s, (window[0], max(window[1], (judge or window)[1])))
-    cluster = np.asarray(cluster)
+    keep = t.alive(q.span)
+    cluster = np.asarray(t.cluster)
     sized, alias = distinct(policies)
     codes, counts = np.unique(cluster[keep], return_counts=True)
-    rest = (pool_sockets, window, server_vcpus, max_move_rate, pool_aware)
     tasks = []
     for code in codes[np.argsort(-counts, kind="stable")]:   # a few hundred clusters at most
         i = np.flatnonzero((cluster == code) & keep)
-        vms = (np.asarray(start_s)[i], np.asarray(end_s)[i], cluster[i], np.asarray(host)[i], sockets_per_server,
-               np.asarray(cores)[i], np.asarray(memory_gb)[i])
-        tasks.append((*vms, {}, *rest, True, judge))
-        tasks += [(*vms, {name: _take(v, i)}, *rest, False, judge) for name, v in sized.items()]
+        vms = t.take(i)
+        tasks.append((vms, {}, q, True))
+        tasks += [(vms, {name: _take(v, i)}, q, False) for name, v in sized.items()]
     parts = run(_quiet_sizing, tasks)
     if not parts:
-        return fleet_sizing(start_s, end_s, cluster, host, sockets_per_server, cores, memory_gb, policies,
-                            pool_sockets, window, server_vcpus, max_move_rate, pool_aware, judge)
+        return fleet_sizing(t, policies, q)
     table = with_aliases(pd.concat([p for p in parts if len(p)], ignore_index=True), alias)
     rank = {name: r for r, name in enumerate(["all_local", *policies])}
-    k_rank = {k: r for r, k in enumerate(pool_sockets)} | {0: -1}
+    k_rank = {k: r for r, k in enumerate(q.pool_sockets)} | {0: -1}
     order = np.lexsort((table["cluster"].to_numpy(), table["pool_sockets"].map(k_rank).to_numpy(),
                         table["policy"].map(rank).to_numpy()))
     return table.iloc[order].reset_index(drop=True)

@@ -25,7 +25,7 @@ from pond.core.params import load
 from pond.evaluation.replay import nightly_decisions, read_trace, row_name, static_decisions
 from pond.models.names import static_policy_name
 from pond.simulator.pool_sim import place
-from pond.simulator.sizing import fleet_sizing
+from pond.simulator.sizing import Question, Trace, fleet_sizing
 from pond.simulator.sizing_report import summarize_sizing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,10 +51,10 @@ def main() -> None:
     alive = (start < window[1]) & (end > window[0])
     summary = {"servers": None, "vms_alive_per_server_mean": None}
     for setting, decided, w in (("as_is", pools, window), ("late_window", pools, late), ("steady_proxy", steady, window)):
-        table = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
-                             vms.vcpus.to_numpy(float), mem, decided, (8, 16, 32), w,
-                             sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
-                             placement.assignment != "trace")
+        table = fleet_sizing(Trace(start, end, placement.cluster, placement.host, vms.vcpus.to_numpy(float), mem),
+                             decided, Question(placement.sockets_per_host, (8, 16, 32), w,
+                                               sp.sockets_per_server * sp.socket_vcpus, sp.max_move_rate,
+                                               placement.assignment != "trace"))
         fleet = summarize_sizing(table, sp)
         summary["servers"] = int(fleet.servers.iloc[0])
         for r in fleet.itertuples():

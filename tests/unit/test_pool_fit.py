@@ -6,7 +6,7 @@ import numpy as np
 
 from pond.simulator.pool_fit import (Replays, events, least_whole_gb, lowest_holding, pool_shares, replay, servers_for,
                                      size)
-from pond.simulator.sizing import fleet_sizing
+from pond.simulator.sizing import Question, Trace, fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
 # 0-100 s, arriving a, b, c, d. The all-local first fit put a, b on server 0 and c, d on server 1.
@@ -18,8 +18,8 @@ SPLIT = np.array([0.0, 0.0, 16.0, 16.0])      # a, b local; c, d entirely on the
 
 
 def sized(pool_aware: bool, rate: float = 0.0):
-    out = fleet_sizing(START, END, np.zeros(4, np.int64), HOST, 1, CORES, MEMORY, {"split": SPLIT}, (2,),
-                       (0, 200), 4.0, rate, pool_aware)
+    out = fleet_sizing(Trace(START, END, np.zeros(4, np.int64), HOST, CORES, MEMORY), {"split": SPLIT},
+                       Question(1, (2,), (0, 200), 4.0, rate, pool_aware))
     return out.set_index(["policy", "pool_sockets"])
 
 

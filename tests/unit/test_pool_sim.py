@@ -7,7 +7,7 @@ import pandas as pd
 
 from pond.simulator.packing import ServerShape, first_fit
 from pond.simulator.pool_sim import Placement, SimParams, Sweep, place
-from pond.simulator.sizing import fleet_sizing
+from pond.simulator.sizing import Question, Trace, fleet_sizing
 
 # Servers of 4 vCPUs and 10 GB. a runs 0-10 s with 6 GB; b (5-9 s, 6 GB) cannot join a (4 GB
 # free) and opens server 1; c arrives at 10 s, the second a leaves (departures go first), so it
@@ -57,8 +57,8 @@ def test_sweep_peaks_by_hand() -> None:
 
 def _lower_bound(placement, start, end, memory, policies, sockets):
     """fleet_sizing's per-server-peak figures (every server and pool at its own peak) over the whole trace."""
-    out = fleet_sizing(start, end, placement.cluster, placement.host, placement.sockets_per_host,
-                       np.ones(len(start)), memory, policies, sockets, (0, int(end.max()) + 1), 4.0, 1.0)
+    out = fleet_sizing(Trace(start, end, placement.cluster, placement.host, np.ones(len(start)), memory), policies,
+                       Question(placement.sockets_per_host, sockets, (0, int(end.max()) + 1), 4.0, 1.0))
     return out.groupby(["policy", "pool_sockets"], sort=False).peak_required_gb.sum()
 
 

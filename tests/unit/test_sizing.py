@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.simulator.sizing import approximate_frontier, fleet_sizing, fleet_sizing_by_cluster
+from pond.simulator.sizing import Question, Trace, approximate_frontier, fleet_sizing, fleet_sizing_by_cluster, returned
 
 # One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
 #   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
@@ -21,8 +21,8 @@ WINDOW = (10, 100)
 
 def sized(rate: float, policies: dict | None = None, start=START, end=END, server=SERVER, memory=MEMORY,
           window=WINDOW, pool_sockets=(2,)):
-    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 1, CORES[: len(start)], memory,
-                       policies or {}, pool_sockets, window, 4.0, rate)
+    out = fleet_sizing(Trace(start, end, np.zeros(len(start), np.int64), server, CORES[: len(start)], memory),
+                       policies or {}, Question(1, pool_sockets, window, 4.0, rate))
     return out.set_index(["policy", "pool_sockets"])
 
 
@@ -85,21 +85,21 @@ def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
     host = np.where(cluster == 0, rng.integers(0, 3, n), rng.integers(0, 5, n))
     memory, cores = rng.choice([4.0, 8.0, 16.0], n), rng.choice([1.0, 2.0], n)
     policies = {"half": memory / 2, "quarter": np.where(start > 400, memory / 4, 0.0), "again": memory / 2}
-    args = (start, end, cluster, host, 1, cores, memory, policies, (1, 2), (300, 1000), 8.0, 0.05, pool_aware)
+    t, q = Trace(start, end, cluster, host, cores, memory), Question(1, (1, 2), (300, 1000), 8.0, 0.05, pool_aware)
     seen: list[tuple] = []
 
     def run(fn, tasks):
         seen.extend(tasks)
         return [fn(*t) for t in tasks]
 
-    by_task = fleet_sizing_by_cluster(run, *args)
-    pd.testing.assert_frame_equal(by_task, fleet_sizing(*args), check_exact=True)
-    alone = [fleet_sizing(*args[:7], {name: pool}, *args[8:]) for name, pool in policies.items()]   # none shared
+    by_task = fleet_sizing_by_cluster(run, t, policies, q)
+    pd.testing.assert_frame_equal(by_task, fleet_sizing(t, policies, q), check_exact=True)
+    alone = [fleet_sizing(t, {name: pool}, q) for name, pool in policies.items()]   # none shared
     every = pd.concat([alone[0][alone[0].policy == "all_local"], *(t[t.policy != "all_local"] for t in alone)],
                       ignore_index=True)
     pd.testing.assert_frame_equal(by_task, every, check_exact=True)
     assert list(dict.fromkeys(by_task.policy)) == ["all_local", "half", "quarter", "again"]
-    assert [(int(t[2][0]), sorted(t[7]), t[-2]) for t in seen] == [
+    assert [(int(vms.cluster[0]), sorted(pols), baseline) for vms, pols, _, baseline in seen] == [
         (1, [], True), (1, ["half"], False), (1, ["quarter"], False),
         (0, [], True), (0, ["half"], False), (0, ["quarter"], False)]
 
@@ -122,8 +122,8 @@ def test_dram_bought_on_one_window_is_judged_on_the_next(pool_aware):
     local fits neither server (4 + 4, 2 + 4 > 4), one move; topped up to L = 8 (4 + 4) and P = 10 (6 + 4):
     26 GB, 18.75% less than all local. Each server and pool at its own peak over the judged window: 16 + 4
     all local, 8 + 2 + 10 with the split."""
-    args = (B_START, B_END, np.zeros(3, np.int64), B_SERVER, 1, np.ones(3), B_MEMORY)
-    out = fleet_sizing(*args, {"half": B_MEMORY / 2}, (2,), BUY, 8.0, 0.0, pool_aware, JUDGE)
+    t = Trace(B_START, B_END, np.zeros(3, np.int64), B_SERVER, np.ones(3), B_MEMORY)
+    out = fleet_sizing(t, {"half": B_MEMORY / 2}, Question(1, (2,), BUY, 8.0, 0.0, pool_aware, JUDGE))
     out = out.set_index(["policy", "pool_sockets"])
     base = out.loc[("all_local", 0)]
     assert (base.bought_gb, base.window_vms, base.judged_vms, base.judged_moves) == (16.0, 2, 1, 1)
@@ -135,10 +135,11 @@ def test_dram_bought_on_one_window_is_judged_on_the_next(pool_aware):
         assert (half.bought_gb, half.judged_moves, half.judged_stuck) == (14.0, 1, 1)
         assert (half.local_gb_per_server, half.gb_per_pool, half.required_gb, half.moves) == (8.0, 10.0, 26.0, 0)
         assert half.peak_required_gb == 20.0
-    by_task = fleet_sizing_by_cluster(lambda fn, tasks: [fn(*t) for t in tasks], *args, {"half": B_MEMORY / 2}, (2,),
-                                      BUY, 8.0, 0.0, pool_aware, JUDGE)     # Dask's tasks, here
+    by_task = fleet_sizing_by_cluster(lambda fn, tasks: [fn(*task) for task in tasks], t, {"half": B_MEMORY / 2},
+                                      Question(1, (2,), BUY, 8.0, 0.0, pool_aware, JUDGE))     # Dask's tasks, here
     pd.testing.assert_frame_equal(by_task.set_index(["policy", "pool_sockets"]), out, check_exact=True)
-    fitted = fleet_sizing(*args, {}, (2,), (0, 200), 8.0, 0.0, pool_aware).set_index(["policy", "pool_sockets"])
+    fitted = fleet_sizing(t, {}, Question(1, (2,), (0, 200), 8.0, 0.0, pool_aware)).set_index(
+        ["policy", "pool_sockets"])
     # fitted to both windows: 16 on the trace's servers; re-placed, v1 joins v0 and v2 gets server 1: 12
     assert fitted.loc[("all_local", 0)].local_gb_per_server == (12.0 if pool_aware else 16.0)
     assert fitted.loc[("all_local", 0)].judged_moves == 0
@@ -150,13 +151,13 @@ def test_pool_memory_given_back_is_charged_as_local_from_that_second():
     mitigation comes at 150 s, 4 GB: nothing is charged before the second it happens. The pool's peak is v0's 8
     GB either way, and the VM never mitigated (-1) is sized as it was."""
     start, end = np.array([0, 50]), np.array([1000, 1000])
-    args = (start, end, np.zeros(2, np.int64), np.zeros(2, np.int64), 1, np.ones(2), np.array([8.0, 4.0]))
-    pool = np.array([8.0, 0.0])
+    t = Trace(start, end, np.zeros(2, np.int64), np.zeros(2, np.int64), np.ones(2), np.array([8.0, 4.0]))
+    q, pool = Question(1, (1,), (0, 120), 8.0, 0.0), np.array([8.0, 0.0])
     for back, local in ((100, 12.0), (150, 4.0)):
-        got = fleet_sizing(*args, {"p": (pool, np.array([back, -1]))}, (1,), (0, 120), 8.0, 0.0)
+        got = fleet_sizing(t, {"p": (pool, np.array([back, -1]))}, q)
         row = got.set_index(["policy", "pool_sockets"]).loc[("p", 1)]
         assert (row.local_gb_per_server, row.gb_per_pool, row.peak_required_gb) == (local, 8.0, local + 8.0)
-    never = fleet_sizing(*args, {"p": (pool, np.array([-1, -1])), "q": pool}, (1,), (0, 120), 8.0, 0.0)
+    never = fleet_sizing(t, {"p": (pool, np.array([-1, -1])), "q": pool}, q)
     rows = never.set_index(["policy", "pool_sockets"])
     assert rows.loc[("p", 1)].equals(rows.loc[("q", 1)].rename(("p", 1)))
 
@@ -165,16 +166,14 @@ def test_a_returned_vm_that_no_longer_fits_its_server_moves():
     """Two servers of one cluster, L bought as 4 GB on [0, 60): at 100 s v0's 8 GB come back to server 0, which has
     4 GB: the second part must move, and server 1 is full with v1's 4 GB: it fits nowhere (stuck), so the cluster
     tops up to 8 GB per server."""
-    from pond.simulator.sizing import returned
-
-    s, e, c, h, k, m, p = returned(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64),
-                                   np.array([0, 1]), np.ones(2), np.array([8.0, 4.0]), np.array([8.0, 0.0]),
-                                   np.array([100, -1]))
-    assert (s.tolist(), e.tolist(), h.tolist(), m.tolist(), p.tolist()) == \
+    t = Trace(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64), np.array([0, 1]), np.ones(2),
+              np.array([8.0, 4.0]))
+    both, p = returned(t, np.array([8.0, 0.0]), np.array([100, -1]))
+    assert (both.start_s.tolist(), both.end_s.tolist(), both.host.tolist(), both.memory_gb.tolist(), p.tolist()) == \
         ([0, 10, 100], [100, 500, 500], [0, 1, 0], [8.0, 4.0, 8.0], [8.0, 0.0, 0.0])
-    got = fleet_sizing(np.array([0, 10]), np.array([500, 500]), np.zeros(2, np.int64), np.array([0, 1]), 1, np.ones(2),
-                       np.array([8.0, 4.0]), {"p": (np.array([8.0, 0.0]), np.array([100, -1]))}, (2,), (0, 60), 8.0,
-                       0.0, False, (60, 200)).set_index(["policy", "pool_sockets"]).loc[("p", 2)]
+    got = fleet_sizing(t, {"p": (np.array([8.0, 0.0]), np.array([100, -1]))},
+                       Question(1, (2,), (0, 60), 8.0, 0.0, False, (60, 200))).set_index(
+        ["policy", "pool_sockets"]).loc[("p", 2)]
     # the return is no new VM (judged_vms 0, nor a larger move budget), but its move counts
     assert (got.bought_gb, got.judged_vms, got.judged_moves, got.judged_stuck) == (2 * 4.0 + 8.0, 0, 1, 1)
     assert got.local_gb_per_server == 8.0          # topped up: the judged window needs 8 GB on a server
@@ -187,8 +186,8 @@ def test_a_partial_pool_is_bought_for_the_servers_it_has(pool_aware):
     1 at 8 GB, which is half of 16: P = 16 per full pool, L = 8, and the cluster buys 3 x 8 + 1.5 x 16 = 48 GB, all
     local's 3 x 16. Bought whole, the half pool cost 56 GB: a split that pools nothing looked like a loss."""
     start, end, server, memory = np.zeros(3, int), np.full(3, 100), np.arange(3), np.full(3, 16.0)
-    out = fleet_sizing(start, end, np.zeros(3, np.int64), server, 1, np.ones(3), memory, {"half": memory / 2}, (2,),
-                       (0, 200), 4.0, 0.0, pool_aware).set_index(["policy", "pool_sockets"])
+    out = fleet_sizing(Trace(start, end, np.zeros(3, np.int64), server, np.ones(3), memory), {"half": memory / 2},
+                       Question(1, (2,), (0, 200), 4.0, 0.0, pool_aware)).set_index(["policy", "pool_sockets"])
     r = out.loc[("half", 2)]
     assert (r.local_gb_per_server, r.gb_per_pool, r.pools, r.pool_units, r.required_gb, r.moves) == \
         (8.0, 16.0, 2, 1.5, 48.0, 0)
@@ -213,8 +212,8 @@ def test_a_split_that_pools_nothing_saves_nothing(seed, pool_aware):
     (Before the pool capacity was bisected to the whole GB, the grid's capacity made it up to 2.9% dearer.)"""
     start, end, server, memory, cores = _random_trace(seed)
     splits = {f"static_{int(100 * f)}pct": f * memory for f in (0.1, 0.3, 0.5)}
-    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 2, cores, memory, splits, (2,),
-                       (30_000, 100_000), 64.0, 0.001, pool_aware)
+    out = fleet_sizing(Trace(start, end, np.zeros(len(start), np.int64), server, cores, memory), splits,
+                       Question(2, (2,), (30_000, 100_000), 64.0, 0.001, pool_aware))
     base = out[out.policy == "all_local"].iloc[0]
     for name in splits:
         row = out[(out.policy == name) & (out.pool_sockets == 2)].iloc[0]
@@ -231,8 +230,8 @@ def test_more_pool_never_costs_more_under_a_fixed_split(seed):
     start, end, server, memory, cores = _random_trace(seed, n=3000, servers=32)
     splits = {f"static_{int(100 * f)}pct": f * memory for f in (0.1, 0.3, 0.5)}
     sockets = (2, 4, 8, 16, 32, 64)
-    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 2, cores, memory, splits, sockets,
-                       (30_000, 100_000), 64.0, 0.001, True)
+    out = fleet_sizing(Trace(start, end, np.zeros(len(start), np.int64), server, cores, memory), splits,
+                       Question(2, sockets, (30_000, 100_000), 64.0, 0.001, True))
     base = out[out.policy == "all_local"].iloc[0]
     for name in splits:
         rows = out[out.policy == name].set_index("pool_sockets").loc[list(sockets)]
@@ -251,8 +250,8 @@ def test_the_two_accountings_differ_by_what_pools_recover_of_one_size_per_cluste
 
     start, end, server, memory, cores = _random_trace(5, n=3000, servers=32)
     splits = {"static_50pct": 0.5 * memory}
-    out = fleet_sizing(start, end, np.zeros(len(start), np.int64), server, 2, cores, memory, splits, (2, 16, 64),
-                       (30_000, 100_000), 64.0, 0.001, True)
+    out = fleet_sizing(Trace(start, end, np.zeros(len(start), np.int64), server, cores, memory), splits,
+                       Question(2, (2, 16, 64), (30_000, 100_000), 64.0, 0.001, True))
     fleet = summarize_sizing(out, SimParams())
     base = out[out.policy == "all_local"].iloc[0]
     all_local_premium = base.required_gb / base.peak_required_gb - 1
