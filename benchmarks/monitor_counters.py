@@ -16,6 +16,8 @@ five folds of held-out workloads, each threshold set on the training workloads' 
 
 Prints one JSON line per set and latency ratio: held-out recall and false alarms, the slowdown estimate within 10
 points (all runs and whole footprint on the pool), the number of events read and of inputs, and the seconds it took.
+Beside them, the threshold the same rule sets on every workload's held-out scores, over every spilled share (what
+`train_monitor` serves) and over the full-pool runs alone (the allocation the replay judges an insensitive call at).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from pond.core.params import load
 from pond.features.tma import CLKS, REQUIRED_EVENTS, TMA_COLUMNS, pmu_features, rate_name
 from pond.models.li import li_feature_names
-from pond.models.monitor import monitor_feature_names, spill_runs
+from pond.models.monitor import flag_threshold, monitor_feature_names, spill_runs
 from pond.models.monitor_features import ALLOCATION, monitor_features
 from pond.models.monitor_train import estimate, figures, heldout, lab_for
 from pond.telemetry.contract import WORKLOADS, event_columns
@@ -83,11 +85,15 @@ def main() -> None:
         for r in p.latency_ratios:
             judged = (abs(lab.ratio - r) < 1e-9) & (lab.spilled > 0)
             full = judged & (lab.spilled >= 100.0)
+            at = {name: round(float(flag_threshold(scores["monitor"][m], lab.exceeds[m], p.max_false_alarm,
+                                                   p.fa_confidence)), 3)
+                  for name, m in (("all", judged), ("full", full))}
             print(json.dumps({"set": which, "events": n_events, "inputs": len(names), "latency_ratio": r,
                               **{k: metrics[f"{r:g}"]["monitor"][k] for k in ("recall", "false_alarm")},
                               "runs_exceeding": metrics[f"{r:g}"]["runs_exceeding"],
                               "slowdown_within_10_points": round(float((error[judged] <= 10).mean()), 4),
                               "full_pool_within_10_points": round(float((error[full] <= 10).mean()), 4),
+                              "threshold_all_spills": at["all"], "threshold_full_pool": at["full"],
                               "seconds": round(time.perf_counter() - start, 1)}), flush=True)
 
 
