@@ -147,16 +147,27 @@ class Question:
 
 @dataclass(frozen=True)
 class Cluster:
-    """One cluster's VMs overlapping the window (time-ordered events, servers numbered from 0)."""
+    """One cluster's VMs overlapping the window: the pool-aware replay's events (``pool_fit.Events``, on the
+    trace's servers), and what the trace-placed replay adds to them: each VM's server (numbered from 0), whether
+    the budget counts it, and which VMs are the returned parts of a mitigated one."""
 
-    ev_vm: np.ndarray        # VM index per event, by time, departures first at equal seconds
-    ev_arrival: np.ndarray   # bool per event
+    events: pool_fit.Events
     server: np.ndarray       # trace server per VM
-    cores: np.ndarray
-    memory_gb: np.ndarray
     counted: np.ndarray      # bool per VM: arrived within the window
-    cap_cores: float         # vCPUs per server (at least the trace's own peak on any server)
     piece: np.ndarray | None = None   # bool per VM: the all-local part of a mitigated VM (``returned``)
+
+    @property
+    def cores(self) -> np.ndarray:
+        return self.events.cores
+
+    @property
+    def memory_gb(self) -> np.ndarray:
+        return self.events.memory_gb
+
+    @property
+    def cap_cores(self) -> float:
+        """vCPUs per server (at least the trace's own peak on any server)."""
+        return self.events.cap_cores
 
     @property
     def vms(self) -> int:
@@ -199,7 +210,8 @@ def moves(c: Cluster, pool_gb: np.ndarray, servers_per_pool: int, local_cap: flo
     """(moves, of which fitted nowhere) among the window's arrivals, by the exact replay; stops
     counting past ``max_moves``."""
     pool_gb = np.asarray(pool_gb, float)
-    return _kernel()(c.ev_vm, c.ev_arrival, c.server, c.pools(servers_per_pool), c.shares(servers_per_pool), c.cores,
+    return _kernel()(c.events.ev_vm, c.events.ev_arrival, c.server, c.pools(servers_per_pool),
+                     c.shares(servers_per_pool), c.cores,
                      c.memory_gb - pool_gb, pool_gb, c.counted, float(local_cap), float(pool_cap),
                      float(c.cap_cores), len(c.server) + 1 if max_moves is None else int(max_moves))
 
@@ -286,11 +298,11 @@ def clusters(t: Trace, window: tuple[int, int], server_vcpus: float,
     bounds = np.flatnonzero(np.r_[True, np.diff(cluster[order]) != 0, True]) if len(cluster) else np.zeros(1, int)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         idx = order[lo:hi]
-        ev_vm, ev_arrival = pool_fit.event_order(start_s[idx], end_s[idx])
         server = np.asarray(host)[idx].astype(np.int64)
         cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
-        out.append((idx, Cluster(ev_vm, ev_arrival, server, np.asarray(cores, float)[idx],
-                                 np.asarray(memory_gb, float)[idx], arrived(start_s[idx], window), cap,
+        ev = pool_fit.events(start_s[idx], end_s[idx], np.asarray(cores, float)[idx],
+                             np.asarray(memory_gb, float)[idx], int(server.max()) + 1, cap)
+        out.append((idx, Cluster(ev, server, arrived(start_s[idx], window),
                                  None if piece is None else np.asarray(piece)[idx])))
     return out
 
@@ -474,7 +486,8 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
         top = 2.0 * float(max(c.memory_gb.max(initial=0.0),
                               sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
         b = np.flatnonzero(bought[idx])     # the VMs the DRAM is bought on (all of them without ``judge``)
-        ev = pool_fit.events(start[idx][b], end[idx][b], c.cores[b], c.memory_gb[b], c.n_servers, c.cap_cores)
+        ev = c.events if len(b) == len(idx) else pool_fit.events(start[idx][b], end[idx][b], c.cores[b],
+                                                                c.memory_gb[b], c.n_servers, c.cap_cores)
         fitted.append((sweep, top, b, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
     rows = []
     replays: list[pool_fit.Replays] = []
