@@ -261,3 +261,17 @@ def test_the_two_accountings_differ_by_what_pools_recover_of_one_size_per_cluste
     np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
     # a larger pool absorbs more of the servers' deviations: the premium falls as the pool grows
     assert fleet.set_index("pool_sockets").uniform_premium.loc[64] < all_local_premium
+
+
+def test_the_question_spans_what_is_bought_and_judged_and_the_trace_takes_whole_vms():
+    q = Question(2, (2, 16), (100, 200), 64.0, 0.001)
+    assert (q.judged, q.span) == ((100, 200), (100, 200))
+    q = Question(2, (2, 16), (100, 200), 64.0, 0.001, judge=(200, 500))
+    assert (q.judged, q.span) == ((200, 500), (100, 500))
+    t = Trace(np.array([0, 150, 300]), np.array([120, 160, 400]), np.zeros(3, np.int64), np.array([0, 1, 0]),
+              np.ones(3), np.array([4.0, 8.0, 16.0]))
+    assert t.alive(q.span).tolist() == [True, True, True]
+    assert t.alive(q.window).tolist() == [True, True, False]
+    sub = t.take(np.array([2, 0]))
+    assert (len(sub), sub.start_s.tolist(), sub.host.tolist(), sub.memory_gb.tolist()) == (2, [300, 0], [0, 0],
+                                                                                         [16.0, 4.0])
