@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.simulator.sizing import Question, Trace, approximate_frontier, fleet_sizing, fleet_sizing_by_cluster, returned
+from pond.simulator.cluster_sizing import approximate_frontier
+from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster, returned
 
 # One cluster, two 1-socket servers. w is a warm-up VM (created before the window, all local).
 #   w: server 0,  0-50 s,  8 GB      a: server 0, 10-40 s,  8 GB
