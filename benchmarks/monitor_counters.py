@@ -10,9 +10,10 @@ five folds of held-out workloads, each threshold set on the training workloads' 
 - ``all``: the stage's inputs, every event's rate per cycle, the TMA metrics and the allocation;
 - ``tma``: the TMA metrics only (the 16 events they are computed from) and the allocation, Pond's production
   features;
-- ``memory12``: 12 memory events, chosen before looking at any result for the ways a pool slows a workload (demand
-  misses that wait longer, occupancy, prefetches, page walks, remote DRAM traffic, bandwidth): their rates, the DRAM-
-  bound stalls, L3 miss latency and MLP they give, and the allocation.
+- ``memory12``: the 12 memory events `train_monitor` reads by default (``core.params.MONITOR_EVENTS``), chosen
+  before looking at any result for the ways a pool slows a workload (demand misses that wait longer, occupancy,
+  prefetches, page walks, remote DRAM traffic, bandwidth): their rates, the DRAM-bound stalls, L3 miss latency and
+  MLP they give, and the allocation.
 
 Prints one JSON line per set and latency ratio: held-out recall and false alarms, the slowdown estimate within 10
 points (all runs and whole footprint on the pool), the number of events read and of inputs, and the seconds it took.
@@ -27,32 +28,28 @@ import json
 import time
 from pathlib import Path
 
-from pond.core.params import load
-from pond.features.tma import CLKS, REQUIRED_EVENTS, TMA_COLUMNS, pmu_features, rate_name
+from pond.core.params import MONITOR_EVENTS, load
+from pond.features.tma import REQUIRED_EVENTS, TMA_COLUMNS, pmu_features
 from pond.models.li import li_feature_names
-from pond.models.monitor import flag_threshold, monitor_feature_names, spill_runs
-from pond.models.monitor_features import ALLOCATION, monitor_features
+from pond.models.monitor import flag_threshold, spill_runs
+from pond.models.monitor_features import ALLOCATION, monitor_events, monitor_feature_names, monitor_features
 from pond.models.monitor_train import estimate, figures, heldout, lab_for
 from pond.telemetry.contract import WORKLOADS, event_columns
 from pond.telemetry.io import read_tables
 
-MEMORY12 = (CLKS, "INST_RETIRED.ANY", "CYCLE_ACTIVITY.STALLS_L3_MISS", "CYCLE_ACTIVITY.STALLS_MEM_ANY",
-            "OFFCORE_REQUESTS.L3_MISS_DEMAND_DATA_RD", "OFFCORE_REQUESTS_OUTSTANDING.L3_MISS_DEMAND_DATA_RD",
-            "OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_L3_MISS_DEMAND_DATA_RD", "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM",
-            "MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM", "DTLB_LOAD_MISSES.WALK_ACTIVE", "L2_RQSTS.ALL_PF",
-            "UNC_M_CAS_COUNT.RD")
-FROM_MEMORY12 = ("tma_dram_bound", "l3_miss_latency", "mlp")    # the TMA columns these 12 events give alone
 
-
-def inputs(names: list[str], events: list[str], which: str) -> tuple[list[str], int]:
+def inputs(events: list[str], which: str) -> tuple[list[str], int]:
     """The model's input columns for a set, LI features first as ``lab_for`` expects, and the events they read."""
     if which == "all":
-        return names, len(events)
+        return monitor_feature_names(events), len(events)
     if which == "tma":
         return [*TMA_COLUMNS, *ALLOCATION], len(REQUIRED_EVENTS)
     if which == "memory12":
-        rates = [rate_name(e) for e in MEMORY12 if e != CLKS and rate_name(e) in names]
-        return [*rates, *FROM_MEMORY12, *ALLOCATION], len(MEMORY12)
+        read, missing = monitor_events(MONITOR_EVENTS, events)
+        if missing:
+            raise SystemExit(f"workloads table: no column {missing[0]!r}; the memory12 set needs all of "
+                             f"{MONITOR_EVENTS}")
+        return monitor_feature_names(read), len(read)
     raise SystemExit(f"--sets: unknown set {which!r}; expected all, tma or memory12")
 
 
@@ -66,19 +63,14 @@ def main() -> None:
     p, seed = params.train_monitor, params.base.seed
     tables = read_tables(a.raw, ["workloads", "slowdowns", "spill_counters"])
     events = event_columns(tables["workloads"], WORKLOADS)
-    missing = sorted(set(MEMORY12) - set(events))
-    if missing and "memory12" in a.sets:
-        raise SystemExit(f"workloads table: no column {missing[0]!r}; the memory12 set needs all of {MEMORY12}")
     runs = spill_runs(tables["spill_counters"], tables["slowdowns"], p.pdm)
     features = monitor_features(runs, events, runs.spilled_pct / 100.0, runs.latency_ratio)
     local = pmu_features(tables["workloads"], events, "workloads").set_index(
         tables["workloads"].workload_id.astype(str))
-    everything = monitor_feature_names(features)
     for which in a.sets:
-        names, n_events = inputs(everything, events, which)
-        li_part = [n for n in names if n in set(li_feature_names(features))]
+        names, n_events = inputs(events, which)
         start = time.perf_counter()
-        lab = lab_for(runs, features, names, len(li_part), local, tables["slowdowns"], p)
+        lab = lab_for(runs, features, names, li_feature_names(features), local, tables["slowdowns"], p)
         scores, flags = heldout(lab, p, seed)
         metrics, _ = figures(lab, scores, flags, p)
         error = abs(estimate(lab, p, seed) - lab.slowdown)

@@ -177,6 +177,15 @@ class LiParams(Section):
         return self
 
 
+# The QoS monitor's default counters: 12 memory events, chosen before looking at any result for the ways a pool slows
+# a workload (demand misses that wait longer, occupancy, prefetches, page walks, remote DRAM traffic, bandwidth).
+MONITOR_EVENTS: tuple[str, ...] = (
+    "CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY", "CYCLE_ACTIVITY.STALLS_L3_MISS", "CYCLE_ACTIVITY.STALLS_MEM_ANY",
+    "OFFCORE_REQUESTS.L3_MISS_DEMAND_DATA_RD", "OFFCORE_REQUESTS_OUTSTANDING.L3_MISS_DEMAND_DATA_RD",
+    "OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_L3_MISS_DEMAND_DATA_RD", "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM",
+    "MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM", "DTLB_LOAD_MISSES.WALK_ACTIVE", "L2_RQSTS.ALL_PF", "UNC_M_CAS_COUNT.RD")
+
+
 class MonitorParams(Section):
     """params.yaml ``train_monitor``: the QoS monitor's model, from the lab's spill runs (``spill_counters``)."""
 
@@ -192,6 +201,10 @@ class MonitorParams(Section):
     folds: int = Field(5, ge=2, description="outer folds, workloads as groups: every run judged by a model "
                                             "that never saw its workload")
     inner_folds: int = Field(3, ge=2, description="folds of the training workloads that set each threshold")
+    events: tuple[str, ...] | None = Field(MONITOR_EVENTS, min_length=1, description=(
+        "the PMU events the monitor reads while a VM runs (each one's rate per cycle, the TMA metrics they give, "
+        "the allocation): the hypervisor counts these and `POST /v1/qos` needs only these; those the lab does not "
+        "count are left out; null: every event the lab counts"))
 
 
 class UmParams(Section):

@@ -77,7 +77,14 @@ def _div(a: pd.Series | np.ndarray, b: pd.Series | np.ndarray) -> np.ndarray:
 def tma_metrics(counts: pd.DataFrame, table: str = "counters") -> pd.DataFrame:
     """TMA level-1/2/3 memory metrics, L3-miss latency and MLP for each row of raw counts."""
     require_events(counts, table)
-    c = {e: counts[e].to_numpy(np.float64) for e in REQUIRED_EVENTS}
+    return partial_tma_metrics(counts)
+
+
+def partial_tma_metrics(counts: pd.DataFrame) -> pd.DataFrame:
+    """As ``tma_metrics``, from counts that may lack some of the events: a metric reading one of them is NaN (the
+    QoS monitor reads fewer events than TMA needs, and only the metrics they give)."""
+    nan = np.full(len(counts), np.nan)
+    c = {e: counts[e].to_numpy(np.float64) if e in counts.columns else nan for e in REQUIRED_EVENTS}
     clk = c[CLKS]
     slots = 4.0 * clk
     fe = _div(c["IDQ_UOPS_NOT_DELIVERED.CORE"], slots)

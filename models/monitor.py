@@ -14,14 +14,9 @@ import numpy as np
 import pandas as pd
 
 from pond.core.errors import ContractError
-from pond.models.li import exceeds_pdm, li_feature_names
-from pond.models.monitor_features import ALLOCATION
+from pond.models.li import exceeds_pdm
 
 RUN_KEYS = ["workload_id", "latency_ratio", "spilled_pct", "repetition"]
-
-
-def monitor_feature_names(features: pd.DataFrame) -> list[str]:
-    return li_feature_names(features) + [c for c in ALLOCATION if c in features.columns]
 
 
 def spill_runs(spill_counters: pd.DataFrame, slowdowns: pd.DataFrame, pdm: float) -> pd.DataFrame:

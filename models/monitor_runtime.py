@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pandas as pd
 
-from pond.core.errors import ModelError
+from pond.core.errors import ContractError, ModelError
 from pond.models.inference import load_verified
 from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, monitor_features
 from pond.models.runtime import onnx_p_insensitive
@@ -28,6 +28,7 @@ class MonitorModel:
     pdm: float
     sha256: str
     full_pool: dict[float, dict[str, int]] = field(default_factory=dict)   # held-out flags, all on the pool
+    events: list[str] | None = None    # the PMU events its features read; None: every event the lab counts
 
     @classmethod
     def load(cls, directory: Path | None) -> "MonitorModel | None":
@@ -45,7 +46,8 @@ class MonitorModel:
                    thresholds={float(k): float(v) for k, v in entry["thresholds"].items()},
                    pdm=float(entry["pdm"]), sha256=entry["sha256"],
                    full_pool={float(k): {n: int(c) for n, c in v.items()}
-                              for k, v in entry.get("full_pool", {}).items()})
+                              for k, v in entry.get("full_pool", {}).items()},
+                   events=list(entry["events"]) if entry.get("events") else None)
 
     def threshold(self, latency_ratio: float) -> float:
         """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at)."""
@@ -56,10 +58,21 @@ class MonitorModel:
         (``monitor_train.full_pool_counts``); None for a model trained before they were kept."""
         return self.full_pool[_nearest(self.full_pool, latency_ratio)] if self.full_pool else None
 
+    def needs(self, events: list[str]) -> list[str]:
+        """The events the model reads, of counts that carry ``events`` (all of them, for a model that reads every
+        event the lab counts)."""
+        return list(events) if self.events is None else self.events
+
     def p_exceeds(self, counts: pd.DataFrame, events: list[str], pool_share: np.ndarray,
-                  latency_ratio: np.ndarray) -> np.ndarray:
+                  latency_ratio: np.ndarray, table: str = "counters") -> np.ndarray:
         """P(the run exceeds the PDM) of each row of raw counts, counted under its allocation."""
-        f = monitor_features(counts, events, pool_share, latency_ratio, table="counters")
+        read = self.needs(events)
+        missing = [e for e in read if e not in counts.columns]
+        if missing:
+            raise ContractError(table, f"the QoS monitor's model reads {len(read)} events; {len(missing)} are not "
+                                f"counted here", column=missing[0],
+                                fix="count the events of train_monitor.events, or retrain the monitor on those counted")
+        f = monitor_features(counts, read, pool_share, latency_ratio)
         X = f.reindex(columns=self.features).to_numpy(np.float32)
         # class 1 is "exceeds the PDM" here; the helper reads the probability of class 1
         return onnx_p_insensitive(self.session, X, self.classes)

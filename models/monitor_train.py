@@ -40,7 +40,7 @@ class Lab:
     workload: np.ndarray
     ratio: np.ndarray
     spilled: np.ndarray
-    n_li: int                        # the first n_li columns of X are the LI model's features
+    li_X: np.ndarray                 # the same runs' LI features (every event the lab counts, the LI model's)
     latency_column: int              # the column of X holding the L3 miss latency
     local: pd.DataFrame
     li: dict[float, pd.Series]
@@ -75,7 +75,7 @@ def _fitters(lab: Lab, seed: int) -> dict[str, Callable[[np.ndarray], Scorer]]:
             for r, model in models.items():
                 at = np.isclose(lab.ratio[idx], r)
                 if model is not None and at.any():
-                    p = model.predict_proba(lab.X[idx[at], : lab.n_li])
+                    p = model.predict_proba(lab.li_X[idx[at]])
                     out[at] = 1.0 - p[:, list(model.classes_).index(1)]
             return out
         return score
@@ -218,9 +218,10 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
     return TrainedMonitor(metrics, curves, model, onnx_bytes, entry, importances)
 
 
-def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], n_li: int, local: pd.DataFrame,
+def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], li_names: list[str], local: pd.DataFrame,
             slowdowns: pd.DataFrame, p: MonitorParams) -> Lab:
-    """The study's arrays: ``runs`` (``models.monitor.spill_runs``) and their ``features`` aligned by row."""
+    """The study's arrays: ``runs`` (``models.monitor.spill_runs``) and their ``features`` aligned by row, the
+    monitor's inputs ``names`` and the LI model's ``li_names`` (it reads every event, whatever the monitor reads)."""
     li = {}
     for r in p.latency_ratios:
         try:
@@ -230,5 +231,5 @@ def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], n_li: 
     return Lab(X=features[names].to_numpy(np.float32), exceeds=runs["exceeds"].to_numpy(np.int8),
                slowdown=runs["slowdown_pct"].to_numpy(float),
                workload=runs["workload_id"].astype(str).to_numpy(), ratio=runs["latency_ratio"].to_numpy(float),
-               spilled=runs["spilled_pct"].to_numpy(float), n_li=n_li,
-               latency_column=names.index("l3_miss_latency"), local=local[names[:n_li]], li=li)
+               spilled=runs["spilled_pct"].to_numpy(float), li_X=features[li_names].to_numpy(np.float32),
+               latency_column=names.index("l3_miss_latency"), local=local[li_names], li=li)

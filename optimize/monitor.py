@@ -33,6 +33,7 @@ fleet's VMs called insensitive err. The monitor flags every VM after its first w
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,6 +159,12 @@ def recorded_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor:
     if rows.empty:
         return p
     events = event_columns(rows, VM_POOL_COUNTERS)
+    lacking = [e for e in monitor.needs(events) if e not in events]
+    if lacking:          # counted for another model: the VMs fall back to their first-hour counters, the night runs
+        print(f"QoS monitor: vm_pool_counters lacks {len(lacking)} of the events the monitor's model reads "
+              f"(e.g. {lacking[0]!r}): its VMs are monitored on their first-hour counters; count train_monitor.events",
+              file=sys.stderr)
+        return None
     per_vm = rows.groupby("vm_id", sort=True)
     counts, pool_gb = per_vm[events].sum(min_count=1), per_vm["pool_gb"].mean()
     ids = vms["vm_id"].astype(str).to_numpy()

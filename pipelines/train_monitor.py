@@ -21,8 +21,8 @@ from pond.core.plots import pyplot, save_figure
 from pond.core.tracking import requirements, start_run
 from pond.features.tma import pmu_features
 from pond.models.li import li_feature_names
-from pond.models.monitor import monitor_feature_names, spill_runs
-from pond.models.monitor_features import monitor_features
+from pond.models.monitor import spill_runs
+from pond.models.monitor_features import monitor_events, monitor_feature_names, monitor_features
 from pond.models.monitor_train import lab_for, train
 from pond.telemetry.atomic import AtomicDir, write_json
 from pond.telemetry.contract import WORKLOADS, event_columns
@@ -41,17 +41,20 @@ def run(params: Params, raw_dir: Location, out_dir: Path, metrics_path: Path, pl
             metrics = {"trained": False, "reason": "the data set has no spill_counters table"}
             (tmp / "manifest.json").write_text(json.dumps({"monitor": None, "reason": metrics["reason"]}))
         else:
-            events = event_columns(tables["workloads"], WORKLOADS)
+            recorded = event_columns(tables["workloads"], WORKLOADS)
+            events, not_counted = monitor_events(p.events, recorded)
             runs = spill_runs(spills, tables["slowdowns"], p.pdm)
-            features = monitor_features(runs, events, runs.spilled_pct / 100.0, runs.latency_ratio)
-            names = monitor_feature_names(features)
-            local = pmu_features(tables["workloads"], events, "workloads").set_index(
+            features = monitor_features(runs, recorded, runs.spilled_pct / 100.0, runs.latency_ratio)
+            names = monitor_feature_names(events)
+            local = pmu_features(tables["workloads"], recorded, "workloads").set_index(
                 tables["workloads"].workload_id.astype(str))
-            lab = lab_for(runs, features, names, len(li_feature_names(features)), local, tables["slowdowns"], p)
+            lab = lab_for(runs, features, names, li_feature_names(features), local, tables["slowdowns"], p)
             trained = train(lab, names, p, seed)
+            read = {"events": events if p.events is not None else None, "events_not_counted": not_counted}
             (tmp / "monitor.onnx").write_bytes(trained.onnx_bytes)
-            (tmp / "manifest.json").write_text(json.dumps({"monitor": trained.entry}, indent=2))
-            metrics = {"trained": True, **trained.metrics}
+            (tmp / "manifest.json").write_text(json.dumps({"monitor": {**trained.entry, **read}}, indent=2))
+            metrics = {"trained": True, "events_read": len(events), "events_not_counted": not_counted,
+                       **trained.metrics}
             plots_dir.mkdir(parents=True, exist_ok=True)
             trained.curves.round(3).to_csv(plots_dir / "recall_false_alarm.csv", index=False)
             _plot(trained.curves, plots_dir / "recall_false_alarm.png", p.max_false_alarm)

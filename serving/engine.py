@@ -291,10 +291,12 @@ class Engine:
             latency_ratio: float | None = None) -> "QosVerdict":
         """P(the VM exceeds the PDM where it runs now) from counters counted under its allocation, and whether to
         act: by the monitor's model, or, in a bundle without one, by the LI model on the same counters."""
-        missing = [e for e in REQUIRED_EVENTS if e not in counters]
-        if missing:
-            raise InputFormatError(f"counters: events {missing} are required for the TMA metrics")
         events = list(self.snapshot.get("events", []))
+        reads = self.monitor is not None and self.monitor.events is not None
+        missing = [e for e in (self.monitor.needs(events) if reads else REQUIRED_EVENTS) if e not in counters]
+        if missing:
+            raise InputFormatError(f"counters: events {missing} are required "
+                                   + ("by the QoS monitor's model" if reads else "for the TMA metrics"))
         unknown = sorted(set(counters) - set(events) - set(REQUIRED_EVENTS))
         if unknown:
             raise InputFormatError(f"counters: unknown events {unknown[:5]}; use the event names of the lab list")

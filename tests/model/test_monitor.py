@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import ContractError
-from pond.core.params import MonitorParams
+from pond.core.params import MONITOR_EVENTS, MonitorParams
+from pond.features.tma import TMA_COLUMNS, rate_name
 from pond.models import monitor_train
-from pond.models.li import make_li_model
-from pond.models.monitor import flag_threshold, monitor_feature_names, spill_runs
-from pond.models.monitor_features import monitor_features
+from pond.models.li import li_feature_names, make_li_model
+from pond.models.monitor import flag_threshold, spill_runs
+from pond.models.monitor_features import ALLOCATION, monitor_events, monitor_feature_names, monitor_features
 from pond.models.monitor_train import heldout
 from pond.telemetry.events import lab_events
 from pond.telemetry.fleet import LabParams, build_lab
@@ -48,11 +49,37 @@ def lab_runs():
     lab = build_lab(LabParams(seed=5, repetitions=1))
     runs = spill_runs(lab.spill_counters, lab.slowdowns, 5.0)
     features = monitor_features(runs, list(lab_events()), runs.spilled_pct / 100, runs.latency_ratio)
-    return lab, runs, features, monitor_feature_names(features)
+    return lab, runs, features, monitor_feature_names(list(lab_events()))
 
 
-def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_the_same_is_not(lab_runs):
+def test_the_inputs_are_the_rates_and_tma_metrics_of_the_events_read_then_the_allocation(lab_runs):
+    lab, _runs, features, names = lab_runs
+    assert names == li_feature_names(features) + list(ALLOCATION)       # every event: the LI model's features
+    read, missing = monitor_events(MONITOR_EVENTS, list(lab_events()))
+    assert missing == [] and len(read) == 12 and "CPU_CLK_UNHALTED.THREAD" in read
+    twelve = monitor_feature_names(read)
+    rates = [rate_name(e) for e in read if e != "CPU_CLK_UNHALTED.THREAD"]
+    assert twelve == [*rates, "tma_dram_bound", "l3_miss_latency", "mlp", *ALLOCATION]
+    assert set(twelve) < set(names)
+    # a lab that lacks some wanted events trains on those it has; the cycle count is read whatever is asked
+    read, missing = monitor_events(["INST_RETIRED.ANY", "NOT_COUNTED"], ["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY",
+                                                                       "X"])
+    assert read == ["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY"] and missing == ["NOT_COUNTED"]
+    assert monitor_feature_names(read) == ["rate:INST_RETIRED.ANY", *ALLOCATION]
+    # the features of counts that carry only the events read: the same values as from every event
+    read = monitor_events(MONITOR_EVENTS, list(lab_events()))[0]
+    counts = lab.spill_counters.head(50)
+    few = monitor_features(counts[read], read, np.ones(50), np.full(50, 2.22))
+    full = monitor_features(counts, list(lab_events()), np.ones(50), np.full(50, 2.22))
+    pd.testing.assert_frame_equal(few[monitor_feature_names(read)], full[monitor_feature_names(read)])
+    assert few[[c for c in TMA_COLUMNS if c not in twelve]].isna().all().all()
+
+
+@pytest.mark.parametrize("events", ["every lab event", "train_monitor.events"])
+def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_the_same_is_not(lab_runs, events):
     _lab, runs, features, names = lab_runs
+    if events == "train_monitor.events":
+        names = monitor_feature_names(monitor_events(MONITOR_EVENTS, list(lab_events()))[0])
     model = make_li_model(0).fit(features[names].to_numpy(np.float32), runs.exceeds.to_numpy())
     hand = pd.concat([_workload(d=0.28, h=0.2, c=1.3, u=0.5, cold=0.0), _workload(d=0.0, h=0.0, w=0.0, u=0.0)],
                      ignore_index=True)
@@ -70,7 +97,7 @@ def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_t
 def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, monkeypatch):
     lab, runs, features, names = lab_runs
     p = MonitorParams(folds=3, inner_folds=2)
-    study = monitor_train.lab_for(runs, features, names, len(names) - 2,
+    study = monitor_train.lab_for(runs, features, names, names[:-2],
                                   features.set_index(runs.workload_id)[names].groupby(level=0).first(),
                                   lab.slowdowns, p)
     seen: list[tuple[set, set]] = []
@@ -110,6 +137,8 @@ def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_t
     manifest = json.loads((tmp_path / "monitor/manifest.json").read_text())["monitor"]
     assert manifest["onnx_parity_max_abs_diff"] <= 1e-5 and set(manifest["thresholds"]) == {"1.82", "2.22"}
     assert manifest["features"][-2:] == ["alloc:pool_share", "alloc:latency_ratio"]
+    assert manifest["events"] == [e for e in lab_events() if e in MONITOR_EVENTS] and len(manifest["events"]) == 12
+    assert manifest["features"] == monitor_feature_names(manifest["events"])
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["trained"] and 0 <= metrics["2.22"]["monitor"]["false_alarm"] <= 1
     bare = tmp_path / "bare"

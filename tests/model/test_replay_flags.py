@@ -15,7 +15,7 @@ from pond.models.monitor_runtime import MonitorModel
 from pond.models.policy import read_policy
 from pond.optimize import monitor as flags_module
 from pond.optimize.monitor import FIRST_HOUR, POOL_COUNTERS, monitor_flags, monitor_scores
-from pond.telemetry.contract import POOL_FILE, TRUTH_FILE
+from pond.telemetry.contract import POOL_FILE, TRUTH_FILE, VM_POOL_COUNTERS, event_columns
 from pond.telemetry.fleet.lab import event_rates
 from pond.telemetry.fleet.pool_counters import mechanisms
 from pond.telemetry.io import read_tables
@@ -119,3 +119,12 @@ def test_a_provider_s_recorded_pool_counters_are_scored_where_the_data_hold_them
     kept = recorded_scores(vms, bare, policy.latency_ratio, monitor, until=cut)
     by_vm = rows.set_index("vm_id").measured_at.reindex(vms.vm_id).to_numpy()
     assert (np.isfinite(kept) == (by_vm <= cut)).all()
+    # the hypervisor counted only the monitor's events: the same scores; it missed one of them: the VMs fall back to
+    # their first-hour counters, and the night runs
+    every = recorded_scores(vms, bare, policy.latency_ratio, monitor)
+    assert monitor.events and len(monitor.events) < len(event_columns(rows, VM_POOL_COUNTERS))
+    rows[[*rows.columns[:4], *monitor.events]].to_parquet(bare / "vm_pool_counters.parquet", index=False)
+    np.testing.assert_array_equal(recorded_scores(vms, bare, policy.latency_ratio, monitor), every)
+    rows[[*rows.columns[:4], *monitor.events[1:]]].to_parquet(bare / "vm_pool_counters.parquet", index=False)
+    assert recorded_scores(vms, bare, policy.latency_ratio, monitor) is None
+    assert monitor_flags(vms, bare, policy.latency_ratio, models, QosParams(), monitor).source == FIRST_HOUR

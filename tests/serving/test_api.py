@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from pond.core.errors import ConfigError
+from pond.core.errors import ConfigError, ContractError
 from pond.features.tma import pmu_features
 from pond.serving.app import create_app
 from pond.models.bundle import BundlePaths
@@ -179,6 +179,19 @@ def test_qos(client, small_raw, engine):
     assert r.status_code == 422 and "NOT_AN_EVENT" in r.json()["detail"][0]["msg"]
     r = client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc, "counters": {**good, "INST_RETIRED.ANY": -1}})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+    # the monitor's model reads the events of train_monitor.events alone: a hypervisor that counts only those is
+    # answered the same; one that misses any of them is told which
+    reads = {e: good[e] for e in engine.monitor.events}
+    assert len(reads) == 12 and client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc, "counters": reads}
+                                            ).json() == client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc,
+                                                                                      "counters": good}).json()
+    r = client.post("/v1/qos", json={"vm_id": "v", "allocation": alloc,
+                                     "counters": {k: v for k, v in reads.items() if k != "UNC_M_CAS_COUNT.RD"}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "counters"]
+    assert "['UNC_M_CAS_COUNT.RD'] are required by the QoS monitor's model" in r.json()["detail"][0]["msg"]
+    with pytest.raises(ContractError, match="table 'vm_pool_counters', column 'UNC_M_CAS_COUNT.RD'"):
+        engine.monitor.p_exceeds(counters[events].drop(columns="UNC_M_CAS_COUNT.RD"), events, share, share,
+                                 table="vm_pool_counters")
 
 
 def test_qos_without_a_monitor_model_scores_with_the_li_model(small_bundle, small_raw):

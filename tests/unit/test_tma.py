@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pond.core.errors import ContractError
-from pond.features.tma import REQUIRED_EVENTS, pmu_features, tma_metrics
+from pond.features.tma import REQUIRED_EVENTS, partial_tma_metrics, pmu_features, tma_metrics
 
 ROW = {
     "CPU_CLK_UNHALTED.THREAD": 1000.0,           # SLOTS = 4000
@@ -71,3 +71,15 @@ def test_missing_event_is_named():
     with pytest.raises(ContractError, match="CYCLE_ACTIVITY.STALLS_L3_MISS"):
         tma_metrics(pd.DataFrame([row]), "vm_counters")
     assert "CYCLE_ACTIVITY.STALLS_L3_MISS" in REQUIRED_EVENTS
+
+
+def test_partial_counts_give_the_metrics_they_can_and_nan_for_the_rest():
+    """The QoS monitor reads fewer events than TMA needs: each metric is the full formula's value where its events
+    are counted, NaN where one is not."""
+    full = tma_metrics(pd.DataFrame([ROW])).iloc[0]
+    pd.testing.assert_series_equal(partial_tma_metrics(pd.DataFrame([ROW])).iloc[0], full)
+    keep = ["CPU_CLK_UNHALTED.THREAD", "CYCLE_ACTIVITY.STALLS_L3_MISS", "OFFCORE_REQUESTS.L3_MISS_DEMAND_DATA_RD",
+            "OFFCORE_REQUESTS_OUTSTANDING.L3_MISS_DEMAND_DATA_RD"]
+    part = partial_tma_metrics(pd.DataFrame([{e: ROW[e] for e in keep}])).iloc[0]
+    assert part.tma_dram_bound == full.tma_dram_bound == 0.2 and part.l3_miss_latency == full.l3_miss_latency == 200
+    assert part.drop(["tma_dram_bound", "l3_miss_latency"]).isna().all()
