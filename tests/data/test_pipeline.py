@@ -37,6 +37,8 @@ def small_repo(dst: Path) -> Path:
     params["base"]["as_of"] = "2026-01-08"
     params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
+    params["generate"]["lab"]["repetitions"] = 1          # a third of the lab's runs: the models' folds stay whole
+    params["train_monitor"].update(folds=3, inner_folds=2)
     params["backtest"]["nights"] = 2
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
