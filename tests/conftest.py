@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
+import shutil
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,27 +43,44 @@ def _unfreeze_heap():
     gc.unfreeze()
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A session fixture's folder built once for the whole run: under xdist every worker would build its own (the
+    small night takes about a minute), so the first worker to ask builds it under a lock and the others wait for it.
+    The folder is read-only to the tests, as a session fixture's output already is to the tests of one worker."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                           # the run's folder, above each worker's own
+    out = base / f"built-{name}"
+    with open(base / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / ".built").exists():            # a worker that failed to build leaves no mark: build again
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            build(out)
+            (out / ".built").touch()
+    return out
+
+
+def _raw(tmp_path_factory, name: str, fleet: FleetParams = SMALL_FLEET, variant: str = "pond") -> Path:
+    return built_once(tmp_path_factory, name,
+                      lambda d: generate(LabParams(seed=5, repetitions=2), fleet, d / "raw", variant=variant)) / "raw"
+
+
 @pytest.fixture(scope="session")
 def small_raw(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("raw") / "raw"
-    generate(LabParams(seed=5, repetitions=2), SMALL_FLEET, out)
-    return out
+    return _raw(tmp_path_factory, "raw")
 
 
 @pytest.fixture(scope="session")
 def small_walks_raw(tmp_path_factory) -> Path:
     """The same small fleet under the `walks` mechanisms (CI runs both variants)."""
-    out = tmp_path_factory.mktemp("raw_walks") / "raw"
-    generate(LabParams(seed=5, repetitions=2), SMALL_FLEET, out, variant="walks")
-    return out
+    return _raw(tmp_path_factory, "raw_walks", variant="walks")
 
 
 @pytest.fixture(scope="session")
 def small_reports_raw(tmp_path_factory) -> Path:
     """The same small fleet with a third of its customers internal: their VMs report slowdowns (vm_slowdowns)."""
-    out = tmp_path_factory.mktemp("raw_reports") / "raw"
-    generate(LabParams(seed=5, repetitions=2), FleetParams(**{**SMALL_FLEET.__dict__, "internal_share": 0.3}), out)
-    return out
+    return _raw(tmp_path_factory, "raw_reports", FleetParams(**{**SMALL_FLEET.__dict__, "internal_share": 0.3}))
 
 
 @pytest.fixture(scope="session")
@@ -148,32 +168,33 @@ def own_mlflow(wd: Path):
             os.environ["MLFLOW_TRACKING_URI"] = old
 
 
-def _night_fixture(raw: Path, wd: Path, variant: str) -> Path:
-    with own_mlflow(wd):
-        run_night(raw, wd, variant=variant)
-    return wd
+def _night(raw: Path, variant: str) -> Callable[[Path], None]:
+    def build(wd: Path) -> None:
+        with own_mlflow(wd):
+            run_night(raw, wd, variant=variant)
+    return build
 
 
 @pytest.fixture(scope="session")
 def small_bundle(tmp_path_factory, small_raw) -> Path:
     """features -> train_li -> train_um -> optimize -> evaluate on the small fleet, in-process."""
-    return _night_fixture(small_raw, tmp_path_factory.mktemp("bundle"), "pond")
+    return built_once(tmp_path_factory, "bundle", _night(small_raw, "pond"))
 
 
 @pytest.fixture(scope="session")
 def small_walks_bundle(tmp_path_factory, small_walks_raw) -> Path:
     """The same night on the `walks` variant's small fleet."""
-    return _night_fixture(small_walks_raw, tmp_path_factory.mktemp("bundle_walks"), "walks")
+    return built_once(tmp_path_factory, "bundle_walks", _night(small_walks_raw, "walks"))
 
 
 @pytest.fixture(scope="session")
 def small_backtest(tmp_path_factory, small_raw, small_bundle) -> Path:
     """`pond backtest` (2 nights ending at SMALL_AS_OF) on the small fleet; its per-night outputs."""
-    wd = tmp_path_factory.mktemp("backtest")
-    with own_mlflow(wd):
-        assert run_pond(["--params", str(params_file(wd / "params.yaml", small_params())), "backtest",
-                         *backtest_args(small_raw, small_bundle, wd)]) == 0
-    return wd / "out"
+    def build(wd: Path) -> None:
+        with own_mlflow(wd):
+            assert run_pond(["--params", str(params_file(wd / "params.yaml", small_params())), "backtest",
+                             *backtest_args(small_raw, small_bundle, wd)]) == 0
+    return built_once(tmp_path_factory, "backtest", build) / "out"
 
 
 def backtest_args(raw: Path, bundle: Path, wd: Path) -> list[str]:

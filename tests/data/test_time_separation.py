@@ -50,15 +50,16 @@ def scramble(raw: Path, out: Path, as_of: str, seed: int = 7) -> int:
     events = counters.columns[1:]
     counters.loc[hit, events] = np.round(counters.loc[hit, events].to_numpy() * rng.uniform(0.2, 5.0, (hit.sum(), 1)))
     counters.to_parquet(out / "vm_counters.parquet", index=False)
-    return int(len(later))
+    return len(later)
 
 
-def test_scrambled_future_leaves_policy_and_models_identical(small_raw, tmp_path, monkeypatch):
+def test_scrambled_future_leaves_policy_and_models_identical(small_raw, small_bundle, tmp_path, monkeypatch):
+    """The night on the true future is the session's small bundle (the same stages and params on the same raw)."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     as_of = small_params()["base"]["as_of"]
     changed = scramble(small_raw, tmp_path / "scrambled", as_of)
     assert changed > 1000
-    a, b = _night(small_raw, tmp_path / "a"), _night(tmp_path / "scrambled", tmp_path / "b")
+    a, b = small_bundle, _night(tmp_path / "scrambled", tmp_path / "b")
     original = pd.read_parquet(small_raw / "vms.parquet")
     assert not original.equals(pd.read_parquet(tmp_path / "scrambled" / "vms.parquet"))
     assert (a / "policy.json").read_bytes() == (b / "policy.json").read_bytes()

@@ -1,0 +1,103 @@
+"""Where the regret against the best fixed pair goes once the QoS monitor flags the LI errors it sees: the monitor's
+capacity (``qos.max_mitigated_share`` of a day's VMs) and what the solver charges for it.
+
+    python -m benchmarks.analyses.monitor_capacity /tmp/bv/seed4*/*      # run dirs of benchmarks.backtest_variants
+
+Per finished run (no model is trained again), from its saved nights:
+
+- the best pair fixed over the nights in hindsight (``evaluation.backtest.with_fixed_regret``) and the mean of each
+  night's chosen pair, the mean regret against the fixed pair (points of pool share), and how much of it each half
+  of the fixed pair closes alone: the night's own LI threshold with the fixed UM target (``closed_by_um``), the fixed
+  LI threshold with the night's own UM target (``closed_by_li``);
+- what the solver charged (``policy.json``'s ``fleet_monitor``): the share of the LI calls the monitor flagged on the
+  recent days, and the capacity those flags leave for zNUMA overpredictions (``mitigation_spare``), as % of VMs;
+- what the next day did with the chosen pair (``evaluation/decisions.parquet``, truth read only to judge): the LI
+  errors, those the monitor flagged and mitigated, the mitigations spent on LI calls and in all, as % of VMs.
+
+Unless ``optimize.credit_caught_calls``, the solver charges every LI error in full *and* takes the LI calls' flags
+out of the capacity it counts for overpredictions: an LI error the monitor catches is paid for twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pond.core.params import load
+from pond.evaluation.backtest import lab_admits, night_regret, pair, with_fixed_regret
+from pond.models.policy import read_policy
+
+
+def _index(candidates: list, threshold: float | None, target: float | None) -> tuple[int, int]:
+    thresholds = np.asarray(candidates[0], float)
+    i = 0 if threshold is None else int(np.flatnonzero(np.isclose(thresholds, threshold))[0])
+    j = 0 if target is None else 1 + list(candidates[1][1:]).index(target)
+    return i, j
+
+
+def next_day(decisions: Path) -> dict[str, float]:
+    """The chosen pair's next day, % of its VMs (module doc)."""
+    d = pd.read_parquet(decisions, columns=["li_called", "false_positive", "mitigated"])
+    li = d.li_called.to_numpy(bool)
+    err = d.false_positive.fillna(False).to_numpy(bool) & li
+    mit = d.mitigated.fillna(False).to_numpy(bool)
+    n = max(len(d), 1)
+    return {"li_errors_pct": 100 * err.sum() / n, "li_errors_mitigated_pct": 100 * (err & mit).sum() / n,
+            "mitigations_on_li_pct": 100 * (li & mit).sum() / n, "mitigations_pct": 100 * mit.sum() / n}
+
+
+def run_row(wd: Path) -> dict[str, object]:
+    params = load(wd / "params.yaml")
+    saved = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
+    if not saved:
+        raise SystemExit(f"{wd / 'backtest'}: no night with a policy.json; run the backtest in {wd} first")
+    grids, chosen, admits, nights = [], [], [], []
+    for night in saved:
+        policy = read_policy(night / "policy.json")
+        r, pool, left, candidates = night_regret(policy, wd / "li", night / "um",
+                                                 night / "evaluation" / "decisions.parquet", params.qos)
+        history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
+        admits.append(lab_admits(params.with_as_of(night.name), wd / "li", wd / "features" / "vm_features.parquet",
+                                 history))
+        grids.append((pool, left))
+        chosen.append(r["chosen_pool"])
+        fm = json.loads((night / "policy.json").read_text()).get("fleet_monitor", {})
+        t = policy.li.threshold if policy.li.enabled else None
+        j = policy.um.target_op if policy.um.enabled else None
+        nights.append({"threshold": t, "target": j, "pool": r["chosen_pool"], "at": _index(candidates, t, j),
+                       "flag_rate_pct": 100 * (fm.get("flag_rate") or 0.0),
+                       "spare_pct": 100 * (fm.get("mitigation_spare") or 0.0),
+                       **next_day(night / "evaluation" / "decisions.parquet")})
+    table = pd.DataFrame({"budget": params.optimize.budget, "chosen_pool": chosen})
+    table, fixed, _ = with_fixed_regret(table, grids, admits)
+    if fixed is None:
+        raise SystemExit(f"{wd}: no pair keeps the budget on every night")
+    per = pd.DataFrame(nights)
+    per["pool_fixed_um"] = [float(g[0][n["at"][0], fixed[1]]) for g, n in zip(grids, nights)]
+    per["pool_fixed_li"] = [float(g[0][fixed[0], n["at"][1]]) for g, n in zip(grids, nights)]
+    best = pair(candidates, fixed)
+    mean = per.drop(columns=["at"]).mean(numeric_only=True)
+    return {"run": str(wd), "nights": len(per), "fixed_threshold": best["li_threshold"],
+            "fixed_target": best["um_target_op"], "threshold": mean.threshold, "target": mean.target,
+            "regret": 100 * float(table.regret_fixed.mean()),
+            "closed_by_um": 100 * float((per.pool_fixed_um - per.pool).mean()),
+            "closed_by_li": 100 * float((per.pool_fixed_li - per.pool).mean()),
+            **{k: float(mean[k]) for k in ("flag_rate_pct", "spare_pct", "li_errors_pct", "li_errors_mitigated_pct",
+                                           "mitigations_on_li_pct", "mitigations_pct")}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", type=Path, help="run dirs (params.yaml, li, features, backtest)")
+    a = ap.parse_args()
+    table = pd.DataFrame([run_row(wd) for wd in a.runs])
+    with pd.option_context("display.width", 250, "display.max_columns", 40):
+        print(table.round(3).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
