@@ -256,9 +256,10 @@ class OptimizeParams(Section):
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
         "the credit pools more and saves less DRAM; docs/changelog.md)"))
     credit_caught_calls: bool = Field(False, description=(
-        "with credit_mitigation and the monitor model on counters under the pool: an LI error the monitor catches "
-        "(its held-out recall all on the pool, lower bound at confidence) and has capacity to mitigate is not charged, "
-        "so the solver may call more VMs insensitive (optimize.solver)"))
+        "with credit_mitigation and the monitor model on counters under the pool: the monitor's capacity is shared by "
+        "all it flags, and an LI error it catches and mitigates is not charged (at most its held-out recall, lower "
+        "bound at confidence, and at most the recent days' flags among the calls), so the solver may call more VMs "
+        "insensitive or pick a larger UM target (optimize.solver)"))
     serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
                     "with its pool cap; all local where it buys no pool; the solver's combined rule where simulate "

@@ -28,12 +28,20 @@ with ``spare(t)`` the capacity those flags leave:
 
     left(t, j) = LI_vm(t) * q(t) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
 
-An LI error the monitor catches is charged in full unless ``optimize.credit_caught_calls`` (``caught``): then a
-share ``c(t)`` of the LI errors is taken as mitigated, the monitor model's recall on lab workloads it never saw, with
-the whole footprint on the pool (its lower bound at ``confidence``), times the share of the LI calls' flags its
-capacity can mitigate:
+That charges an LI error the monitor catches twice: in full, and again as the capacity its flag spends. With
+``optimize.credit_caught_calls`` (``Credit``) the capacity ``cap`` is shared instead, as the replay shares it (in
+order of creation, so in proportion), and a caught error is not charged:
 
-    left(t, j) = LI_vm(t) * q(t) * (1 - c(t)) + max(0, (1 - LI_vm(t)) * OP_j - spare(t))
+    caught(t)   = LI_vm(t) * min(rho * q(t), f_lo(t))        errors flagged: at most the recall, at most the flags
+    flags(t, j) = LI_vm(t) * f_hi(t) + (1 - LI_vm(t)) * OP_j  what asks for the capacity
+    m(t, j)     = min(1, cap / flags(t, j))                   the share of flags mitigated
+    left(t, j)  = LI_vm(t) * q(t) - m * caught(t) + (1 - LI_vm(t)) * OP_j * (1 - m)
+
+``rho``: the monitor model's recall on lab workloads it never saw, with the whole footprint on the pool (its lower
+bound at ``confidence``); ``f_lo``/``f_hi``: the share of the calls it flagged on the recent days (their ``1 -
+confidence`` and ``confidence`` quantiles for tonight). A monitor that recalls less on the fleet than in the lab
+shows it in its flags, so a caught error is never credited beyond what was flagged, and no more is mitigated than
+the capacity holds: ``left >= LI_vm * q * (1 - rho)`` and ``left >= LI_vm * q + (1 - LI_vm) * OP - cap``.
 
 The first monitor (the LI model on first-hour counters) misses most of the errors where the fleet errs most
 (docs/changelog.md), so it is never credited.
@@ -49,10 +57,12 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class Grid:
-    """Per (LI candidate, UM candidate): pool share, mean and bound of the mispredicted share."""
+    """Per (LI candidate, UM candidate): pool share, mean and bound of the mispredicted share; per UM candidate,
+    tonight's mean OP."""
     pool: np.ndarray
     mean: np.ndarray
     bound: np.ndarray
+    op: np.ndarray | None = None
 
 
 def error_rate(called: np.ndarray, errors: np.ndarray) -> np.ndarray:
@@ -153,37 +163,64 @@ def more_cautious(a: NextNight | None, b: NextNight | None, level: float | None)
     return NextNight(*(np.where(pick, x, y) for x, y in ((a.center, b.center), (a.scale, b.scale), (a.df, b.df))))
 
 
+@dataclass(frozen=True)
+class Credit:
+    """The QoS monitor's capacity shared by all it flags, caught LI errors not charged (module doc)."""
+    cap: float                  # the share of tonight's VMs it may mitigate
+    recall: float               # rho: its held-out recall, all on the pool
+    flags_lo: np.ndarray        # per LI candidate, the share of the calls it flags tonight: a low quantile ...
+    flags_hi: np.ndarray        # ... and a high one
+
+    def left(self, li_vm: np.ndarray, q: np.ndarray, op: np.ndarray) -> np.ndarray:
+        """``left(t, j)`` (broadcast as ``_left``'s arguments; the flags per LI candidate along the first axis)."""
+        lo, hi = (np.asarray(f, float)[:, None] for f in (self.flags_lo, self.flags_hi))
+        caught = li_vm * np.minimum(self.recall * q, lo)
+        um = (1.0 - li_vm) * op
+        asked = li_vm * hi + um
+        m = np.where(asked > self.cap, self.cap / np.maximum(asked, 1e-12), 1.0)
+        return li_vm * q - m * caught + um * (1.0 - m)
+
+    def caught_share(self, i: int, li_vm: float, q: float, op: float) -> float:
+        """The share of LI candidate ``i``'s errors taken as mitigated at error rate ``q`` and OP ``op``
+        (``policy.json``'s ``li_errors_caught``)."""
+        if li_vm * q <= 0:
+            return 0.0
+        caught = li_vm * min(self.recall * q, float(self.flags_lo[i]))
+        asked = li_vm * float(self.flags_hi[i]) + (1.0 - li_vm) * op
+        return (1.0 if asked <= self.cap else self.cap / asked) * caught / (li_vm * q)
+
+
 def _left(li_vm: np.ndarray, q: np.ndarray, op: np.ndarray, spare: np.ndarray | None,
-          caught: np.ndarray | None = None) -> np.ndarray:
+          credit: Credit | None = None) -> np.ndarray:
     """Mispredicted share per (LI candidate, ...) from the LI error rate ``q`` and OP (broadcast as given):
-    the zNUMA overpredictions beyond the monitor's ``spare`` capacity, and the LI errors it does not mitigate (all of
-    them, unless ``caught``: the share it does)."""
+    the zNUMA overpredictions beyond the monitor's ``spare`` capacity and every LI error, or with ``credit`` what the
+    monitor's shared capacity leaves of both."""
+    if credit is not None:
+        return credit.left(li_vm, q, op)
     um = (1.0 - li_vm) * op
-    li = li_vm * q if caught is None else li_vm * q * (1.0 - caught)
-    return li + (um if spare is None else np.maximum(um - spare, 0.0))
+    return li_vm * q + (um if spare is None else np.maximum(um - spare, 0.0))
 
 
 def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.ndarray,
          um_nights: np.ndarray, op_nights: np.ndarray, level: float | None, samples: int, seed: int,
          days: np.ndarray | None = None, li_next: NextNight | None = None, spare: np.ndarray | None = None,
-         caught: np.ndarray | None = None) -> Grid:
+         credit: Credit | None = None) -> Grid:
     """Every candidate pair. ``um_nights``/``op_nights``: (UM candidates, nights); ``days``: each
     night's day relative to tonight (``next_night``). ``li_next``: per LI candidate, tonight's error rate
     predicted from the fleet's measured days (``optimize.evidence``); where given, each draw of the rate
     is the more cautious of it and the counts' posterior, as ``next_night`` keeps the more cautious OP.
     ``spare``: per LI candidate, the share of tonight's VMs the QoS monitor can still mitigate (module
-    doc); None: no monitor, every misprediction counts. ``caught``: per LI candidate, the share of its LI errors the
-    monitor mitigates (module doc); None: none."""
+    doc); None: no monitor, every misprediction counts. ``credit``: the monitor's capacity shared by all it flags
+    (module doc), in place of ``spare``; None: no LI error is taken as caught."""
     li_gb, li_vm = np.asarray(li_gb, float), np.asarray(li_vm, float)
     um_nights = np.asarray(um_nights, float)
     op = next_night(op_nights, days, level)
     pool = li_gb[:, None] + (1.0 - li_gb[:, None]) * um_nights.mean(axis=1)[None, :]
     q_mean = charged_rate(called, errors, li_next)
     spare_t = None if spare is None else np.asarray(spare, float)[:, None]
-    caught_t = None if caught is None else np.asarray(caught, float)[:, None]
-    mean = _left(li_vm[:, None], q_mean[:, None], op.mean[None, :], spare_t, caught_t)
+    mean = _left(li_vm[:, None], q_mean[:, None], op.mean[None, :], spare_t, credit)
     if level is None:
-        return Grid(pool, mean, mean)
+        return Grid(pool, mean, mean, op.mean)
     rng = np.random.default_rng(seed)
     u = rng.random(samples)
     q = error_draws(called, errors, u)                                       # (T, S)
@@ -192,9 +229,9 @@ def grid(li_gb: np.ndarray, li_vm: np.ndarray, called: np.ndarray, errors: np.nd
     op_draws = op.draws(rng.random(samples))                                 # (J, S): tonight's OP per draw
     bound = np.empty_like(mean)
     for j in range(op_draws.shape[0]):   # a dozen UM candidates; each a (T, S) array
-        draws = _left(li_vm[:, None], q, op_draws[j][None, :], spare_t, caught_t)
+        draws = _left(li_vm[:, None], q, op_draws[j][None, :], spare_t, credit)
         bound[:, j] = np.quantile(draws, level, axis=1)
-    return Grid(pool, mean, bound)
+    return Grid(pool, mean, bound, op.mean)
 
 
 def best(pool: np.ndarray, bound: np.ndarray, budget: float) -> tuple[int, int] | None:

@@ -30,7 +30,7 @@ from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
 from pond.optimize.monitor import (FIRST_HOUR, POOL_COUNTERS, RECORDED, lab_recall, over_recall, own_rows, pool_scores,
                                    recall, recorded_scores)
-from pond.optimize.solver import Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
+from pond.optimize.solver import Credit, Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from pond.telemetry.atomic import write_json
 from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional, table_columns
 from pond.telemetry.storage import Location
@@ -181,22 +181,22 @@ class MonitorEvidence:
                  else self.flags.mean if level is None else np.clip(self.flags.quantile(level), 0.0, 1.0))
         return np.maximum(cap - li_vm * flags, 0.0)
 
-    def caught(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
-        """Per LI candidate, the share of its LI errors the monitor mitigates (``optimize.solver``): the monitor
-        model's held-out recall with the whole footprint on the pool (its ``1 - confidence`` quantile under the
-        Jeffreys posterior), times the share of the LI calls' flags (their ``confidence`` quantile) within
-        ``qos.max_mitigated_share`` of a day's VMs. None unless ``credit_mitigation`` and ``credit_caught_calls`` are
-        on and the flags are the monitor model's (never the first-hour monitor's)."""
+    def credit(self, params: Params, vms_per_day: float) -> Credit | None:
+        """The capacity shared by all the monitor flags, the LI errors it catches not charged (``optimize.solver``):
+        ``floor(qos.max_mitigated_share x VMs a day)``, the monitor model's held-out recall with the whole footprint
+        on the pool (its ``1 - confidence`` quantile under the Jeffreys posterior) and tonight's flags among the
+        calls at ``1 - confidence`` and ``confidence``. None unless ``credit_mitigation`` and ``credit_caught_calls``
+        are on and the flags are the monitor model's (never the first-hour monitor's)."""
         o = params.optimize
         if not (o.credit_mitigation and o.credit_caught_calls) or self.recall_counts is None or self.flags is None:
             return None
         k, n = self.recall_counts
-        rho = recall(k, n) if o.confidence is None else float(
-            beta.ppf(1.0 - o.confidence, k + 0.5, n - k + 0.5))
+        level = o.confidence
+        rho = recall(k, n) if level is None else float(beta.ppf(1.0 - level, k + 0.5, n - k + 0.5))
         cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
-        flags = li_vm * (self.flags.mean if o.confidence is None
-                         else np.clip(self.flags.quantile(o.confidence), 0.0, 1.0))
-        return rho * np.where(flags > cap, cap / np.maximum(flags, 1e-12), 1.0)
+        lo, hi = ((self.flags.mean, self.flags.mean) if level is None else
+                  (np.clip(self.flags.quantile(q), 0.0, 1.0) for q in (1.0 - level, level)))
+        return Credit(float(cap), rho, lo, hi)
 
 
 def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,
@@ -249,17 +249,17 @@ def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
 
 
 def choose(params: Params, li: pd.DataFrame, li_vm: np.ndarray, li_gb: np.ndarray, um_nights: pd.DataFrame,
-           li_next: NextNight | None = None, spare: np.ndarray | None = None, caught: np.ndarray | None = None
+           li_next: NextNight | None = None, spare: np.ndarray | None = None, credit: Credit | None = None
            ) -> tuple[Grid, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate pair's grid and the chosen pair (None: none within the budget), with the UM
     candidates (targets, UM and OP per night) it was chosen from. ``li``: the LI candidates' counts (the
     lab's, and the fleet's keys where measured); ``li_next``: the fleet's measured days (`FleetEvidence`,
     `MonitorEvidence`); ``spare``: the QoS monitor's capacity per LI candidate (`MonitorEvidence.spare`);
-    ``caught``: the share of each candidate's LI errors it mitigates (`MonitorEvidence.caught`)."""
+    ``credit``: the capacity shared by all it flags, caught LI errors not charged (`MonitorEvidence.credit`)."""
     o = params.optimize
     targets, um_n, op_n = um_candidates(um_nights)
     g = grid(li_gb, li_vm, li.called.to_numpy(), li.errors.to_numpy(), um_n, op_n, o.confidence, o.samples,
-             params.base.seed, night_days(um_nights, params.base.as_of), li_next, spare, caught)
+             params.base.seed, night_days(um_nights, params.base.as_of), li_next, spare, credit)
     return g, best(g.pool, g.bound, o.budget), targets, um_n, op_n
 
 
@@ -334,10 +334,10 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab, monitor_model)
     li_next = more_cautious(fleet.tonight, monitor.tonight, level)
     spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
-    caught = monitor.caught(params, li_vm, len(recent.vms) / o.recent_days)
+    credit = monitor.credit(params, len(recent.vms) / o.recent_days)
     li = fleet.add_to(lab)
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
-                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare, caught)
+                                            pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare, credit)
     budget = o.budget
     if choice is None:
         raise ConfigError(f"no policy meets TP={tp}: even placing nothing on the pool is counted as infeasible")
@@ -362,7 +362,8 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
         "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
                                                           else None),
                           "mitigation_spare": None if spare is None else float(spare[i]),
-                          **({} if caught is None else {"li_errors_caught": float(caught[i])})},
+                          **({} if credit is None else
+                             {"li_errors_caught": credit.caught_share(i, float(li_vm[i]), float(q[i]), float(g.op[j]))})},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),

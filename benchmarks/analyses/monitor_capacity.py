@@ -1,5 +1,7 @@
-"""Where the regret against the best fixed pair goes once the QoS monitor flags the LI errors it sees: the monitor's
-capacity (``qos.max_mitigated_share`` of a day's VMs) and what the solver charges for it.
+"""Where the regret against the best fixed pair goes: the UM or the LI half, and the QoS monitor's capacity that the
+LI calls' flags spend. After `benchmarks/backtest_variants.py`.
+
+The monitor may mitigate ``qos.max_mitigated_share`` of a day's VMs; this measures what the solver charges for it.
 
     python -m benchmarks.analyses.monitor_capacity /tmp/bv/seed4*/*      # run dirs of benchmarks.backtest_variants
 

@@ -84,30 +84,49 @@ def test_the_capacity_left_is_a_days_whole_mitigations_less_the_li_calls_flags()
     assert MonitorEvidence(None, flags, {}).spare(uncredited, np.zeros(3), 350.0) is None
 
 
-def test_li_errors_the_monitor_model_catches_within_its_capacity_are_not_charged():
-    """``caught``: the solver charges (1 - c) of each candidate's LI errors, c the monitor model's held-out recall
-    (here its mean) times the share of the LI calls' flags within the day's capacity."""
+def test_caught_li_errors_are_not_charged_beyond_the_flags_or_the_capacity():
+    """``credit``: the capacity is shared by all the monitor flags, in proportion, and a caught LI error is not
+    charged; never more caught than its recall allows or than it flagged, never more mitigated than the capacity."""
+    from pond.optimize.solver import Credit, error_rate, grid
+
+    # LI off / on at 40% of VMs (60 lab workloads called, none sensitive); UM off / on at 3% OP
+    args = ([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0] * 3, [0.2] * 3], [[0.0] * 3, [0.03] * 3], None, 100, 0)
+    q = error_rate(np.array([60.0]), np.array([0.0]))[0]                 # 0.5 / 61
+    flags_bind = Credit(0.05, 0.9, np.array([0.0, 0.006]), np.array([0.0, 0.01]))
+    # the capacity holds every flag: the caught errors are the flags (0.6% < 0.9 x q), every OP is mitigated
+    np.testing.assert_allclose(grid(*args, credit=flags_bind).mean[1], [0.4 * q - 0.4 * 0.006] * 2)
+    recall_binds = Credit(0.05, 0.9, np.array([0.0, 0.05]), np.array([0.0, 0.05]))
+    np.testing.assert_allclose(grid(*args, credit=recall_binds).mean[1], [0.4 * q * 0.1] * 2)
+    # a capacity of 1.1%: 0.4% of VMs flagged among the calls and 0.6 x 3% zNUMAs ask for 2.2%, half is mitigated
+    half = Credit(0.011, 0.9, np.array([0.0, 0.006]), np.array([0.0, 0.01]))
+    np.testing.assert_allclose(grid(*args, credit=half).mean[1, 1], 0.4 * q - 0.5 * 0.4 * 0.006 + 0.5 * 0.6 * 0.03)
+    assert half.caught_share(1, 0.4, q, 0.03) == pytest.approx(0.5 * 0.006 / q)
+
+    rng = np.random.default_rng(3)
+    li, qs, op = rng.random((50, 1)), rng.random((50, 1)) * 0.2, rng.random((1, 7)) * 0.1
+    credit = Credit(0.01, 0.8, rng.random(50) * 0.05, rng.random(50) * 0.05 + 0.05)
+    left = credit.left(li, qs, op)
+    assert (left >= li * qs * (1 - 0.8) - 1e-12).all()                          # no more than its recall
+    assert (left >= li * qs + (1 - li) * op - 0.01 - 1e-12).all()               # no more than the capacity
+    assert (left <= li * qs + (1 - li) * op + 1e-12).all()
+
+
+def test_the_credit_is_the_monitor_models_recall_and_its_flags_within_a_days_capacity():
     from pond.core.params import Params
-    from pond.optimize.solver import error_rate, grid
     from pond.optimize.tonight import MonitorEvidence
 
-    args = ([0.0, 0.5], [0.0, 0.4], [0, 60], [0, 0], [[0.0] * 3, [0.2] * 3], [[0.0] * 3, [0.03] * 3], None, 100, 0)
-    q = error_rate(np.array([60.0]), np.array([0.0]))[0]
-    credited = grid(*args, caught=np.array([0.0, 0.75]))
-    np.testing.assert_allclose(credited.mean[1], [0.4 * q * 0.25, 0.4 * q * 0.25 + 0.6 * 0.03])
-    np.testing.assert_allclose(grid(*args, caught=np.zeros(2)).mean, grid(*args).mean)
-
     p = Params(optimize={"confidence": None, "credit_caught_calls": True})
-    flags = NextNight(np.array([0.0, 0.01, 0.5]), np.zeros(3), np.full(3, 5.0))
+    flags = NextNight(np.array([0.0, 0.01, 0.5]), np.array([0.0, 0.002, 0.01]), np.full(3, 5.0))
     seen = MonitorEvidence(None, flags, {}, (97, 100))
-    c = seen.caught(p, np.array([0.0, 0.4, 0.4]), 350.0)
-    rho = recall(97, 100)
-    # capacity 3 of 350 VMs a day: the first two candidates' flags fit it (0 and 0.4%), the third's 20% do not
-    np.testing.assert_allclose(c, [rho, rho, rho * (3 / 350) / 0.2])
-    at95 = MonitorEvidence(None, flags, {}, (97, 100)).caught(Params(optimize={"credit_caught_calls": True}),
-                                                              np.array([0.0]), 350.0)
-    assert at95[0] < rho                                       # its lower bound at optimize.confidence
-    assert MonitorEvidence(None, flags, {}, (97, 100)).caught(Params(), np.zeros(3), 350.0) is None   # off by default
-    assert MonitorEvidence(None, flags, {}, None).caught(p, np.zeros(3), 350.0) is None   # the first-hour monitor
+    c = seen.credit(p, 350.0)
+    assert (c.cap, c.recall) == (pytest.approx(3 / 350), pytest.approx(recall(97, 100)))
+    np.testing.assert_allclose(c.flags_lo, flags.mean)
+    np.testing.assert_allclose(c.flags_hi, flags.mean)
+    at95 = seen.credit(Params(optimize={"credit_caught_calls": True}), 350.0)
+    assert at95.recall < recall(97, 100)                                     # its lower bound at optimize.confidence
+    assert (at95.flags_lo <= flags.mean).all() and (at95.flags_hi >= flags.mean).all()
+    assert (at95.flags_lo[1:] < at95.flags_hi[1:]).all()
+    assert seen.credit(Params(), 350.0) is None                                        # off by default
+    assert MonitorEvidence(None, flags, {}, None).credit(p, 350.0) is None             # the first-hour monitor
     off = Params(optimize={"confidence": None, "credit_caught_calls": True, "credit_mitigation": False})
-    assert seen.caught(off, np.zeros(3), 350.0) is None
+    assert seen.credit(off, 350.0) is None
