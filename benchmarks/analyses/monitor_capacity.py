@@ -18,6 +18,11 @@ Per finished run (no model is trained again), from its saved nights:
 
 Unless ``optimize.credit_caught_calls``, the solver charges every LI error in full *and* takes the LI calls' flags
 out of the capacity it counts for overpredictions: an LI error the monitor catches is paid for twice.
+
+``--thresholds 0.6 0.8``: per run and LI threshold, over the next days' VMs with history called at it (P(insensitive)
+>= threshold), the share truly sensitive, the share the monitor flags (``seen_slowed``) and its recall among the
+sensitive ones, beside the lab's recall the solver divides the flags by: does the monitor see the errors a lower
+threshold lets in?
 """
 
 from __future__ import annotations
@@ -92,10 +97,36 @@ def run_row(wd: Path) -> dict[str, object]:
                                            "mitigations_on_li_pct", "mitigations_pct")}}
 
 
+def by_threshold(wd: Path, thresholds: list[float]) -> pd.DataFrame:
+    """Per LI threshold, over the nights: the called VMs' error rate, flag rate and the monitor's recall on them (%),
+    pooled over the nights' VMs; and the lab recall of the monitor model (``fleet_monitor.lab_recall``)."""
+    frames, lab = [], []
+    for f in sorted((wd / "backtest").glob("*/evaluation/decisions.parquet")):
+        d = pd.read_parquet(f, columns=["has_history", "sensitive", "p_insensitive", "seen_slowed"])
+        frames.append(d[d.has_history.to_numpy(bool) & d.sensitive.notna().to_numpy() & d.seen_slowed.notna().to_numpy()])
+        lab.append(json.loads((f.parents[1] / "policy.json").read_text()).get("fleet_monitor", {}).get("lab_recall"))
+    if not frames:
+        raise SystemExit(f"{wd / 'backtest'}: no evaluation/decisions.parquet; run the backtest in {wd} first")
+    d = pd.concat(frames, ignore_index=True)
+    rows = []
+    for t in thresholds:
+        c = d[d.p_insensitive.to_numpy(float) >= t]
+        sens, flag = c.sensitive.to_numpy(float) == 1.0, c.seen_slowed.to_numpy(bool)
+        rows.append({"run": str(wd), "threshold": t, "called": len(c), "errors_pct": 100 * sens.mean(),
+                     "flagged_pct": 100 * flag.mean(), "recall_pct": 100 * flag[sens].mean() if sens.any() else np.nan,
+                     "lab_recall_pct": 100 * float(np.nanmean([x for x in lab if x is not None] or [np.nan]))})
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="run dirs (params.yaml, li, features, backtest)")
+    ap.add_argument("--thresholds", type=float, nargs="+", help="the monitor's recall per LI threshold instead")
     a = ap.parse_args()
+    if a.thresholds:
+        with pd.option_context("display.width", 250):
+            print(pd.concat([by_threshold(wd, a.thresholds) for wd in a.runs]).round(2).to_string(index=False))
+        return
     table = pd.DataFrame([run_row(wd) for wd in a.runs])
     with pd.option_context("display.width", 250, "display.max_columns", 40):
         print(table.round(3).to_string(index=False))
