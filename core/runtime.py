@@ -23,7 +23,7 @@ class Runtime(BaseModel):
     mlflow_experiment: str | None = Field(None, alias="POND_MLFLOW_EXPERIMENT",
                                           description="train_li, train_monitor, train_um, backtest, register: the "
                                                       "MLflow experiment runs are logged to (unset: pond, and "
-                                                      "pond-backtest for the models backtest trains)")
+                                                      "pond-backtest for the runs backtest trains)")
     mlflow_disable_telemetry: str = Field(
         "true", alias="MLFLOW_DISABLE_TELEMETRY",
         description="set for MLflow when a run starts: its usage telemetry stays off unless this is false")

@@ -2,8 +2,8 @@
 
 `MLFLOW_TRACKING_URI` points every stage at a shared MLflow server instead. Nothing is set at
 import time: `start_run` configures MLflow when a stage actually runs. Which experiment a run goes to is
-an argument (`backtest` logs its nights' models to ``pond-backtest``); `POND_MLFLOW_EXPERIMENT`, when set,
-overrides it for every run of the process.
+an argument (`backtest` logs its nights' UM runs to ``pond-backtest``: metrics, plot and manifest; the models stay in
+each night's folder); `POND_MLFLOW_EXPERIMENT`, when set, overrides it for every run of the process.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ LOCAL_DIR = Path("data/mlflow")
 
 
 NIGHTLY = "pond"               # the nightly stages' experiment
-BACKTEST = "pond-backtest"     # the models a backtest trains for its past nights
+BACKTEST = "pond-backtest"     # the UM runs a backtest trains for its past nights
 
 
 def experiment(default: str = NIGHTLY) -> str:

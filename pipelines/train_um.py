@@ -31,12 +31,13 @@ from pond.telemetry.io import table_columns
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
-        plots_dir: Path, client: Any = None, experiment: str = NIGHTLY) -> dict[str, Any]:
+        plots_dir: Path, client: Any = None, experiment: str = NIGHTLY, log_models: bool = True) -> dict[str, Any]:
     """``client``: the caller's Dask client (`backtest` keeps one for all its nights); without it,
-    ``engine.backend: dask`` starts a session for this stage. ``experiment``: where MLflow logs the run."""
+    ``engine.backend: dask`` starts a session for this stage. ``experiment``: where MLflow logs the run.
+    ``log_models``: log the models as MLflow models too (a backtest's nights keep them in their own folder only)."""
     if client is None and params.engine.backend != "local":
         with session(params.engine) as own:
-            return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment)
+            return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment, log_models)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     path = features_dir / "vm_features.parquet"
     columns = night_columns(table_columns(path))
@@ -61,10 +62,11 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         _plot(um.curve, um.nights, p.target_op, plots_dir / "um_tradeoff.png")
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
         mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
-        mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx",
-                              pip_requirements=requirements("onnx", "onnxruntime"))
         mlflow.log_dict(um.manifest, "um_manifest.json")
-        mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm", pip_requirements=requirements("lightgbm"))
+        if log_models:
+            mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx",
+                                  pip_requirements=requirements("onnx", "onnxruntime"))
+            mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm", pip_requirements=requirements("lightgbm"))
     write_json(metrics_path, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in metrics.items()})
     print("train_um: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
     return metrics

@@ -74,6 +74,13 @@ def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_r
 
     m = json.loads((tmp_path / "backtest.json").read_text())
     assert (m["nights"], m["nights_asked"], m["nights_skipped_short_history"]) == (5, 8, 3)
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = mlflow.get_experiment_by_name("pond-backtest").experiment_id
+    runs = mlflow.search_runs([exp], filter_string="status = 'FINISHED'")
+    assert len(runs) == 5 and runs["metrics.calibrated.mean_op"].notna().all()      # one UM run per night replayed
+    assert len(mlflow.search_logged_models(experiment_ids=[exp])) == 0       # its models stay in the night's folder
     nights = pd.read_csv(tmp_path / "out" / "nights.csv")
     assert nights.as_of.tolist() == [f"2026-01-0{d}" for d in range(4, 9)]
     assert sorted(d.name for d in (tmp_path / "out").iterdir() if d.is_dir()) == nights.as_of.tolist()
