@@ -34,9 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pond.core.params import load
-from pond.evaluation.backtest import lab_admits, night_regret, pair, with_fixed_regret
-from pond.models.policy import read_policy
+from benchmarks.analyses.admissible_regret import replayed
+from pond.evaluation.backtest import pair
 
 
 def _index(candidates: list, threshold: float | None, target: float | None) -> tuple[int, int]:
@@ -58,31 +57,20 @@ def next_day(decisions: Path) -> dict[str, float]:
 
 
 def run_row(wd: Path) -> dict[str, object]:
-    params = load(wd / "params.yaml")
-    saved = sorted(d for d in (wd / "backtest").iterdir() if (d / "policy.json").exists())
-    if not saved:
-        raise SystemExit(f"{wd / 'backtest'}: no night with a policy.json; run the backtest in {wd} first")
-    grids, chosen, admits, nights = [], [], [], []
-    for night in saved:
-        policy = read_policy(night / "policy.json")
-        r, pool, left, candidates = night_regret(policy, wd / "li", night / "um",
-                                                 night / "evaluation" / "decisions.parquet", params.qos)
-        history = pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet")
-        admits.append(lab_admits(params.with_as_of(night.name), wd / "li", wd / "features" / "vm_features.parquet",
-                                 history))
-        grids.append((pool, left))
-        chosen.append(r["chosen_pool"])
+    run = replayed(wd)
+    nights = []
+    for night, policy, r in zip(run.nights, run.policies, run.regrets):
         fm = json.loads((night / "policy.json").read_text()).get("fleet_monitor", {})
         t = policy.li.threshold if policy.li.enabled else None
         j = policy.um.target_op if policy.um.enabled else None
-        nights.append({"threshold": t, "target": j, "pool": r["chosen_pool"], "at": _index(candidates, t, j),
+        nights.append({"threshold": t, "target": j, "pool": r["chosen_pool"], "at": _index(run.candidates, t, j),
                        "flag_rate_pct": 100 * (fm.get("flag_rate") or 0.0),
                        "spare_pct": 100 * (fm.get("mitigation_spare") or 0.0),
                        **next_day(night / "evaluation" / "decisions.parquet")})
-    table = pd.DataFrame({"budget": params.optimize.budget, "chosen_pool": chosen})
-    table, fixed, _ = with_fixed_regret(table, grids, admits)
+    table, fixed, _ = run.fixed()
     if fixed is None:
         raise SystemExit(f"{wd}: no pair keeps the budget on every night")
+    grids, candidates = run.grids, run.candidates
     per = pd.DataFrame(nights)
     per["pool_fixed_um"] = [float(g[0][n["at"][0], fixed[1]]) for g, n in zip(grids, nights)]
     per["pool_fixed_li"] = [float(g[0][fixed[0], n["at"][1]]) for g, n in zip(grids, nights)]
