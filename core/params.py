@@ -257,8 +257,9 @@ class OptimizeParams(Section):
         "the credit pools more and saves less DRAM; docs/changelog.md)"))
     credit_caught_calls: bool = Field(False, description=(
         "with credit_mitigation and the monitor model on counters under the pool: the monitor's capacity is shared by "
-        "all it flags, and an LI error it catches and mitigates is not charged (at most its held-out recall, lower "
-        "bound at confidence, and at most the recent days' flags among the calls), so the solver may call more VMs "
+        "all it flags, and an LI error it catches and mitigates is not charged (at most its held-out recall among "
+        "the lab's LI errors at the threshold, lower bound at confidence, and at most the recent days' flags among "
+        "the calls), so the solver may call more VMs "
         "insensitive or pick a larger UM target (optimize.solver)"))
     serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "

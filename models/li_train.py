@@ -30,6 +30,7 @@ class TrainedLi:
     name: str                      # models.names.li_model_name
     metrics: dict[str, Any]        # train_li.json's entry
     curve: pd.DataFrame            # heldout_curves.parquet's rows: the chosen model's out-of-fold threshold table
+    scores: pd.DataFrame           # heldout_scores.parquet's rows: each workload's out-of-fold P(insensitive), label
     fp_curves: pd.DataFrame        # the Fig. 17 curves per method (mean and band), for the plot
     model: Any
     onnx_bytes: bytes
@@ -80,6 +81,8 @@ def train(features: pd.DataFrame, slowdowns: pd.DataFrame, ratio: float, pdm: fl
         "latency_ratio": ratio, "pdm": pdm, "threshold": THRESHOLDS,
         "called": np.rint(li_t * len(y)).astype(int), "errors": np.rint(fp_t * len(y)).astype(int),
         "n": len(y), "li": li_t, "fp": fp_t, "method": winner})
+    scores = pd.DataFrame({"latency_ratio": ratio, "pdm": pdm, "workload_id": np.asarray(ids).astype(str),
+                           "p_insensitive": oof, "insensitive": y.astype(np.int8)})
     model = makers[winner](seed).fit(X, y)
     if winner == FOREST:
         onnx_bytes = export_li(model, len(names))
@@ -97,4 +100,5 @@ def train(features: pd.DataFrame, slowdowns: pd.DataFrame, ratio: float, pdm: fl
         "pdm": pdm, "features": names, "classes": [int(c) for c in model.classes_],
         "workloads": len(y), "insensitive": int(y.sum()), "onnx_parity_max_abs_diff": parity,
         "top_importances": {k: round(float(v), 4) for k, v in imp.head(15).items()}}
-    return TrainedLi(name, m, curve, pd.concat(fp_curves, ignore_index=True), model, onnx_bytes, entry, imp, tracked)
+    return TrainedLi(name, m, curve, scores, pd.concat(fp_curves, ignore_index=True), model, onnx_bytes, entry, imp,
+                     tracked)

@@ -29,6 +29,7 @@ class MonitorModel:
     sha256: str
     full_pool: dict[float, dict[str, int]] = field(default_factory=dict)   # held-out flags, all on the pool
     events: list[str] | None = None    # the PMU events its features read; None: every event the lab counts
+    workload_flags: dict[float, dict[str, float]] = field(default_factory=dict)  # held-out, per workload, all on pool
 
     @classmethod
     def load(cls, directory: Path | None) -> "MonitorModel | None":
@@ -47,7 +48,9 @@ class MonitorModel:
                    pdm=float(entry["pdm"]), sha256=entry["sha256"],
                    full_pool={float(k): {n: int(c) for n, c in v.items()}
                               for k, v in entry.get("full_pool", {}).items()},
-                   events=list(entry["events"]) if entry.get("events") else None)
+                   events=list(entry["events"]) if entry.get("events") else None,
+                   workload_flags={float(k): {str(w): float(f) for w, f in v.items()}
+                                   for k, v in entry.get("full_pool_workloads", {}).items()})
 
     def threshold(self, latency_ratio: float) -> float:
         """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at)."""
@@ -57,6 +60,14 @@ class MonitorModel:
         """The held-out flags of the lab's runs all on the pool at the judged ratio nearest ``latency_ratio``
         (``monitor_train.full_pool_counts``); None for a model trained before they were kept."""
         return self.full_pool[_nearest(self.full_pool, latency_ratio)] if self.full_pool else None
+
+    def flag_shares(self, latency_ratio: float) -> pd.Series | None:
+        """Each lab workload's share of its runs all on the pool that the held-out monitor flags, at the judged ratio
+        nearest ``latency_ratio`` (``monitor_train.workload_flags``); None for a model trained before they were
+        kept."""
+        if not self.workload_flags:
+            return None
+        return pd.Series(self.workload_flags[_nearest(self.workload_flags, latency_ratio)], dtype=float)
 
     def needs(self, events: list[str]) -> list[str]:
         """The events the model reads, of counts that carry ``events`` (all of them, for a model that reads every

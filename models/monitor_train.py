@@ -178,6 +178,19 @@ def full_pool_counts(lab: Lab, flagged: np.ndarray, ratios: tuple[float, ...]) -
     return out
 
 
+def workload_flags(lab: Lab, flagged: np.ndarray, ratios: tuple[float, ...]) -> dict[str, dict[str, float]]:
+    """Per ratio, each workload's share of its runs all on the pool that the held-out monitor flags. Joined with
+    the LI model's out-of-fold scores (``train_li``'s ``heldout_scores.parquet``), it gives the monitor's recall
+    among the very workloads the LI model errs on at each threshold (``optimize.tonight.band_recall``): near the
+    LI boundary they are the marginal ones, which the recall over every run past the PDM overstates."""
+    out = {}
+    for r in ratios:
+        at = np.isclose(lab.ratio, r) & (lab.spilled >= 100.0)
+        shares = pd.Series(flagged[at].astype(float)).groupby(lab.workload[at]).mean()
+        out[f"{r:g}"] = {str(w): round(float(v), 4) for w, v in shares.items()}
+    return out
+
+
 def _share(x: np.ndarray) -> float | None:
     return round(float(np.mean(x)), 4) if len(x) else None
 
@@ -212,6 +225,7 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
              "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
              "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
              "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, flags["monitor"], p.latency_ratios),
+             "full_pool_workloads": workload_flags(lab, flags["monitor"], p.latency_ratios),
              "onnx_parity_max_abs_diff": parity,
              "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
     metrics["onnx_parity_max_abs_diff"] = parity

@@ -97,6 +97,8 @@ class FleetMonitor(_Strict):
     flag_rate: Share | None = None     # tonight's error rate the flags predict at the chosen LI threshold
     mitigation_spare: Share | None = None   # the monitor's capacity left for zNUMA overpredictions (solver)
     li_errors_caught: Share | None = None   # the share of the chosen LI calls' errors the solver takes as mitigated
+    li_error_recall: Share | None = None    # the monitor's recall credited among them (its lab lower bound)
+    li_error_workloads: Annotated[float, Field(ge=0)] | None = None   # the lab's LI errors that recall rests on
 
 
 class Policy(_Strict):

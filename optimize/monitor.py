@@ -87,6 +87,22 @@ def recall(caught: int, sensitive: int) -> float:
     return float(error_rate(np.array([sensitive]), np.array([caught]))[0])
 
 
+def band_recall(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per LI threshold, the monitor's held-out recall among the lab's LI errors at it, as (caught, errors): the
+    workloads the LI model calls out of fold (``scores``: ``train_li``'s ``heldout_scores``, P(insensitive) >=
+    threshold) yet sensitive, each counted once with its share of runs all on the pool the monitor flags
+    (``shares``: ``MonitorModel.flag_shares``). Runs of one workload are not independent evidence, so a workload
+    counts once. None where either is missing (a model trained before they were kept)."""
+    if scores is None or shares is None or scores.empty or shares.empty:
+        return None
+    errs = scores[scores.insensitive.to_numpy() == 0]
+    share = shares.reindex(errs.workload_id.astype(str).to_numpy()).to_numpy(float)
+    judged = ~np.isnan(share)                      # a workload without runs all on the pool was not judged
+    called = errs.p_insensitive.to_numpy(float)[judged][None, :] >= np.asarray(thresholds, float)[:, None]
+    return (called * share[judged][None, :]).sum(axis=1), called.sum(axis=1).astype(float)
+
+
 def over_recall(flags: NextNight, monitor_recall: float) -> NextNight:
     """Tonight's error rate among the VMs the model calls, per LI threshold: tonight's share of them the monitor
     flags (``evidence.tonight`` of the flags), divided by its recall."""

@@ -32,13 +32,14 @@ That charges an LI error the monitor catches twice: in full, and again as the ca
 ``optimize.credit_caught_calls`` (``Credit``) the capacity ``cap`` is shared instead, as the replay shares it (in
 order of creation, so in proportion), and a caught error is not charged:
 
-    caught(t)   = LI_vm(t) * min(rho * q(t), f_lo(t))        errors flagged: at most the recall, at most the flags
+    caught(t)   = LI_vm(t) * min(rho(t) * q(t), f_lo(t))     errors flagged: at most the recall, at most the flags
     flags(t, j) = LI_vm(t) * f_hi(t) + (1 - LI_vm(t)) * OP_j  what asks for the capacity
     m(t, j)     = min(1, cap / flags(t, j))                   the share of flags mitigated
     left(t, j)  = LI_vm(t) * q(t) - m * caught(t) + (1 - LI_vm(t)) * OP_j * (1 - m)
 
-``rho``: the monitor model's recall on lab workloads it never saw, with the whole footprint on the pool (its lower
-bound at ``confidence``); ``f_lo``/``f_hi``: the share of the calls it flagged on the recent days (their ``1 -
+``rho(t)``: the monitor model's recall, on lab workloads it never saw with the whole footprint on the pool, among
+the lab's LI errors at ``t`` (its lower bound at ``confidence``; ``optimize.monitor.band_recall``): near the LI
+boundary those are marginal workloads, which a recall over every run past the PDM overstates; ``f_lo``/``f_hi``: the share of the calls it flagged on the recent days (their ``1 -
 confidence`` and ``confidence`` quantiles for tonight). A monitor that recalls less on the fleet than in the lab
 shows it in its flags, so a caught error is never credited beyond what was flagged, and no more is mitigated than
 the capacity holds: ``left >= LI_vm * q * (1 - rho)`` and ``left >= LI_vm * q + (1 - LI_vm) * OP - cap``.
@@ -167,14 +168,14 @@ def more_cautious(a: NextNight | None, b: NextNight | None, level: float | None)
 class Credit:
     """The QoS monitor's capacity shared by all it flags, caught LI errors not charged (module doc)."""
     cap: float                  # the share of tonight's VMs it may mitigate
-    recall: float               # rho: its held-out recall, all on the pool
+    recall: np.ndarray | float  # rho per LI candidate: its held-out recall among the lab's LI errors, all on the pool
     flags_lo: np.ndarray        # per LI candidate, the share of the calls it flags tonight: a low quantile ...
     flags_hi: np.ndarray        # ... and a high one
 
     def left(self, li_vm: np.ndarray, q: np.ndarray, op: np.ndarray) -> np.ndarray:
         """``left(t, j)`` (broadcast as ``_left``'s arguments; the flags per LI candidate along the first axis)."""
         lo, hi = (np.asarray(f, float)[:, None] for f in (self.flags_lo, self.flags_hi))
-        caught = li_vm * np.minimum(self.recall * q, lo)
+        caught = li_vm * np.minimum(np.reshape(np.asarray(self.recall, float), (-1, 1)) * q, lo)
         um = (1.0 - li_vm) * op
         asked = li_vm * hi + um
         m = np.where(asked > self.cap, self.cap / np.maximum(asked, 1e-12), 1.0)
@@ -185,7 +186,8 @@ class Credit:
         (``policy.json``'s ``li_errors_caught``)."""
         if li_vm * q <= 0:
             return 0.0
-        caught = li_vm * min(self.recall * q, float(self.flags_lo[i]))
+        rho = float(np.broadcast_to(np.asarray(self.recall, float), np.shape(self.flags_lo))[i])
+        caught = li_vm * min(rho * q, float(self.flags_lo[i]))
         asked = li_vm * float(self.flags_hi[i]) + (1.0 - li_vm) * op
         return (1.0 if asked <= self.cap else self.cap / asked) * caught / (li_vm * q)
 

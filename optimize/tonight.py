@@ -28,8 +28,8 @@ from pond.models.names import li_model_name, served_of
 from pond.models.policy import Policy, write_policy
 from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from pond.optimize.monitor import (FIRST_HOUR, POOL_COUNTERS, RECORDED, lab_recall, over_recall, own_rows, pool_scores,
-                                   recall, recorded_scores)
+from pond.optimize.monitor import (FIRST_HOUR, POOL_COUNTERS, RECORDED, band_recall, lab_recall, over_recall, own_rows,
+                                   pool_scores, recall, recorded_scores)
 from pond.optimize.solver import Credit, Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from pond.telemetry.atomic import write_json
 from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional, table_columns
@@ -166,7 +166,8 @@ class MonitorEvidence:
     tonight: NextNight | None     # tonight's error rate among called VMs, from the flags; None: nothing watched
     flags: NextNight | None       # tonight's share of called VMs flagged (the capacity they spend); None: as above
     stats: dict[str, Any]         # what was watched, what was flagged, the monitor's lab error rates
-    recall_counts: tuple[int, int] | None = None   # the monitor model's held-out (caught, past the PDM), all on the pool
+    recall_counts: tuple[np.ndarray, np.ndarray] | None = None   # per LI candidate, the monitor model's held-out
+    # (caught, errors) among the lab's LI errors at it, all on the pool (``band_recall``)
 
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
@@ -183,28 +184,32 @@ class MonitorEvidence:
 
     def credit(self, params: Params, vms_per_day: float) -> Credit | None:
         """The capacity shared by all the monitor flags, the LI errors it catches not charged (``optimize.solver``):
-        ``floor(qos.max_mitigated_share x VMs a day)``, the monitor model's held-out recall with the whole footprint
-        on the pool (its ``1 - confidence`` quantile under the Jeffreys posterior) and tonight's flags among the
-        calls at ``1 - confidence`` and ``confidence``. None unless ``credit_mitigation`` and ``credit_caught_calls``
+        ``floor(qos.max_mitigated_share x VMs a day)``, per LI candidate the monitor model's held-out recall among
+        the lab's LI errors at it with the whole footprint on the pool (its ``1 - confidence`` quantile under the
+        Jeffreys posterior: no error to judge it on, no credit to speak of) and tonight's flags among the calls at
+        ``1 - confidence`` and ``confidence``. None unless ``credit_mitigation`` and ``credit_caught_calls``
         are on and the flags are the monitor model's (never the first-hour monitor's)."""
         o = params.optimize
         if not (o.credit_mitigation and o.credit_caught_calls) or self.recall_counts is None or self.flags is None:
             return None
         k, n = self.recall_counts
         level = o.confidence
-        rho = recall(k, n) if level is None else float(beta.ppf(1.0 - level, k + 0.5, n - k + 0.5))
+        rho = (k + 0.5) / (n + 1.0) if level is None else beta.ppf(1.0 - level, k + 0.5, n - k + 0.5)
         cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
         lo, hi = ((self.flags.mean, self.flags.mean) if level is None else
                   (np.clip(self.flags.quantile(q), 0.0, 1.0) for q in (1.0 - level, level)))
-        return Credit(float(cap), rho, lo, hi)
+        return Credit(float(cap), np.asarray(rho, float), lo, hi)
 
 
 def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,
-                     lab: pd.DataFrame, monitor: MonitorModel | None = None) -> MonitorEvidence:
+                     lab: pd.DataFrame, monitor: MonitorModel | None = None, lab_scores: pd.DataFrame | None = None
+                     ) -> MonitorEvidence:
     """The QoS monitor's flags (``optimize.monitor``) on the recent VMs the model may call whose first window
     ended by the end of ``base.as_of`` (``features.counter_delay_s`` after creation): their counters under the pool
     scored by the monitor's model where the data allow, else their own counters by tonight's LI model, flagged at
-    ``qos.threshold``. Reads counters, never truth; a VM without counters is not watched."""
+    ``qos.threshold``. Reads counters, never truth; a VM without counters is not watched. ``lab_scores``: the LI
+    model's out-of-fold scores per lab workload (``heldout_scores.parquet``), which say the monitor's recall among
+    the LI errors per candidate; without them its recall over every run past the PDM stands for each."""
     o = params.optimize
     if raw_dir is None or not o.use_monitor or find_table(raw_dir, COUNTERS) is None:
         return MonitorEvidence(None, None, {"vms_watched": 0})
@@ -237,8 +242,13 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     if not seen.any():
         return MonitorEvidence(None, None, stats)
     flags = tonight(days, recent.p[seen], flagged.astype(float), lab.threshold.to_numpy())
-    return MonitorEvidence(over_recall(flags, r), flags, stats,
-                           (caught, sensitive) if source in (POOL_COUNTERS, RECORDED) else None)
+    if source not in (POOL_COUNTERS, RECORDED):
+        return MonitorEvidence(over_recall(flags, r), flags, stats)
+    thresholds = lab.threshold.to_numpy(float)
+    counts = band_recall(lab_scores, monitor.flag_shares(o.latency_ratio), thresholds) if monitor else None
+    if counts is None:
+        counts = (np.full(len(thresholds), float(caught)), np.full(len(thresholds), float(sensitive)))
+    return MonitorEvidence(over_recall(flags, r), flags, stats, counts)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -331,7 +341,11 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     fleet = fleet_evidence(params, raw_dir, features_dir / "vm_features.parquet", history, li_dir, model,
                            lab.threshold.to_numpy())
     notes = [f"optimize: {report_summary(fleet.stats)}"] if fleet.stats["rows"] else []
-    monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab, monitor_model)
+    scores = li_dir / "heldout_scores.parquet"           # absent from a model trained before it was kept
+    lab_scores = pd.read_parquet(scores) if scores.exists() else None
+    if lab_scores is not None:
+        lab_scores = lab_scores[np.isclose(lab_scores.latency_ratio, ratio) & np.isclose(lab_scores.pdm, pdm)]
+    monitor = monitor_evidence(params, raw_dir, recent, sess, model, lab, monitor_model, lab_scores)
     li_next = more_cautious(fleet.tonight, monitor.tonight, level)
     spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
     credit = monitor.credit(params, len(recent.vms) / o.recent_days)
@@ -363,7 +377,10 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
                                                           else None),
                           "mitigation_spare": None if spare is None else float(spare[i]),
                           **({} if credit is None else
-                             {"li_errors_caught": credit.caught_share(i, float(li_vm[i]), float(q[i]), float(g.op[j]))})},
+                             {"li_errors_caught": credit.caught_share(i, float(li_vm[i]), float(q[i]), float(g.op[j])),
+                              "li_error_recall": float(np.broadcast_to(credit.recall, li_vm.shape)[i]),
+                              "li_error_workloads": float(monitor.recall_counts[1][i])
+                              if monitor.recall_counts is not None else None})},
         "um": {"enabled": bool(j > 0), "target_op": float(targets[j]), "offset": float(offset),
                "model": um_manifest["file"], "sha256": um_manifest["sha256"],
                "expected_um": float(um_n[j].mean()), "expected_op": float(g.mean[0, j]),

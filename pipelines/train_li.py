@@ -8,6 +8,8 @@ Outputs in ``out_dir``:
   the chosen model's out-of-fold scores (every workload scored by models that never saw it):
   ``called`` (workloads with p_insensitive >= threshold), ``errors`` (sensitive among them),
   ``n`` (workloads), ``li`` = called / n, ``fp`` = errors / n, ``method``.
+- ``heldout_scores.parquet``: the same scores per workload (``latency_ratio``, ``pdm``, ``workload_id``,
+  ``p_insensitive``, ``insensitive``): which workloads are the LI errors at each threshold.
 - ``manifest.json``: per model the method, file, sha256, feature list and order, classes, label
   counts, top feature importances (forest), parity.
 """
@@ -50,6 +52,8 @@ def run(params: Params, features_dir: Path, raw_dir: Location, out_dir: Path,
         metrics = {li.name: li.metrics for li in trained}
         pd.concat([li.curve for li in trained], ignore_index=True).to_parquet(tmp / "heldout_curves.parquet",
                                                                              index=False)
+        pd.concat([li.scores for li in trained], ignore_index=True).to_parquet(tmp / "heldout_scores.parquet",
+                                                                              index=False)
         (tmp / "manifest.json").write_text(json.dumps({"models": {li.name: li.entry for li in trained}}, indent=2))
         plots = pd.concat([li.fp_curves for li in trained], ignore_index=True)
         plots_dir.mkdir(parents=True, exist_ok=True)

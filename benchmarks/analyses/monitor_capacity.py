@@ -22,7 +22,8 @@ out of the capacity it counts for overpredictions: an LI error the monitor catch
 ``--thresholds 0.6 0.8``: per run and LI threshold, over the next days' VMs with history called at it (P(insensitive)
 >= threshold), the share truly sensitive, the share the monitor flags (``seen_slowed``) and its recall among the
 sensitive ones, beside the lab's recall the solver divides the flags by: does the monitor see the errors a lower
-threshold lets in?
+threshold lets in? Beside them, for runs whose models keep per-workload scores, the recall the credit uses: among
+the lab's LI errors at the threshold (``lab_errors`` workloads), its mean and its lower bound.
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import beta
 
 from benchmarks.analyses.admissible_regret import replayed
+from pond.core.params import load
 from pond.evaluation.backtest import pair
+from pond.models.monitor_runtime import MonitorModel
+from pond.optimize.monitor import band_recall
 
 
 def _index(candidates: list, threshold: float | None, target: float | None) -> tuple[int, int]:
@@ -85,9 +90,30 @@ def run_row(wd: Path) -> dict[str, object]:
                                            "mitigations_on_li_pct", "mitigations_pct")}}
 
 
+def lab_band(wd: Path, thresholds: list[float]) -> pd.DataFrame | None:
+    """Per LI threshold, the recall the solver credits (``optimize.monitor.band_recall``): the lab's LI errors at it
+    and the monitor's held-out recall among them, mean and lower bound at ``optimize.confidence``; None for a run
+    whose models predate the per-workload scores."""
+    scores, manifest = wd / "li" / "heldout_scores.parquet", wd / "monitor" / "manifest.json"
+    if not scores.exists() or not manifest.exists():
+        return None
+    o = load(wd / "params.yaml").optimize
+    shares = MonitorModel.load(wd / "monitor").flag_shares(o.latency_ratio)
+    s = pd.read_parquet(scores)
+    s = s[np.isclose(s.latency_ratio, o.latency_ratio) & np.isclose(s.pdm, o.pdm)]
+    counts = band_recall(s, shares, np.asarray(thresholds, float))
+    if counts is None:
+        return None
+    k, n = counts
+    lower = beta.ppf(1.0 - (o.confidence or 0.5), k + 0.5, n - k + 0.5)
+    return pd.DataFrame({"threshold": thresholds, "lab_errors": n, "lab_band_recall_pct": 100 * (k + 0.5) / (n + 1),
+                         "lab_band_lower_pct": 100 * lower})
+
+
 def by_threshold(wd: Path, thresholds: list[float]) -> pd.DataFrame:
     """Per LI threshold, over the nights: the called VMs' error rate, flag rate and the monitor's recall on them (%),
-    pooled over the nights' VMs; and the lab recall of the monitor model (``fleet_monitor.lab_recall``)."""
+    pooled over the nights' VMs; the lab recall of the monitor model (``fleet_monitor.lab_recall``) and, where the
+    run has them, the recall among the lab's LI errors at the threshold (``lab_band``)."""
     frames, lab = [], []
     for f in sorted((wd / "backtest").glob("*/evaluation/decisions.parquet")):
         d = pd.read_parquet(f, columns=["has_history", "sensitive", "p_insensitive", "seen_slowed"])
@@ -103,7 +129,9 @@ def by_threshold(wd: Path, thresholds: list[float]) -> pd.DataFrame:
         rows.append({"run": str(wd), "threshold": t, "called": len(c), "errors_pct": 100 * sens.mean(),
                      "flagged_pct": 100 * flag.mean(), "recall_pct": 100 * flag[sens].mean() if sens.any() else np.nan,
                      "lab_recall_pct": 100 * float(np.nanmean([x for x in lab if x is not None] or [np.nan]))})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    band = lab_band(wd, thresholds)
+    return out if band is None else out.merge(band, on="threshold", how="left")
 
 
 def main() -> None:

@@ -126,6 +126,13 @@ def test_train_li_stage(small_raw, tmp_path, monkeypatch):
     assert list(curves.columns) == ["latency_ratio", "pdm", "threshold", "called", "errors", "n", "li", "fp", "method"]
     assert ((curves.fp <= curves.li + 1e-12) & curves.li.between(0, 1)).all()
     assert (curves.errors <= curves.called).all() and (curves.called <= curves.n).all()
+    scores = pd.read_parquet(out / "heldout_scores.parquet")     # the same out-of-fold scores, per workload
+    for (ratio, pdm), c in curves.groupby(["latency_ratio", "pdm"]):
+        s = scores[(scores.latency_ratio == ratio) & (scores.pdm == pdm)]
+        assert s.workload_id.is_unique and len(s) == c.n.iloc[0]
+        called = s.p_insensitive.to_numpy()[None, :] >= c.threshold.to_numpy()[:, None]
+        assert called.sum(axis=1).tolist() == c.called.tolist()
+        assert (called & (s.insensitive.to_numpy() == 0)).sum(axis=1).tolist() == c.errors.tolist()
     for name, m in metrics.items():   # the deployed model is the one the selection chose
         assert manifest["models"][name]["method"] == m["selection.method"]
     assert (tmp_path / "plots" / "li_fp_curves.png").exists()

@@ -139,6 +139,10 @@ def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_t
     assert manifest["features"][-2:] == ["alloc:pool_share", "alloc:latency_ratio"]
     assert manifest["events"] == [e for e in lab_events() if e in MONITOR_EVENTS] and len(manifest["events"]) == 12
     assert manifest["features"] == monitor_feature_names(manifest["events"])
+    workloads = set(pd.read_parquet(small_raw / "workloads.parquet").workload_id.astype(str))
+    for ratio, shares in manifest["full_pool_workloads"].items():    # each workload's held-out flags, all on pool
+        assert ratio in manifest["thresholds"] and shares and set(shares) <= workloads
+        assert all(0.0 <= f <= 1.0 for f in shares.values())
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["trained"] and 0 <= metrics["2.22"]["monitor"]["false_alarm"] <= 1
     bare = tmp_path / "bare"

@@ -117,16 +117,38 @@ def test_the_credit_is_the_monitor_models_recall_and_its_flags_within_a_days_cap
 
     p = Params(optimize={"confidence": None, "credit_caught_calls": True})
     flags = NextNight(np.array([0.0, 0.01, 0.5]), np.array([0.0, 0.002, 0.01]), np.full(3, 5.0))
-    seen = MonitorEvidence(None, flags, {}, (97, 100))
+    # per LI candidate, (caught, errors) among the lab's LI errors at it: none at the last
+    seen = MonitorEvidence(None, flags, {}, (np.array([97.0, 9.5, 0.0]), np.array([100.0, 10.0, 0.0])))
     c = seen.credit(p, 350.0)
-    assert (c.cap, c.recall) == (pytest.approx(3 / 350), pytest.approx(recall(97, 100)))
+    assert c.cap == pytest.approx(3 / 350)
+    np.testing.assert_allclose(c.recall, [recall(97, 100), 10 / 11, 0.5])      # Jeffreys means; no error: the prior
     np.testing.assert_allclose(c.flags_lo, flags.mean)
     np.testing.assert_allclose(c.flags_hi, flags.mean)
     at95 = seen.credit(Params(optimize={"credit_caught_calls": True}), 350.0)
-    assert at95.recall < recall(97, 100)                                     # its lower bound at optimize.confidence
+    assert (at95.recall < c.recall).all()                                    # its lower bound at optimize.confidence
+    assert at95.recall[2] < 0.1 < 0.6 < at95.recall[1] < at95.recall[0]      # no LI error judged: next to no credit
     assert (at95.flags_lo <= flags.mean).all() and (at95.flags_hi >= flags.mean).all()
     assert (at95.flags_lo[1:] < at95.flags_hi[1:]).all()
     assert seen.credit(Params(), 350.0) is None                                        # off by default
     assert MonitorEvidence(None, flags, {}, None).credit(p, 350.0) is None             # the first-hour monitor
     off = Params(optimize={"confidence": None, "credit_caught_calls": True, "credit_mitigation": False})
     assert seen.credit(off, 350.0) is None
+
+
+def test_the_recall_credited_at_a_threshold_is_the_monitors_among_the_lab_s_li_errors_there():
+    """``band_recall``: per LI threshold, the workloads called out of fold yet sensitive, each counted once with its
+    share of runs the monitor flags; a workload the monitor was not judged on is left out, never counted caught."""
+    from pond.optimize.monitor import band_recall
+    from pond.optimize.solver import Credit
+
+    scores = pd.DataFrame({"workload_id": ["a", "b", "c", "d", "e", "f"],
+                           "p_insensitive": [0.9, 0.7, 0.5, 0.3, 0.8, 0.99], "insensitive": [0, 0, 0, 1, 1, 0]})
+    shares = pd.Series({"a": 1.0, "b": 0.5, "c": 0.0, "d": 1.0, "e": 1.0})         # f: no run all on the pool
+    caught, errors = band_recall(scores, shares, np.array([0.0, 0.6, 0.8, 0.95]))
+    assert caught.tolist() == [1.5, 1.5, 1.0, 0.0] and errors.tolist() == [3, 2, 1, 0]
+    assert band_recall(None, shares, np.array([0.5])) is None and band_recall(scores, None, np.array([0.5])) is None
+
+    # the credit reads each candidate's own recall: one that catches nothing leaves its errors charged in full
+    li, q, op = np.array([[0.4], [0.4]]), np.array([[0.02], [0.02]]), np.array([[0.0]])
+    left = Credit(0.05, np.array([0.0, 1.0]), np.array([0.05, 0.05]), np.array([0.05, 0.05])).left(li, q, op)
+    np.testing.assert_allclose(left[:, 0], [0.4 * 0.02, 0.0])
