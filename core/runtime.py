@@ -27,6 +27,11 @@ class Runtime(BaseModel):
     mlflow_disable_telemetry: str = Field(
         "true", alias="MLFLOW_DISABLE_TELEMETRY",
         description="set for MLflow when a run starts: its usage telemetry stays off unless this is false")
+    omp_spin: str = Field(
+        "1000", alias="GOMP_SPINCOUNT",
+        description="set for OpenMP (LightGBM, scikit-learn: GNU libgomp) when a command starts, unless "
+                    "OMP_WAIT_POLICY is set: how long its idle threads spin before they sleep. libgomp's 300,000 "
+                    "stalls two jobs on the same cores (`python -m benchmarks.omp_wait`, docs/production.md)")
     duckdb_memory: str = Field("2GB", alias="POND_DUCKDB_MEMORY",
                                description="features, backtest: DuckDB's memory cap; joins past it spill to disk")
     duckdb_temp: str | None = Field(
@@ -70,3 +75,10 @@ class Runtime(BaseModel):
     def variable(cls, field: str) -> str:
         """The environment variable of ``field``."""
         return cls.model_fields[field].alias or field
+
+    @classmethod
+    def openmp(cls, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What a command sets before OpenMP starts (it reads its variables once): the spin count, unless the
+        operator chose a wait policy, which libgomp would let a spin count override."""
+        env = os.environ if environ is None else environ
+        return {} if "OMP_WAIT_POLICY" in env else {cls.variable("omp_spin"): cls.now(env).omp_spin}

@@ -15,6 +15,8 @@ counted (``Night.censored``), so nothing the solver reads depends on the future.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -108,10 +110,35 @@ def fit_night(n: Night, alpha: float, target: float, seed: int, client: Any = No
     if len(n.train) == 0:
         raise ConfigError(f"night {n.as_of.date()}: no VMs ended in the training window; "
                           "move base.as_of later or raise train_um.train_days")
-    untouched = n.train["untouched_fraction"].to_numpy() if isinstance(n.train, pd.DataFrame) else None
-    model = UntouchedModel(alpha=alpha, seed=seed, client=client).fit(n.train, untouched)
+    if client is None:
+        model = _fit_local(n.train, alpha, seed)
+    else:
+        untouched = n.train["untouched_fraction"].to_numpy() if isinstance(n.train, pd.DataFrame) else None
+        model = UntouchedModel(alpha=alpha, seed=seed, client=client).fit(n.train, untouched)
     offset = ConformalOffset(target).fit(model.predict(n.calib), n.calib["untouched_fraction"].to_numpy())
     return model, offset
+
+
+_FITS: OrderedDict[str, UntouchedModel] = OrderedDict()   # the last models fit here, by what they learned from
+_FITS_KEPT = 40
+
+
+def _fit_local(train: pd.DataFrame, alpha: float, seed: int) -> UntouchedModel:
+    """The model of these training rows, fit once: a night's training window is the same rows on every night that
+    replays it (a backtest's nights share all but one of their UM backtest nights, and a night's final model is a
+    later night's backtest night), and a fit depends on nothing else. The key is the rows' content, so a changed
+    row or column is another fit; the models are only read after (``predict``)."""
+    digest = hashlib.sha256(repr((alpha, seed, list(train.columns), list(map(str, train.dtypes)))).encode())
+    digest.update(pd.util.hash_pandas_object(train, index=False).to_numpy().tobytes())
+    key = digest.hexdigest()
+    if key in _FITS:
+        _FITS.move_to_end(key)
+        return _FITS[key]
+    model = UntouchedModel(alpha=alpha, seed=seed).fit(train, train["untouched_fraction"].to_numpy())
+    _FITS[key] = model
+    while len(_FITS) > _FITS_KEPT:
+        _FITS.popitem(last=False)
+    return model
 
 
 def labels(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

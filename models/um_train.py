@@ -35,7 +35,7 @@ class TrainedUm:
     onnx_bytes: bytes
     manifest: dict[str, Any]     # manifest.json: sha256, features, vocabulary, offsets per target OP, ...
     metrics: dict[str, Any]      # train_um.json
-    curve: pd.DataFrame          # the Fig. 18 trade-off on the day after as_of (gbm vs static)
+    curve: pd.DataFrame          # the Fig. 18 trade-off on the day after as_of (gbm vs static); empty without it
     nights: pd.DataFrame         # per backtest night: realized OP and UM, raw and calibrated
     sweep: pd.DataFrame          # per night and target OP: the solver's input (heldout_nights.parquet)
 
@@ -72,15 +72,17 @@ def rows_of(path: Path, days: tuple[date, date], columns: list[str], seed: int, 
         yield rows
 
 
-def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, client: Any = None) -> TrainedUm:
+def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, client: Any = None,
+          figure: bool = True) -> TrainedUm:
     """``rows``: the VM features of the creation days the nights use (``um_protocol.creation_days``), read here or
-    held by the Dask workers (``client``)."""
+    held by the Dask workers (``client``). ``figure``: also the Fig. 18 trade-off, a model per quantile in
+    ``train_um.alphas``; nothing the night decides reads it, so a backtest's nights go without (40% of their fits)."""
     nights, sweep = backtest(rows, as_of, p, seed, client)
     if nights.empty:
         raise TooLittleHistory(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
                           f"(nights end train_um.calib_lag_days={p.calib_lag_days} days before as_of): move "
                           "base.as_of later, or lower train_um.calib_lag_days / calib_days")
-    curve, metrics = tradeoff(rows, as_of, p, seed, client)
+    curve, metrics = tradeoff(rows, as_of, p, seed, client) if figure else (pd.DataFrame(), {})
     metrics.update({
         "backtest_nights": int(len(nights)), "target_op": p.target_op,
         "backtest_censored_vms": int(nights.censored.sum()), "backtest_scored_vms": int(nights.vms.sum()),

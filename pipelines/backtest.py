@@ -62,7 +62,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             try:                                   # one line per night (above), not train_um's own
                 with silenced():
                     um = train_um.run(p, feats, night / "um", night / "train_um.json", night / "plots", client,
-                                      BACKTEST, log_models=False)
+                                      BACKTEST, replay=True)
             except TooLittleHistory as exc:
                 bt.short_history(short, bool(rows), as_of, n_nights, exc)
                 shutil.rmtree(night)

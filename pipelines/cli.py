@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pond.core.errors import ConfigError, PondError, resource_error
 from pond.core.progress import QUIET_ENV, environ
+from pond.core.runtime import Runtime
 
 if TYPE_CHECKING:
     from pond.core.params import Params
@@ -174,6 +175,7 @@ def _storage_failure(exc: BaseException) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     values = {QUIET_ENV: "1"} if args.quiet else {}
+    values.update(Runtime.openmp())
     if args.scheduler:
         from pond.core.cluster import SCHEDULER_ENV
         values[SCHEDULER_ENV] = args.scheduler

@@ -31,13 +31,14 @@ from pond.telemetry.io import table_columns
 
 
 def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
-        plots_dir: Path, client: Any = None, experiment: str = NIGHTLY, log_models: bool = True) -> dict[str, Any]:
+        plots_dir: Path, client: Any = None, experiment: str = NIGHTLY, replay: bool = False) -> dict[str, Any]:
     """``client``: the caller's Dask client (`backtest` keeps one for all its nights); without it,
     ``engine.backend: dask`` starts a session for this stage. ``experiment``: where MLflow logs the run.
-    ``log_models``: log the models as MLflow models too (a backtest's nights keep them in their own folder only)."""
+    ``replay``: a backtest's night, which keeps its models in its own folder only (no MLflow models) and draws no
+    Fig. 18 trade-off (``models.um_train.train``'s ``figure``)."""
     if client is None and params.engine.backend != "local":
         with session(params.engine) as own:
-            return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment, log_models)
+            return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment, replay)
     p, seed, as_of = params.train_um, params.base.seed, params.base.as_of
     path = features_dir / "vm_features.parquet"
     columns = night_columns(table_columns(path))
@@ -53,17 +54,18 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         import mlflow
         if client is not None:
             print(f"train_um: LightGBM on Dask (lightgbm.dask), {len(workers_of(client))} workers")
-        um = train(vf, as_of, p, seed, client)
+        um = train(vf, as_of, p, seed, client, figure=not replay)
         um.write(tmp)
         metrics = um.metrics
         plots_dir.mkdir(parents=True, exist_ok=True)
-        um.curve.round(5).to_csv(plots_dir / "tradeoff.csv", index=False)
+        if not replay:
+            um.curve.round(5).to_csv(plots_dir / "tradeoff.csv", index=False)
         um.nights.round(5).to_csv(plots_dir / "backtest.csv", index=False)
         _plot(um.curve, um.nights, p.target_op, plots_dir / "um_tradeoff.png")
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
         mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
         mlflow.log_dict(um.manifest, "um_manifest.json")
-        if log_models:
+        if not replay:
             mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx",
                                   pip_requirements=requirements("onnx", "onnxruntime"))
             mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm", pip_requirements=requirements("lightgbm"))
@@ -76,12 +78,13 @@ def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) 
     plt = pyplot()
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for method, g in curve.groupby("method"):
+    for method, g in curve.groupby("method") if len(curve) else ():   # a backtest's night draws no trade-off
         g = g.sort_values("um")
         a.plot(100 * g.op, 100 * g.um, marker="o" if method == "gbm" else None, ms=3, label=method)
     a.set(xlim=(0, 20), xlabel="overpredicted VMs (%)", ylabel="memory on zNUMA (% of GB)",
-          title="Untouched memory (next day, Pond Fig. 18)")
-    a.legend()
+          title="Untouched memory (next day, Pond Fig. 18)" if len(curve) else "(not drawn on a backtest's nights)")
+    if len(curve):
+        a.legend()
     x = pd.to_datetime(nights.as_of)
     b.plot(x, 100 * nights.op_raw, marker="o", label="raw quantile")
     b.plot(x, 100 * nights.op_calibrated, marker="s", label="calibrated")

@@ -18,6 +18,15 @@ from pond.telemetry.io import read_tables
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """OpenMP's idle threads spin briefly, as every `pond` command has them (``core.runtime``): the test processes
+    share the cores, and spinning threads of one stall the fits of the other. Set before any test loads OpenMP
+    (LightGBM, scikit-learn), which reads it once; the commands tests start inherit it."""
+    from pond.core.runtime import Runtime
+
+    os.environ.update(Runtime.openmp())
+
+
 def _packages() -> tuple[str, ...]:
     """The project's packages as folders, in pyproject's order (the one list the structural tests walk)."""
     import tomllib

@@ -137,6 +137,20 @@ def test_no_leakage_from_the_future(vmf):
     assert cal.offset_ == cal2.offset_
 
 
+def test_a_nights_model_is_fit_once_and_other_rows_are_another_fit(vmf):
+    """A backtest's nights share their training windows: the same rows (read again) give the model fit before, the
+    model a fit of its own would give; another seed, quantile or label is another fit."""
+    n = night(vmf, "2026-01-09", P)
+    model, _ = fit_night(n, 0.04, 0.04, seed=1)
+    assert fit_night(night(vmf.copy(), "2026-01-09", P), 0.04, 0.04, seed=1)[0] is model
+    own = UntouchedModel(alpha=0.04, seed=1).fit(n.train, n.train.untouched_fraction.to_numpy())
+    np.testing.assert_array_equal(own.predict(n.next_day), model.predict(n.next_day))
+    assert fit_night(n, 0.04, 0.04, seed=2)[0] is not model and fit_night(n, 0.1, 0.04, seed=1)[0] is not model
+    changed = vmf.copy()
+    changed.loc[n.train.index[0], "untouched_fraction"] = 1 - n.train.untouched_fraction.iloc[0]
+    assert fit_night(night(changed, "2026-01-09", P), 0.04, 0.04, seed=1)[0] is not model
+
+
 @pytest.mark.parametrize("as_of", ["2026-01-06", "2026-01-09"])
 def test_the_days_train_um_reads_hold_every_row_its_nights_use(vmf, as_of):
     """train_um reads only ``creation_days`` of the VM features: the same nights."""
