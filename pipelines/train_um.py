@@ -34,8 +34,8 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         plots_dir: Path, client: Any = None, experiment: str = NIGHTLY, replay: bool = False) -> dict[str, Any]:
     """``client``: the caller's Dask client (`backtest` keeps one for all its nights); without it,
     ``engine.backend: dask`` starts a session for this stage. ``experiment``: where MLflow logs the run.
-    ``replay``: a backtest's night, which keeps its models in its own folder only (no MLflow models) and draws no
-    Fig. 18 trade-off (``models.um_train.train``'s ``figure``)."""
+    ``replay``: a backtest's night, which keeps its models in its own folder only (no MLflow models) and neither
+    measures nor draws the Fig. 18 trade-off (``models.um_train.train``'s ``figure``): nothing it decides reads them."""
     if client is None and params.engine.backend != "local":
         with session(params.engine) as own:
             return run(params, features_dir, out_dir, metrics_path, plots_dir, own, experiment, replay)
@@ -58,14 +58,13 @@ def run(params: Params, features_dir: Path, out_dir: Path, metrics_path: Path,
         um.write(tmp)
         metrics = um.metrics
         plots_dir.mkdir(parents=True, exist_ok=True)
-        if not replay:
-            um.curve.round(5).to_csv(plots_dir / "tradeoff.csv", index=False)
         um.nights.round(5).to_csv(plots_dir / "backtest.csv", index=False)
-        _plot(um.curve, um.nights, p.target_op, plots_dir / "um_tradeoff.png")
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if np.isfinite(v)})
-        mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
         mlflow.log_dict(um.manifest, "um_manifest.json")
         if not replay:
+            um.curve.round(5).to_csv(plots_dir / "tradeoff.csv", index=False)
+            _plot(um.curve, um.nights, p.target_op, plots_dir / "um_tradeoff.png")
+            mlflow.log_artifact(str(plots_dir / "um_tradeoff.png"))
             mlflow.onnx.log_model(onnx.load_from_string(um.onnx_bytes), name="um_onnx",
                                   pip_requirements=requirements("onnx", "onnxruntime"))
             mlflow.lightgbm.log_model(um.model.booster_, name="um_lightgbm", pip_requirements=requirements("lightgbm"))
@@ -78,13 +77,12 @@ def _plot(curve: pd.DataFrame, nights: pd.DataFrame, target: float, path: Path) 
     plt = pyplot()
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for method, g in curve.groupby("method") if len(curve) else ():   # a backtest's night draws no trade-off
+    for method, g in curve.groupby("method"):
         g = g.sort_values("um")
         a.plot(100 * g.op, 100 * g.um, marker="o" if method == "gbm" else None, ms=3, label=method)
     a.set(xlim=(0, 20), xlabel="overpredicted VMs (%)", ylabel="memory on zNUMA (% of GB)",
-          title="Untouched memory (next day, Pond Fig. 18)" if len(curve) else "(not drawn on a backtest's nights)")
-    if len(curve):
-        a.legend()
+          title="Untouched memory (next day, Pond Fig. 18)")
+    a.legend()
     x = pd.to_datetime(nights.as_of)
     b.plot(x, 100 * nights.op_raw, marker="o", label="raw quantile")
     b.plot(x, 100 * nights.op_calibrated, marker="s", label="calibrated")
