@@ -14,6 +14,7 @@ and every policy; over-buying on the first window is never returned.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,6 +25,7 @@ import pandas as pd
 from pond.core.progress import progress, silenced
 from pond.simulator import pool_fit
 from pond.simulator.cluster_sizing import Cluster, Sizing, moves, size
+from pond.simulator.nested_pools import nested
 from pond.simulator.pool_sim import Sweep, global_index
 
 
@@ -92,7 +94,7 @@ def clusters(t: Trace, window: tuple[int, int], server_vcpus: float,
     out = []
     order = np.argsort(cluster, kind="stable")
     bounds = np.flatnonzero(np.r_[True, np.diff(cluster[order]) != 0, True]) if len(cluster) else np.zeros(1, int)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         idx = order[lo:hi]
         server = np.asarray(host)[idx].astype(np.int64)
         cap = max(float(server_vcpus), float(peak_cores[g[idx]].max()))
@@ -257,7 +259,7 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
                 s, got = settle(idx, c, s, pool[idx], spp, local_level[idx], pool_level[idx])
                 rows.append({"policy": name, "pool_sockets": k, "cluster": code, **_row(c, s),
                              "peak_required_gb": float(local_peak[code] + pool_peak[code]), **got})
-    return pd.DataFrame(rows)
+    return nested(pd.DataFrame(rows), q.sockets_per_server)
 
 
 def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, baseline: bool = True,
@@ -307,7 +309,7 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
             sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced, ev.n_servers / spp if k else 0.0)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
                          "peak_required_gb": float(peak), **got})
-    return pd.DataFrame(rows)
+    return nested(pd.DataFrame(rows), q.sockets_per_server)
 
 
 def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: int, bought: tuple[float, float],
