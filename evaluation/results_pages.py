@@ -7,6 +7,7 @@ not run says so."""
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -198,10 +199,27 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
     return "\n".join([
         f"- Fixed splits on {least}-socket pools, the smallest replayed ({split}% of every VM) save {at(least, 0)}% "
         f"as a provider buys and {at(least, 1)}% at each server's own peak.",
+        *(_rises(static, shares, i, label) for i, label in ((0, "As a provider buys"),
+                                                           (1, "At each server's own peak"))),
         f"- With {top}% on the pool, the provider's accounting runs {min(gaps):+.1f} to {max(gaps):+.1f} points above "
         f"the per-server peaks at {head}-{max(static[top])} sockets ({'within' if max(gaps) <= 3 else 'not within'} "
         "3): one local size per cluster makes all local dearer, and a pool recovers part of it.",
         f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
+
+
+def _rises(static: Savings, shares: list, i: int, label: str) -> str:
+    """Fig. 3's shape in one accounting (``i``: 0 the provider's, 1 the peaks'): with the pool, and with the share at
+    every pool size above the smallest."""
+    steps = [static[x][b][i] - static[x][a][i] for x in shares
+             for a, b in itertools.pairwise(sorted(static[x]))]
+    sizes = sorted(set.intersection(*(set(static[x]) for x in shares)))[1:]
+    out_of_order = [n for n in sizes if any(static[x][n][i] >= static[y][n][i] for x, y in itertools.pairwise(shares))]
+    pool = (f"each fixed split saves more as the pool grows (smallest step {min(steps):+.2f} points)"
+            if min(steps) > 0 else f"a fixed split's saving falls by up to {-min(steps):.1f} points as the pool grows"
+            if min(steps) < 0 else "no fixed split's saving falls as the pool grows (flat at a step or more)")
+    share = ("more with a larger share at every pool size above the smallest" if not out_of_order else
+             f"not always more with a larger share (at {', '.join(map(str, out_of_order))} sockets)")
+    return f"- {label}, {pool}, and {share}."
 
 
 def fleet_monitor(m: Metrics) -> str:

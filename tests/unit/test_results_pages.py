@@ -93,6 +93,13 @@ def test_static_figures_from_the_savings_plot(tmp_path):
     assert ("(10/50% of every VM) save +0.5, +0.1% as a provider buys and +0.8, +0.9% at each server's own "
             "peak") in opened
     assert "runs +2.8 to +6.2 points above the per-server peaks at 16-64 sockets (not within 3)" in opened
+    assert ("- As a provider buys, each fixed split saves more as the pool grows (smallest step +1.00 points), and "
+            "more with a larger share at every pool size above the smallest.") in opened
+    assert ("- At each server's own peak, no fixed split's saving falls as the pool grows (flat at a step or more), "
+            "and more with a larger share") in opened
+    falls = {10: {2: (0.0, 0.0), 16: (1.0, 1.0), 64: (0.5, 1.2)}, 50: {2: (0.0, 0.0), 16: (0.8, 2.0), 64: (3.0, 3.0)}}
+    assert ("- As a provider buys, a fixed split's saving falls by up to 0.5 points as the pool grows, and not "
+            "always more with a larger share (at 16 sockets).") in rp.static_open_figures(m, falls)
     assert rp.premium_figures(m, {}) == f"Not run: {rp.SAVINGS} missing."
     assert rp.read_static_savings(tmp_path / "absent.csv") == {}
 
