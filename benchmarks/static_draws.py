@@ -5,8 +5,8 @@
 Per seed, in a temporary folder: `pond generate` with ``base.seed`` set (every other key of params.yaml as
 committed), then `pond simulate --static-only` (every VM split, no models). One JSON line per seed: 50% of every VM
 on 32- and 64-socket pools as a provider buys and at each server's own peak (Pond's accounting), the largest
-|saving| of a split on one-server pools (it should be about 0), the largest fall of any split's saving as the pool
-grows up to 32 sockets (it should be about 0 or a rise), and all local's premium of one size per cluster over the
+|saving| of a split on one-server pools (it should be about 0), the smallest step of any split's saving as the pool
+grows up to 32 sockets (a larger pool never costs more: at least 0), and all local's premium of one size per cluster over the
 peaks. A last line gives the span and median of the 32-socket figures over the seeds.
 """
 
@@ -42,16 +42,16 @@ def one_seed(seed: int, work: Path) -> dict:
     metrics = json.loads((work / "simulate.json").read_text())
     static = table[table.policy.str.startswith("static_")]
     half = static[static.policy == "static_50pct"].set_index("pool_sockets")
-    falls = [np.diff(g.sort_values("pool_sockets").query("pool_sockets <= 32").savings.to_numpy()).min()
+    steps = [np.diff(g.sort_values("pool_sockets").query("pool_sockets <= 32").savings.to_numpy()).min()
              for _, g in static.groupby("policy")]
     one_server = static[static.pool_sockets == 2]
-    pct = lambda x: round(100 * float(x), 2)  # noqa: E731
+    pct = lambda x: round(100 * float(x), 2)
     return {"seed": seed, "clusters": metrics["clusters"], "servers": metrics["servers"],
             "half_32_provider": pct(half.savings.loc[32]), "half_32_own_peaks": pct(half.savings_per_server_peaks.loc[32]),
             "half_64_provider": pct(half.savings.loc[64]), "half_64_own_peaks": pct(half.savings_per_server_peaks.loc[64]),
             "one_server_pools_max_abs": pct(one_server.savings.abs().max()),
             "one_server_pools_own_peaks_max_abs": pct(one_server.savings_per_server_peaks.abs().max()),
-            "largest_fall_up_to_32": pct(min(falls)),
+            "smallest_step_up_to_32": pct(min(steps)),
             "all_local_premium": pct(metrics["all_local_uniform_premium"])}
 
 
