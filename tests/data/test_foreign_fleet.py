@@ -148,7 +148,8 @@ def test_byo_section_step_by_step(tmp_path):
     """docs/your-telemetry.md's "Step by step", literally, in a copy of the repository whose params are shrunk
     as test_pipeline's (to keep CI short) but keep the default night, which the template's days do not
     reach: `pond template`, `pond validate` (blocked, naming the days that fit), base.as_of set to one,
-    `generate` replaced by `pond import`, `dvc repro`."""
+    `generate` replaced by `pond import`, `dvc repro`; then every stage's outputs, and a second `dvc repro` that
+    runs nothing (the repository's one end-to-end `dvc repro`: it takes minutes)."""
     from tests.data.test_pipeline import _run, small_repo
 
     repo = small_repo(tmp_path / "repo")
@@ -184,3 +185,21 @@ def test_byo_section_step_by_step(tmp_path):
     assert json.loads((repo / "data/policy/policy.json").read_text())["fleet_monitor"]["monitor"] == "vm_pool_counters"
     reports = json.loads((repo / "data/policy/policy.json").read_text())["fleet_reports"]   # the optional table, used
     assert reports["rows"] == len(pd.read_csv(repo / "my-telemetry" / "vm_slowdowns.csv")) and reports["keys"] > 0
+    for path in ("data/raw/vms.parquet", "data/features/vm_features.parquet",
+                 "data/features/snapshot/workload_history.parquet", "data/features/snapshot/request_shapes.parquet",
+                 "metrics/features.json", "metrics/calibration.json", "plots/calibration/calibration.png",
+                 "data/models/li/manifest.json", "metrics/train_li.json", "data/models/um/um.onnx",
+                 "metrics/train_um.json", "plots/optimize/frontier.csv", "metrics/backtest.json",
+                 f"data/backtest/{days.group(2)}/scores.parquet", "data/simulate/sizing.csv", "plots/simulate/savings.png"):
+        assert (repo / path).exists(), path
+    policy = json.loads((repo / "data/policy/policy.json").read_text())
+    assert policy["expected"]["mispredictions_bound"] <= policy["misprediction_budget"] + 1e-12
+    li = json.loads((repo / "data/models/li/manifest.json").read_text())["models"]["r1.82_pdm5"]
+    assert policy["li"]["sha256"] == li["sha256"] and policy["pdm"] == 5 and policy["tp"] == 98
+    ev = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert {"combined", "li_only", "um_only", "static_10pct", "static_15pct"} <= set(ev)
+    assert 0 <= ev["combined"]["mispredictions_severe"] <= ev["combined"]["mispredictions_conservative"]
+    # the nightly job is idempotent: nothing changed, nothing runs, and DVC's metrics read the stages' own
+    assert "Running stage" not in _run(["dvc", "repro"], repo)
+    assert "up to date" in _run(["dvc", "status"], repo)
+    assert "metrics/features.json" in _run(["dvc", "metrics", "show"], repo)

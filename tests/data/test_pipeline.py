@@ -1,8 +1,8 @@
-"""`dvc repro` end to end on a small fleet: idempotent, and the seed changes the fleet."""
+"""The built-in fleet through `dvc repro generate`: idempotent, and the seed changes the fleet; `small_repo`, the
+repository shrunk to a small fleet that the end-to-end `dvc repro` test (test_foreign_fleet) runs."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -45,41 +45,24 @@ def small_repo(dst: Path) -> Path:
     return dst
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    return small_repo(tmp_path_factory.mktemp("clone") / "repo")
-
-
-def test_repro_twice_then_new_seed(repo):
-    out = _run(["dvc", "repro"], repo)
-    assert "Running stage 'features'" in out
-    for path in ("data/raw/vms.parquet", "data/features/vm_features.parquet",
-                 "data/features/snapshot/workload_history.parquet", "data/features/snapshot/request_shapes.parquet",
-                 "metrics/features.json", "metrics/calibration.json", "plots/calibration/calibration.png",
-                 "data/models/li/manifest.json", "metrics/train_li.json",
-                 "data/models/um/um.onnx", "metrics/train_um.json", "plots/optimize/frontier.csv",
-                 "metrics/backtest.json", "data/backtest/2026-01-08/scores.parquet", "data/simulate/sizing.csv",
-                 "plots/simulate/savings.png"):
-        assert (repo / path).exists(), path
-    policy = json.loads((repo / "data/policy/policy.json").read_text())
-    assert policy["expected"]["mispredictions_bound"] <= policy["misprediction_budget"] + 1e-12
-    li = json.loads((repo / "data/models/li/manifest.json").read_text())["models"]["r1.82_pdm5"]
-    assert policy["li"]["sha256"] == li["sha256"] and policy["pdm"] == 5 and policy["tp"] == 98
-    ev = json.loads((repo / "metrics/evaluate.json").read_text())
-    assert {"combined", "li_only", "um_only", "static_10pct", "static_15pct"} <= set(ev)
-    assert 0 <= ev["combined"]["mispredictions_severe"] <= ev["combined"]["mispredictions_conservative"]
+def test_generate_is_idempotent_and_the_seed_changes_the_fleet(tmp_path):
+    """The built-in fleet's stage through DVC: a second run reruns nothing, a new seed reruns it and outdates every
+    stage after it. Every stage after generate runs through `dvc repro` in test_byo_section_step_by_step (on imported
+    tables: its dvc.yaml differs in generate alone) and in this process on the built-in fleet in test_params_read."""
+    repo = small_repo(tmp_path / "repo")
+    out = _run(["dvc", "repro", "generate"], repo)
+    assert "Running stage 'generate'" in out
     first = pd.read_parquet(repo / "data/raw/vms.parquet")
-    out = _run(["dvc", "repro"], repo)
-    assert "Running stage" not in out
-    assert "up to date" in _run(["dvc", "status"], repo)
+    assert "Running stage" not in _run(["dvc", "repro", "generate"], repo)
+    assert "up to date" in _run(["dvc", "status", "generate"], repo)
+    assert "features:" in _run(["dvc", "status"], repo)          # what never ran is due
     pd.testing.assert_frame_equal(first, pd.read_parquet(repo / "data/raw/vms.parquet"))
-    assert "metrics/features.json" in _run(["dvc", "metrics", "show"], repo)
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["base"]["seed"] = 43
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    assert "generate" in _run(["dvc", "status", "generate"], repo)
     out = _run(["dvc", "repro", "generate"], repo)     # the fleet is what a seed changes; the rest follows it
     assert "Running stage 'generate'" in out
-    assert "features" in _run(["dvc", "status"], repo)     # ... and every stage after it is out of date
     second = pd.read_parquet(repo / "data/raw/vms.parquet")
     assert not (len(first) == len(second) and first.untouched_fraction.equals(second.untouched_fraction))

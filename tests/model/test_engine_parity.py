@@ -105,39 +105,46 @@ def _by_day_only(raw: Path) -> None:
             folder.rmdir()
 
 
+def _simulate(raw: Path, nightly: Path, wd: Path, backend: str) -> Path:
+    assert run_pond(["--quiet", "--params", str(_params(wd, backend)), "simulate", "--raw", str(raw),
+                     "--nightly", str(nightly), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
+                     "--plots", str(wd / "plots")]) == 0
+    return wd / "sim"
+
+
+@pytest.fixture(scope="module")
+def local_simulate(tmp_path_factory, small_raw, small_backtest) -> Path:
+    """The local engine's replay, once for every layout the Dask engine reads."""
+    return _simulate(small_raw, small_backtest, tmp_path_factory.mktemp("engines") / "local", "local")
+
+
 @pytest.mark.parametrize("layout", ["single files", "partitioned by day and cluster", "partitioned by day"])
-def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, layout):
+def test_simulate_sizing_is_identical(tmp_path, small_raw, small_backtest, local_simulate, layout):
     """The local engine on the single files; on Dask, the trace is placed by cluster partitions
     (``simulator.trace``) from any layout, and sized per cluster and policy. With cluster folders
     the 12 clusters are spread over the 5 partitions by size; without, a hash of each."""
-    outs = {}
-    for backend in ("local", "dask"):
-        wd = tmp_path / backend
-        params = _params(wd, backend)
-        raw = small_raw
-        if backend == "dask" and layout != "single files":
-            raw = wd / "raw"
-            write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
-            shutil.copy(small_raw / TRUTH_FILE, raw / TRUTH_FILE)        # the realized outcomes' truth
-            if layout == "partitioned by day":
-                _by_day_only(raw)
-            clusters = read_tables(raw, ["vms"], validate=False)["vms"].cluster_id
-            assigned = cluster_partitions(raw, "cluster_id", 5)
-            assert cluster_partitions(raw, "region", 5) == {}
-            if layout == "partitioned by day":
-                assert assigned == {} and not list(raw.glob("vms/*/*/*"))
-            else:
-                sizes = cluster_bytes(raw / "vms")
-                load = pd.Series(sizes).groupby(pd.Series(assigned)).sum()
-                assert sorted(assigned) == sorted(clusters.unique()) and sorted(load.index) == [0, 1, 2, 3, 4]
-                assert load.max() - load.min() <= max(sizes.values())    # no partition a cluster from the lightest
-        assert run_pond(["--quiet", "--params", str(params), "simulate", "--raw", str(raw),
-                     "--nightly", str(small_backtest), "--out", str(wd / "sim"), "--metrics", str(wd / "sim.json"),
-                     "--plots", str(wd / "plots")]) == 0
-        outs[backend] = wd
-    pd.testing.assert_frame_equal(pd.read_csv(outs["dask"] / "sim" / "sizing_by_cluster.csv"),
-                                  pd.read_csv(outs["local"] / "sim" / "sizing_by_cluster.csv"), check_exact=True)
-    assert json.loads((outs["dask"] / "sim.json").read_text()) == json.loads((outs["local"] / "sim.json").read_text())
+    wd, raw = tmp_path / "dask", small_raw
+    if layout != "single files":
+        raw = wd / "raw"
+        write_tables(raw, read_tables(small_raw, validate=False), partitioned=True)
+        shutil.copy(small_raw / TRUTH_FILE, raw / TRUTH_FILE)        # the realized outcomes' truth
+        if layout == "partitioned by day":
+            _by_day_only(raw)
+        clusters = read_tables(raw, ["vms"], validate=False)["vms"].cluster_id
+        assigned = cluster_partitions(raw, "cluster_id", 5)
+        assert cluster_partitions(raw, "region", 5) == {}
+        if layout == "partitioned by day":
+            assert assigned == {} and not list(raw.glob("vms/*/*/*"))
+        else:
+            sizes = cluster_bytes(raw / "vms")
+            load = pd.Series(sizes).groupby(pd.Series(assigned)).sum()
+            assert sorted(assigned) == sorted(clusters.unique()) and sorted(load.index) == [0, 1, 2, 3, 4]
+            assert load.max() - load.min() <= max(sizes.values())    # no partition a cluster from the lightest
+    dask = _simulate(raw, small_backtest, wd, "dask")
+    pd.testing.assert_frame_equal(pd.read_csv(dask / "sizing_by_cluster.csv"),
+                                  pd.read_csv(local_simulate / "sizing_by_cluster.csv"), check_exact=True)
+    assert json.loads((dask.parent / "sim.json").read_text()) == \
+        json.loads((local_simulate.parent / "sim.json").read_text())
 
 
 def test_evaluate_is_identical(tmp_path, small_raw, small_bundle, capsys):

@@ -27,7 +27,7 @@ import yaml
 from tests.conftest import run_pond, small_params
 from tests.model.test_registry import _night
 from tests.serving.conftest import request_of
-from tests.serving.test_registry_server import _start, _wait
+from tests.serving.test_registry_server import _start, _wait, server_env
 from tests.serving.test_uvicorn import _free_port
 
 pytestmark = pytest.mark.slow
@@ -110,7 +110,7 @@ def registry(tmp_path_factory, small_bundle, small_raw):
     server = _start(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
          "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}", "--artifacts-destination", str(tmp / "artifacts")],
-        tmp / "mlflow-server.log", cwd=tmp, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+        tmp / "mlflow-server.log", cwd=tmp, env=server_env())
     uri = f"http://127.0.0.1:{port}"
     relay = None
     try:
