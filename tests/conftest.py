@@ -120,6 +120,12 @@ def small_params(variant: str = "pond") -> dict:
     return params
 
 
+# The replay's grid for tests of wiring and parity, not of figures (the engine and storage parity tests, the
+# end-to-end `dvc repro`): the same code paths (pool sizes that nest, static and capped policies, both latency ratios)
+# over about a third of the configurations. A Dask replay of the full grid took 77 s beside the other test worker.
+SMALL_GRID = {"pool_sockets": [2, 4, 8], "static_fractions": [0.1, 0.5], "pool_caps": [0.1]}
+
+
 def run_pond(argv: list[str]) -> int:
     """The installed ``pond`` command (its console-script entry point), run in this process: tests drive a
     stage as an operator does, and no test imports a module of ``pipelines/`` (tests/unit/test_import_root.py)."""

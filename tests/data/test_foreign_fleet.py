@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from pond.serving.app import create_app
 from pond.telemetry.io import read_tables
-from tests.conftest import run_pond, small_params, stage_argv
+from tests.conftest import SMALL_GRID, run_pond, small_params, stage_argv
 from tests.serving.conftest import settings_for
 
 pytestmark = pytest.mark.slow
@@ -88,7 +88,9 @@ def test_foreign_fleet_is_served_end_to_end(foreign, small_tables, tmp_path, mon
     assert imported.customer_id.tolist() == exported.customer_id.tolist()
     assert set(LOOKALIKE_IDS) <= set(imported.customer_id)
 
-    (wd / "params.yaml").write_text(yaml.safe_dump(small_params()))
+    params = small_params()
+    params["simulate"].update(SMALL_GRID)
+    (wd / "params.yaml").write_text(yaml.safe_dump(params))
     p = ["--params", str(wd / "params.yaml")]
     stages = stage_argv(wd, raw)     # the stages of dvc.yaml after generate, in its order, on the imported tables
     for argv in stages:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import ROOT, params_file, params_reads, small_params, stage_argv, undeclared
+from tests.conftest import ROOT, SMALL_GRID, params_file, params_reads, small_params, stage_argv, undeclared
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,9 @@ DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 def test_every_param_a_stage_reads_is_declared_in_dvc_yaml(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    params = ["--quiet", "--params", str(params_file(tmp_path / "params.yaml", small_params()))]
+    small = small_params()
+    small["simulate"].update(SMALL_GRID)
+    params = ["--quiet", "--params", str(params_file(tmp_path / "params.yaml", small))]
     runs = [["generate", "--out", str(tmp_path / "raw")], *stage_argv(tmp_path, tmp_path / "raw")]
     assert [r[0] for r in runs] == list(DVC["stages"])          # every stage of dvc.yaml, in its order
     with params_reads() as (run, reads):

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_GRID
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +40,7 @@ def small_repo(dst: Path) -> Path:
     params["generate"]["lab"]["repetitions"] = 1          # a third of the lab's runs: the models' folds stay whole
     params["train_monitor"].update(folds=3, inner_folds=2)
     params["backtest"]["nights"] = 2
+    params["simulate"].update(SMALL_GRID)
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], dst)
     return dst

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pond.telemetry.io import read_tables, write_tables
-from tests.conftest import run_pond, small_params
+from tests.conftest import SMALL_GRID, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 OUTPUTS = ("vm_features.parquet", "snapshot/customer_percentiles.parquet", "snapshot/workload_history.parquet",
@@ -51,6 +51,7 @@ def s3(tmp_path_factory, small_raw):
 def _params(wd: Path, backend: str) -> Path:
     p = small_params()
     p["engine"] = {"backend": backend, "workers": 2, "worker_memory": "1GiB", "partitions": 5}
+    p["simulate"].update(SMALL_GRID)
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "params.yaml").write_text(yaml.safe_dump(p))
     return wd / "params.yaml"

@@ -21,7 +21,7 @@ from pond.simulator.trace import cluster_partitions
 from pond.telemetry.contract import TRUTH_FILE
 from pond.telemetry.fleet import FleetParams, LabParams, generate
 from pond.telemetry.io import cluster_bytes, read_tables, write_tables
-from tests.conftest import SMALL_AS_OF, backtest_args, own_mlflow, run_pond, small_params
+from tests.conftest import SMALL_GRID, SMALL_AS_OF, backtest_args, own_mlflow, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.slow
 def _params(wd: Path, backend: str) -> Path:
     p = small_params()
     p["engine"] = {"backend": backend, "workers": 2, "worker_memory": "1GiB", "partitions": 5}
+    p["simulate"].update(SMALL_GRID)
     wd.mkdir(parents=True, exist_ok=True)
     (wd / "params.yaml").write_text(yaml.safe_dump(p))
     return wd / "params.yaml"
