@@ -255,12 +255,18 @@ class OptimizeParams(Section):
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "
         "the credit pools more and saves less DRAM; docs/changelog.md)"))
-    credit_caught_calls: bool = Field(False, description=(
+    credit_caught_calls: bool = Field(True, description=(
         "with credit_mitigation and the monitor model on counters under the pool: the monitor's capacity is shared by "
         "all it flags, and an LI error it catches and mitigates is not charged (at most its held-out recall among "
-        "the lab's LI errors at the threshold, lower bound at confidence, and at most the recent days' flags among "
-        "the calls), so the solver may call more VMs "
+        "the lab's LI errors at the threshold (recall_errors), lower bound at confidence, and at most the recent "
+        "days' flags among the calls), so the solver may call more VMs "
         "insensitive or pick a larger UM target (optimize.solver)"))
+    recall_errors: int = Field(5, ge=0, description=(
+        "the monitor's recall that its flags among the LI calls are divided by (their error rate) and that "
+        "credit_caught_calls credits: 0, over every lab run past the PDM (the credit: among the lab's LI errors "
+        "called at the threshold); N, per LI threshold, among the lab's LI errors called at it, at least the N the LI "
+        "model came nearest to calling (errors near a threshold are borderline on the pool, where the monitor "
+        "misses most; optimize.monitor.nearest_counts)"))
     serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
                     "with its pool cap; all local where it buys no pool; the solver's combined rule where simulate "

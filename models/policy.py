@@ -99,6 +99,8 @@ class FleetMonitor(_Strict):
     li_errors_caught: Share | None = None   # the share of the chosen LI calls' errors the solver takes as mitigated
     li_error_recall: Share | None = None    # the monitor's recall credited among them (its lab lower bound)
     li_error_workloads: Annotated[float, Field(ge=0)] | None = None   # the lab's LI errors that recall rests on
+    recall_by_threshold: bool = False       # the flags divided by the recall near the threshold (optimize.recall_errors)
+    recall_divisor: Share | None = None     # the recall the flags were divided by at the chosen LI threshold
 
 
 class Policy(_Strict):

@@ -103,10 +103,31 @@ def band_recall(scores: pd.DataFrame | None, shares: pd.Series | None, threshold
     return (called * share[judged][None, :]).sum(axis=1), called.sum(axis=1).astype(float)
 
 
-def over_recall(flags: NextNight, monitor_recall: float) -> NextNight:
+def nearest_counts(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray, at_least: int
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``band_recall``'s (caught, errors) per LI threshold, over the lab's LI errors called at it and, where fewer
+    than ``at_least`` are, over the ``at_least`` the LI model came nearest to calling (its highest out-of-fold
+    P(insensitive)): the calls near a threshold err on workloads borderline on the pool, which the monitor misses
+    most, so its recall over every run past the PDM overstates it there, and a threshold the lab has no error at
+    would otherwise have no recall to go on. None where the lab has no judged LI error."""
+    if scores is None or shares is None or scores.empty or shares.empty:
+        return None
+    errs = scores[scores.insensitive.to_numpy() == 0]
+    share = shares.reindex(errs.workload_id.astype(str).to_numpy()).to_numpy(float)
+    judged = ~np.isnan(share)
+    if not judged.any():
+        return None
+    order = np.argsort(-errs.p_insensitive.to_numpy(float)[judged], kind="stable")
+    p, caught = errs.p_insensitive.to_numpy(float)[judged][order], np.r_[0.0, np.cumsum(share[judged][order])]
+    called = (p[None, :] >= np.asarray(thresholds, float)[:, None]).sum(axis=1)
+    n = np.minimum(np.maximum(called, at_least), len(p))
+    return caught[n], n.astype(float)
+
+
+def over_recall(flags: NextNight, monitor_recall: float | np.ndarray) -> NextNight:
     """Tonight's error rate among the VMs the model calls, per LI threshold: tonight's share of them the monitor
-    flags (``evidence.tonight`` of the flags), divided by its recall."""
-    scale = 1.0 / max(monitor_recall, 1e-9)
+    flags (``evidence.tonight`` of the flags), divided by its recall (one, or one per threshold)."""
+    scale = 1.0 / np.maximum(np.asarray(monitor_recall, float), 1e-9)
     return NextNight(flags.center * scale, flags.scale * scale, flags.df)
 
 

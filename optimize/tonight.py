@@ -28,8 +28,19 @@ from pond.models.names import li_model_name, served_of
 from pond.models.policy import Policy, write_policy
 from pond.models.runtime import onnx_p_insensitive, p_insensitive_rows
 from pond.optimize.evidence import key_counts, key_labels, report_labels, report_summary, tonight
-from pond.optimize.monitor import (FIRST_HOUR, POOL_COUNTERS, RECORDED, band_recall, lab_recall, over_recall, own_rows,
-                                   pool_scores, recall, recorded_scores)
+from pond.optimize.monitor import (
+    FIRST_HOUR,
+    POOL_COUNTERS,
+    RECORDED,
+    band_recall,
+    lab_recall,
+    nearest_counts,
+    over_recall,
+    own_rows,
+    pool_scores,
+    recall,
+    recorded_scores,
+)
 from pond.optimize.solver import Credit, Grid, NextNight, best, called_shares, charged_rate, grid, more_cautious
 from pond.telemetry.atomic import write_json
 from pond.telemetry.io import COUNTERS, find_table, read_days, read_optional, table_columns
@@ -168,6 +179,7 @@ class MonitorEvidence:
     stats: dict[str, Any]         # what was watched, what was flagged, the monitor's lab error rates
     recall_counts: tuple[np.ndarray, np.ndarray] | None = None   # per LI candidate, the monitor model's held-out
     # (caught, errors) among the lab's LI errors at it, all on the pool (``band_recall``)
+    divisor: np.ndarray | None = None  # per LI candidate, the recall tonight's flags were divided by
 
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
@@ -245,10 +257,14 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
     if source not in (POOL_COUNTERS, RECORDED):
         return MonitorEvidence(over_recall(flags, r), flags, stats)
     thresholds = lab.threshold.to_numpy(float)
-    counts = band_recall(lab_scores, monitor.flag_shares(o.latency_ratio), thresholds) if monitor else None
+    shares = monitor.flag_shares(o.latency_ratio) if monitor else None
+    near = nearest_counts(lab_scores, shares, thresholds, o.recall_errors) if o.recall_errors else None
+    counts = band_recall(lab_scores, shares, thresholds) if near is None else near
     if counts is None:
         counts = (np.full(len(thresholds), float(caught)), np.full(len(thresholds), float(sensitive)))
-    return MonitorEvidence(over_recall(flags, r), flags, stats, counts)
+    divisor = np.full(len(thresholds), r) if near is None else (near[0] + 0.5) / (near[1] + 1.0)   # Jeffreys mean
+    stats["recall_by_threshold"] = near is not None
+    return MonitorEvidence(over_recall(flags, divisor), flags, stats, counts, divisor)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -375,6 +391,7 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
         "fleet_reports": fleet.stats,
         "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
                                                           else None),
+                          "recall_divisor": None if monitor.divisor is None else float(monitor.divisor[i]),
                           "mitigation_spare": None if spare is None else float(spare[i]),
                           **({} if credit is None else
                              {"li_errors_caught": credit.caught_share(i, float(li_vm[i]), float(q[i]), float(g.op[j])),

@@ -152,3 +152,27 @@ def test_the_recall_credited_at_a_threshold_is_the_monitors_among_the_lab_s_li_e
     li, q, op = np.array([[0.4], [0.4]]), np.array([[0.02], [0.02]]), np.array([[0.0]])
     left = Credit(0.05, np.array([0.0, 1.0]), np.array([0.05, 0.05]), np.array([0.05, 0.05])).left(li, q, op)
     np.testing.assert_allclose(left[:, 0], [0.4 * 0.02, 0.0])
+
+
+def test_the_recall_near_each_threshold_is_among_the_lab_s_li_errors_nearest_it():
+    """``nearest_counts``: per LI threshold, (caught, errors) among the lab's LI errors called at it, at least the
+    ``at_least`` with the highest out-of-fold scores; where the lab has no judged LI error, None (the recall over
+    every run stands). Dividing the flags by it weighs them more where the errors near the threshold are missed."""
+    from pond.optimize.monitor import nearest_counts
+
+    scores = pd.DataFrame({"workload_id": ["a", "b", "c", "d", "e", "f"],
+                           "p_insensitive": [0.9, 0.7, 0.5, 0.3, 0.8, 0.99], "insensitive": [0, 0, 0, 1, 1, 0]})
+    shares = pd.Series({"a": 0.0, "b": 1.0, "c": 0.5, "d": 1.0, "e": 1.0})         # f: not judged, left out
+    # errors by score: a 0.9 (missed), b 0.7 (caught), c 0.5 (half); at 0.0 all three, at 0.6 a and b,
+    # at 0.8 and 0.95 fewer than two are called: the two nearest, a and b
+    caught, n = nearest_counts(scores, shares, np.array([0.0, 0.6, 0.8, 0.95]), at_least=2)
+    assert caught.tolist() == [1.5, 1.0, 1.0, 1.0] and n.tolist() == [3, 2, 2, 2]
+    assert [x.tolist() for x in nearest_counts(scores, shares, np.array([0.95]), at_least=1)] == [[0.0], [1.0]]
+    assert [x.tolist() for x in nearest_counts(scores, shares, np.array([0.5]), at_least=10)] == [[1.5], [3.0]]
+    assert nearest_counts(scores.assign(insensitive=1), shares, np.array([0.5]), 2) is None
+    assert nearest_counts(None, shares, np.array([0.5]), 2) is None
+    # per threshold, the flags over that recall
+    flags = NextNight(np.array([0.01, 0.01]), np.array([0.002, 0.002]), np.array([3.0, 3.0]))
+    out = over_recall(flags, np.array([0.5, 0.25]))
+    np.testing.assert_allclose(out.center, [0.02, 0.04])
+    np.testing.assert_allclose(out.scale, [0.004, 0.008])
