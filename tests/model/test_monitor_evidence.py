@@ -86,7 +86,7 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     off["optimize"]["use_monitor"] = False
     c = _optimize(small_bundle, tmp_path / "raw_b", tmp_path / "c", off)
     _optimize(small_bundle, small_raw, tmp_path / "e", off)
-    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None, "mitigation_spare": None}
+    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None, "mitigation_spare": None, "recall_divisor": None}
     assert (tmp_path / "c" / "policy.json").read_bytes() == (tmp_path / "e" / "policy.json").read_bytes()
     # credited, the monitor's capacity is what the LI calls' flags leave of 1% of a day's VMs, and the solver
     # lets more zNUMAs overpredict within the same budget

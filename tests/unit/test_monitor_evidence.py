@@ -129,7 +129,8 @@ def test_the_credit_is_the_monitor_models_recall_and_its_flags_within_a_days_cap
     assert at95.recall[2] < 0.1 < 0.6 < at95.recall[1] < at95.recall[0]      # no LI error judged: next to no credit
     assert (at95.flags_lo <= flags.mean).all() and (at95.flags_hi >= flags.mean).all()
     assert (at95.flags_lo[1:] < at95.flags_hi[1:]).all()
-    assert seen.credit(Params(), 350.0) is None                                        # off by default
+    assert seen.credit(Params(optimize={"credit_caught_calls": False}), 350.0) is None   # the operator's switch
+    assert seen.credit(Params(), 350.0) is not None                                    # on by default
     assert MonitorEvidence(None, flags, {}, None).credit(p, 350.0) is None             # the first-hour monitor
     off = Params(optimize={"confidence": None, "credit_caught_calls": True, "credit_mitigation": False})
     assert seen.credit(off, 350.0) is None
