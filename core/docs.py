@@ -11,7 +11,8 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 from pydantic import BaseModel
@@ -25,28 +26,47 @@ MONITOR_BEGIN, MONITOR_END = ("<!-- monitor figures: begin (pond docs, from metr
                               "<!-- monitor figures: end -->")
 
 
-def allowed(info: FieldInfo) -> str:
-    """The constraints pydantic enforces, in words."""
+def _in_words(metadata: Iterable[Any]) -> list[str]:
     bounds = []
-    for m in info.metadata:
+    for m in metadata:
         for cls, attr, op in ((at.Ge, "ge", ">="), (at.Gt, "gt", ">"), (at.Le, "le", "<="), (at.Lt, "lt", "<")):
             if isinstance(m, cls):
                 bounds.append(f"{op} {getattr(m, attr):g}")
         if isinstance(m, at.MinLen):
             bounds.append(f"length >= {m.min_length}")
-    return ", ".join(bounds)
+        if isinstance(m, FieldInfo):                    # Annotated[float, Field(gt=0)]: the field's own metadata
+            bounds += _in_words(m.metadata)
+    return bounds
 
 
-TYPE_NAMES = {"str | datetime.date": "date (YYYY-MM-DD)", "tuple[float, ...]": "list of numbers",
-              "tuple[int, ...]": "list of integers", "float | None": "number or null", "float": "number",
-              "int": "integer", "str": "text", "bool": "boolean"}
+def allowed(info: FieldInfo) -> str:
+    """The constraints pydantic enforces, in words."""
+    return ", ".join(_in_words(info.metadata))
+
+
+TYPE_NAMES = {"str | datetime.date": "date (YYYY-MM-DD)", "float": "number", "int": "integer", "str": "text",
+              "bool": "boolean", "NoneType": "null"}
 
 
 def type_name(annotation: Any) -> str:
-    if getattr(annotation, "__origin__", None) is Literal:
-        return " or ".join(str(a) for a in annotation.__args__)
+    """A params key's type in words: unions, bounds inside a type and lists of them spelled out, never repr'd."""
+    origin, args = get_origin(annotation), get_args(annotation)
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    return TYPE_NAMES.get(text, text)
+    if text in TYPE_NAMES:
+        return TYPE_NAMES[text]
+    if origin is Literal:
+        return " or ".join(str(a) for a in args)
+    if origin is Annotated:
+        bounds = ", ".join(_in_words(args[1:]))
+        return type_name(args[0]) + (f" ({bounds})" if bounds else "")
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_name(a) for a in args)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        head, _, rest = type_name(args[0]).partition(" (")
+        return f"list of {head}s" + (f" ({rest}" if rest else "")
+    if origin is tuple and len(set(args)) == 1:
+        return f"{len(args)} {type_name(args[0])}s"
+    return text
 
 
 def default_text(info: FieldInfo) -> str:

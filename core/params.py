@@ -318,9 +318,11 @@ class SimParams(Section):
                             "figure's interval spans (simulator.intervals)")
     interval_draws: int = Field(2000, ge=100, description="cluster draws (with replacement) behind each interval; "
                                 "seeded by base.seed")
-    buy_days: int = Field(0, ge=0, description=(
+    buy_days: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description=(
         "days at the start of the measured window the DRAM is bought on (local GB per server, GB per pool), "
-        "judged on the rest: its arrivals that no longer fit are counted; 0: bought on the window it is judged on"))
+        "judged on the rest (its arrivals that no longer fit are counted, and DIMMs added where they must); 0: "
+        "bought on the window it is judged on; auto: the window's first whole weeks, up to half of it, once it "
+        "holds two weeks (a shorter window: 0)"))
 
 
 class BacktestParams(Section):

@@ -175,10 +175,25 @@ def measured_window(window: tuple[int, int], label: str, sp: SimParams, nightly:
                             "days of their VMs filling servers"
 
 
-def bought_ahead(window: tuple[int, int], label: str, buy_days: int, t0: pd.Timestamp
+def buy_days_for(window: tuple[int, int], buy_days: int | str) -> int:
+    """``simulate.buy_days`` for this window. ``auto``: its first whole weeks, up to half of it, once it holds two
+    weeks, so that the days that buy DRAM and the days that judge it each see a weekly cycle; 0 below that."""
+    if buy_days != "auto":
+        return int(buy_days)
+    days = (window[1] - window[0]) // 86400
+    if days < 14:
+        print(f"simulate: the measured window holds {days} whole days; buy_days: auto buys DRAM ahead from two weeks "
+              "on (a week to buy, a week to judge): bought on the window it is judged on (backtest.nights: "
+              "policy_warmup_days + 14 or more gives two weeks)")
+        return 0
+    return 7 * (days // 14)
+
+
+def bought_ahead(window: tuple[int, int], label: str, buy_days: int | str, t0: pd.Timestamp
                  ) -> tuple[tuple[int, int], tuple[int, int], str]:
     """(the window the DRAM is bought on, the one it is judged on, the label): the measured window's first
     ``buy_days`` buy, the rest judges (at least a day of it); both are the window when ``buy_days`` is 0."""
+    buy_days = buy_days_for(window, buy_days)
     cut = min(window[0] + 86400 * buy_days, window[1] - 86400)
     if cut <= window[0]:
         if buy_days:
@@ -188,6 +203,23 @@ def bought_ahead(window: tuple[int, int], label: str, buy_days: int, t0: pd.Time
     first = t0 + pd.Timedelta(seconds=cut)
     return (window[0], cut), (cut, window[1]), f"{label}; DRAM bought on its first {(cut - window[0]) / 86400:g} " \
                                                f"days, judged from {first:%Y-%m-%d %H:%M}"
+
+
+def peak_growth(start: np.ndarray, end: np.ndarray, mem: np.ndarray, bought: tuple[int, int],
+                judged: tuple[int, int]) -> float:
+    """How much higher the fleet's alive memory peaks on the judged days than on the days that bought the DRAM:
+    DRAM bought ahead on a fleet that is still filling up is judged on its growth as much as on its pools."""
+    times = np.concatenate([start, end]).astype(np.int64)
+    step = np.concatenate([mem, -mem]).astype(float)
+    order = np.lexsort((step, times))                   # at one instant, departures before arrivals
+    times, alive = times[order], np.cumsum(step[order])
+
+    def peak(span: tuple[int, int]) -> float:
+        lo, hi = np.searchsorted(times, span[0], "right"), np.searchsorted(times, span[1], "left")
+        opening = alive[lo - 1] if lo else 0.0
+        return float(max(opening, alive[lo:hi].max(initial=opening)))
+
+    return peak(judged) / (peak(bought) or 1.0) - 1.0
 
 
 def nightly_decisions(vms: pd.DataFrame, backtest_dir: Path, ratios: tuple[float, ...], caps: tuple[float, ...] = ()
@@ -276,6 +308,10 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     if nights is None:                                  # static pools only: they split every VM, the window's first too
         decided = np.ones(len(vms), bool)
     bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
+    if judged != bought:
+        growth = peak_growth(start, end, mem, bought, judged)
+        label += f"; the fleet's alive memory peaks {growth:+.1%} on the judged days against the bought ones"
+        print(f"simulate: {label}")
     steady = decided_share(start, end, mem, scored, before, judged)
     created_in = (start >= judged[0]) & (start < judged[1])
     ratios = sp.latency_ratios if nights is not None else ()

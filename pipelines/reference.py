@@ -28,6 +28,9 @@ OPTIONS = {field: f"--{option}" for option, field, _ in SETTING_OPTIONS}
 SCRIPT_ENVIRONMENT = (
     ("POND_ROLE", "dev", "scripts/setup.sh: which lock to install: serve, train or dev"),
     ("POND_TEST_WORKERS", "2", "scripts/test.sh: processes the tests run in (pytest-xdist); 0: in one process"),
+    ("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "true",
+     ("`mlflow server` (MLflow's own): its job runner for GenAI features, seven processes the registry never uses; "
+      "deploy/compose.yaml and the tests' servers set false")),
 )
 
 

@@ -284,9 +284,14 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
         top = 2.0 * float(max(c.memory_gb.max(initial=0.0),
                               sweep.peaks("host", c.server, c.memory_gb).max(initial=0.0)))
         b = np.flatnonzero(bought[idx])     # the VMs the DRAM is bought on (all of them without ``judge``)
-        ev = c.events if len(b) == len(idx) else pool_fit.events(start[idx][b], end[idx][b], c.cores[b],
-                                                                c.memory_gb[b], c.n_servers, c.cap_cores)
-        fitted.append((sweep, top, b, pool_fit.servers_for(ev, top, c.budget(max_move_rate))))
+        every = pool_fit.servers_for(c.events, top, c.budget(max_move_rate))
+        # bought ahead, the cluster still has the servers its whole span needs (its cores are built out for its
+        # life; only its DIMMs are bought ahead): judged days that need one more server could otherwise only buy
+        # DIMMs, up to ``top`` on every server, and the saving would measure cores, not pools
+        ev = every if len(b) == len(idx) else pool_fit.events(start[idx][b], end[idx][b], c.cores[b],
+                                                             c.memory_gb[b], every.n_servers, c.cap_cores)
+        fitted.append((sweep, top, b, ev if len(b) == len(idx) else pool_fit.servers_for(ev, top,
+                                                                                        c.budget(max_move_rate))))
     rows = []
     replays: list[pool_fit.Replays] = []
     shown = progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs")
@@ -329,9 +334,11 @@ def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: in
     n, where = missed(local, cap)
     got = got | {"judged_vms": vms, "judged_moves": n, "judged_stuck": n}
     if n > budget:                           # more DIMMs where the judged window needs them
-        j = np.flatnonzero(in_window(start, end, judge))
-        ej = pool_fit.events(start[j], end[j], c.cores[j], c.memory_gb[j], ev.n_servers, c.cap_cores)
-        local, cap, _, _ = pool_fit.size(ej, pool[j], spp, budget, top, floor=(local, cap))
+        # sized on the replay that judges them (both windows' VMs, the bought days' own misses allowed as they
+        # were): the judged window's VMs replayed alone leave its first VMs elsewhere, and the cheapest DIMMs
+        # found there need not hold here (on the built-in fleet, twice the DRAM that does)
+        before = int(((where < 0) & ~on).sum())
+        local, cap, _, _ = pool_fit.size(every, pool, spp, budget + before, top, floor=(local, cap))
         n, where = missed(local, cap)
     return local, cap, n, where, got
 

@@ -29,6 +29,7 @@ def test_compose_runs_the_service_against_the_registry_server():
     env = compose["services"]["pond"]["environment"]
     assert env["POND_MLFLOW_TRACKING_URI"] == "http://mlflow:5000" and env["POND_REGISTRY_MODEL"] == "pond-znuma"
     assert compose["services"]["pond"]["depends_on"]["mlflow"]["condition"] == "service_healthy"
+    assert compose["services"]["mlflow"]["environment"]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     docker = (DEPLOY / "Dockerfile").read_text()
     assert "USER pond" in docker and "/readyz" in docker and "requirements/serve.txt" in docker
 

@@ -33,6 +33,8 @@ def test_committed_params_are_the_code_defaults():
     ({"simulate": {"pool_caps": [0.15, 0]}}, None, "simulate.pool_caps"),
     ({"optimize": {"serve": "everything"}}, None, "optimize.serve: Input should be 'answer', 'combined', 'li_only', 'um_only' or 'all_local'"),
     ({"optimize": {"pool_cap": 1.5}}, None, "optimize.pool_cap"),
+    ({"simulate": {"buy_days": -1}}, None, "simulate.buy_days"),
+    ({"simulate": {"buy_days": "weeks"}}, None, "Input should be 'auto' (got 'weeks')"),
     ({"shiny": {}}, None, "shiny: Extra inputs are not permitted"),
 ])
 def test_bad_params_fail_naming_the_key(section, values, message):

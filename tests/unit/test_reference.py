@@ -38,6 +38,11 @@ def test_every_params_key_is_documented():
     for key in keys:
         assert f"| `{key}` |" in text, key
     assert all(row[4] for row in params_rows(Params, INJECTED_KEYS)), "every key has a meaning"
+    types = {key: kind for key, kind, *_ in params_rows(Params, INJECTED_KEYS)}
+    assert not [k for k, kind in types.items() if "typing." in kind or "FieldInfo" in kind], "types in words"
+    assert types["optimize.pool_cap"] == "number (> 0, <= 1) or null"
+    assert types["simulate.pool_caps"] == "list of numbers (> 0, <= 1)"
+    assert types["simulate.buy_days"] == "integer (>= 0) or auto"
 
 
 def test_every_environment_variable_the_code_reads_is_documented():

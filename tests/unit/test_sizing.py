@@ -279,3 +279,30 @@ def test_the_question_spans_what_is_bought_and_judged_and_the_trace_takes_whole_
     sub = t.take(np.array([2, 0]))
     assert (len(sub), sub.start_s.tolist(), sub.host.tolist(), sub.memory_gb.tolist()) == (2, [300, 0], [0, 0],
                                                                                          [16.0, 4.0])
+
+
+def test_dram_bought_ahead_keeps_the_servers_the_whole_span_needs():
+    """Bought on [0, 15), judged on [15, 120); 2 cores per server, 4 GB per VM. The trace's two hosts hold
+    a + c and b then d, but a first fit puts a and b on server 0 and c on server 1, so d (2 cores, at 20 s)
+    needs a third server. The bought days' VMs fit on two: bought ahead on those alone, the judged days could
+    only buy DIMMs (up to twice the largest host's peak on every server) and d would still fit nowhere. A cluster is
+    built out for its life; only its DIMMs are bought ahead: three servers of 4 GB, and nothing moves."""
+    start, end = np.array([0, 1, 2, 20]), np.array([100, 10, 100, 100])
+    cores, memory, host = np.array([1.0, 1.0, 1.0, 2.0]), np.full(4, 4.0), np.array([0, 1, 0, 1])
+    trace = Trace(start, end, np.zeros(4, np.int64), host, cores, memory)
+    r = fleet_sizing(trace, {}, Question(1, (2,), (0, 15), 2.0, 0.0, True, (15, 120))).set_index(
+        ["policy", "pool_sockets"]).loc[("all_local", 0)]
+    assert (r.servers, r.local_gb_per_server, r.bought_gb, r.required_gb) == (3, 4.0, 12.0, 12.0)
+    assert (r.judged_vms, r.judged_moves) == (1, 0)
+
+
+def test_dram_bought_ahead_is_topped_up_on_the_replay_that_judges_it():
+    """Bought on [0, 10): a (4 GB, 0-100 s) alone, 4 GB on the one server. Judged on [10, 100): b (4 GB, from
+    20 s) joins a there, so the judged days need 8 GB: the cheapest top-up that holds, no more, and b no longer
+    moves (one move counted under what was bought)."""
+    start, end = np.array([0, 20]), np.array([100, 100])
+    trace = Trace(start, end, np.zeros(2, np.int64), np.zeros(2, np.int64), np.ones(2), np.full(2, 4.0))
+    r = fleet_sizing(trace, {}, Question(1, (2,), (0, 10), 2.0, 0.0, True, (10, 100))).set_index(
+        ["policy", "pool_sockets"]).loc[("all_local", 0)]
+    assert (r.servers, r.bought_gb, r.judged_moves) == (1, 4.0, 1)
+    assert (r.local_gb_per_server, r.required_gb, r.moves) == (8.0, 8.0, 0)
