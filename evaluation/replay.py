@@ -175,25 +175,29 @@ def measured_window(window: tuple[int, int], label: str, sp: SimParams, nightly:
                             "days of their VMs filling servers"
 
 
-def buy_days_for(window: tuple[int, int], buy_days: int | str) -> int:
+def buy_days_for(window: tuple[int, int], buy_days: int | str, last_arrival: int | None = None) -> int:
     """``simulate.buy_days`` for this window. ``auto``: its first whole weeks, up to half of it, once it holds two
-    weeks, so that the days that buy DRAM and the days that judge it each see a weekly cycle; 0 below that."""
+    weeks of arrivals (up to ``last_arrival``: a window that only watches old VMs leave has nothing to judge), so
+    that the days that buy DRAM and the days that judge it each see a weekly cycle; 0 below that."""
     if buy_days != "auto":
         return int(buy_days)
-    days = (window[1] - window[0]) // 86400
+    end = window[1]
+    if last_arrival is not None:                        # to the end of the (window's) day of its last arrival
+        end = min(end, window[0] + 86400 * ((max(last_arrival - window[0], 0) + 86400) // 86400))
+    days = max(end - window[0], 0) // 86400
     if days < 14:
-        print(f"simulate: the measured window holds {days} whole days; buy_days: auto buys DRAM ahead from two weeks "
-              "on (a week to buy, a week to judge): bought on the window it is judged on (backtest.nights: "
-              "policy_warmup_days + 14 or more gives two weeks)")
+        print(f"simulate: the measured window's arrivals span {days} days; buy_days: auto buys DRAM ahead "
+              "from two weeks on (a week to buy, a week to judge): bought on the window it is judged on "
+              "(backtest.nights: policy_warmup_days + 14 or more gives two weeks)")
         return 0
     return 7 * (days // 14)
 
 
-def bought_ahead(window: tuple[int, int], label: str, buy_days: int | str, t0: pd.Timestamp
-                 ) -> tuple[tuple[int, int], tuple[int, int], str]:
+def bought_ahead(window: tuple[int, int], label: str, buy_days: int | str, t0: pd.Timestamp,
+                 last_arrival: int | None = None) -> tuple[tuple[int, int], tuple[int, int], str]:
     """(the window the DRAM is bought on, the one it is judged on, the label): the measured window's first
     ``buy_days`` buy, the rest judges (at least a day of it); both are the window when ``buy_days`` is 0."""
-    buy_days = buy_days_for(window, buy_days)
+    buy_days = buy_days_for(window, buy_days, last_arrival)
     cut = min(window[0] + 86400 * buy_days, window[1] - 86400)
     if cut <= window[0]:
         if buy_days:
@@ -307,7 +311,9 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     decided, (window, label) = created_in | before, measured_window(window, label, sp, nights is not None, s.t0)
     if nights is None:                                  # static pools only: they split every VM, the window's first too
         decided = np.ones(len(vms), bool)
-    bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0)
+    arrivals = start[(start >= window[0]) & (start < window[1])]
+    bought, judged, label = bought_ahead(window, label, sp.buy_days, s.t0,
+                                         int(arrivals.max()) if len(arrivals) else window[0])
     if judged != bought:
         growth = peak_growth(start, end, mem, bought, judged)
         label += f"; the fleet's alive memory peaks {growth:+.1%} on the judged days against the bought ones"
