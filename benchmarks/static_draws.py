@@ -1,6 +1,7 @@
 """Fig. 3 across draws of the built-in fleet, in the replay that decides (each policy placed afresh):
 
     python -m benchmarks.static_draws [--seeds 40 41 ... 49]      # about 55 s a seed on 2 cores
+    python -m benchmarks.static_draws --buy-days 0                 # DRAM bought on the window it is judged on
 
 Per seed, in a temporary folder: `pond generate` with ``base.seed`` set (every other key of params.yaml as
 committed), then `pond simulate --static-only` (every VM split, no models). One JSON line per seed: 50% of every VM
@@ -27,9 +28,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def one_seed(seed: int, work: Path) -> dict:
+def one_seed(seed: int, work: Path, buy_days: str | None = None) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["base"]["seed"] = seed
+    if buy_days is not None:
+        params["simulate"]["buy_days"] = buy_days if buy_days == "auto" else int(buy_days)
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     pond = [sys.executable, "-m", "pond.pipelines", "--quiet", "--params", str(work / "params.yaml")]
     for argv in (["generate", "--out", str(work / "raw")],
@@ -58,11 +61,13 @@ def one_seed(seed: int, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(40, 50)))
+    ap.add_argument("--buy-days", help="simulate.buy_days (default: params.yaml's): 0 buys the DRAM on the window "
+                    "it is judged on; the static replay's window (the trace after its warm-up) spans four weeks")
     args = ap.parse_args()
     rows = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(one_seed(seed, Path(tmp)))
+            rows.append(one_seed(seed, Path(tmp), args.buy_days))
         print(json.dumps(rows[-1]), flush=True)
     for key in ("half_32_provider", "half_32_own_peaks"):
         values = [r[key] for r in rows]
