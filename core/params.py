@@ -92,6 +92,9 @@ class FleetParams(Section):
     seed: int = Field(0, description="set by base.seed")
     start: Day = Field("2026-01-01", description="first day of the trace")
     n_days: int = Field(35, ge=1, description="days of VM creations")
+    burn_in_days: int = Field(0, ge=0, description=(
+        "days the fleet runs before its first day: the trace keeps the VMs still alive then (created before it), so "
+        "it opens with the fleet's long-lived VMs in place, as a real trace does; 0: it opens empty"))
     vms_per_day: float = Field(4000.0, gt=0, description="mean VM creations per day")
     n_customers: int = Field(1500, ge=1, description="customers established at the start")
     new_customers_per_day: float = Field(6.0, ge=0, description="customers arriving per day")

@@ -16,6 +16,9 @@ Mechanisms rather than marginals:
   ``untouched_so_far`` is what it has not touched yet (memory is touched early in a VM's life).
 - ``generate.fleet.internal_share`` of the customers are internal: each of their VMs reports its
   slowdown entirely on pool memory (``vm_slowdowns``, an A/B test an hour after it starts).
+- ``generate.fleet.burn_in_days``: the fleet runs that many days before the trace opens, and the trace keeps the VMs
+  still alive on its first day (created before it), as a real trace that starts on a running fleet does. Without it
+  the trace opens empty, and its alive memory climbs for weeks (the longest lives are 60 days).
 - ``generate.variant`` ``walks`` also weakens customer persistence: each VM strays further from
   its customer's level, and levels drift faster.
 """
@@ -142,9 +145,15 @@ def azure_lifetimes_h(deployment_median_h: np.ndarray, rng: np.random.Generator)
 def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     """The ``vms`` table, with ``_workload_idx`` and ``_cycles`` helper columns for counters."""
     rng = np.random.default_rng([p.seed, 2])
+    first_day, burn_in, trace_days = pd.Timestamp(p.start, tz="UTC"), p.burn_in_days, p.n_days
+    if burn_in:   # the fleet runs from burn_in_days before the trace, which keeps only the VMs alive on its first day
+        p = p.model_copy(update={"n_days": trace_days + burn_in,
+                                 "start": (first_day - pd.Timedelta(days=burn_in)).strftime("%Y-%m-%d")})
     cust = _customers(p, rng, variant)
     dep = _deployments(cust, lab, p, rng)
-    rate = dep.rate_weight / (dep.rate_weight * dep.active).sum() * p.vms_per_day * p.n_days
+    # vms_per_day creations a day on the trace's own days: a deployment's days in the burn-in do not count
+    inside = dep.active if not burn_in else np.clip(dep.end - np.maximum(dep.start, burn_in), 0.0, None)
+    rate = dep.rate_weight / (dep.rate_weight * inside).sum() * p.vms_per_day * trace_days
     counts = rng.poisson(rate * dep.active)
     d = dep.loc[np.repeat(dep.index.to_numpy(), counts)].reset_index(drop=True)
     n = len(d)
@@ -157,6 +166,10 @@ def build_vms(lab: Lab, p: FleetParams, variant: str = "pond") -> pd.DataFrame:
     created = t0 + pd.to_timedelta(np.round(day * 86400.0), unit="s")
     deleted = created + pd.to_timedelta(np.round(life_h * 3600.0 + 60.0), unit="s")
     horizon = t0 + pd.Timedelta(days=p.n_days)
+    kept = np.asarray(deleted > first_day)   # all of them without a burn-in
+    d, day, life_h = d[kept].reset_index(drop=True), day[kept], life_h[kept]
+    created, deleted = created[kept], deleted[kept]
+    n = len(d)
     running = deleted > horizon
     c = cust.iloc[d.owner.to_numpy()]
     cluster_effect = pd.Series(rng.normal(0, 0.25, d.cluster_id.nunique()),

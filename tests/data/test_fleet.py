@@ -128,3 +128,27 @@ def test_internal_customers_report_slowdowns_without_changing_the_fleet(small_ra
                         np.full(len(r), 100.0))
     assert np.corrcoef(truth, r.slowdown_pct)[0, 1] > 0.99
     assert ((truth > 5) == (r.slowdown_pct.to_numpy() > 5)).mean() > 0.97   # the lab's noise, near the PDM only
+
+
+def _alive_gb(vms: pd.DataFrame, at: pd.Timestamp) -> float:
+    alive = (vms.created_at <= at) & (vms.deleted_at.isna() | (vms.deleted_at > at))
+    return float(vms.memory_gb[alive].sum())
+
+
+def test_a_burn_in_opens_the_trace_with_the_long_lived_vms_in_place(default_lab):
+    """Without a burn-in the trace opens empty and its alive memory climbs for weeks (VMs live up to 60 days); with
+    one, it keeps only the VMs still alive on its first day, so it opens near the level it holds later."""
+    start = pd.Timestamp("2026-01-01", tz="UTC")
+    cold = build_vms(default_lab, FleetParams(seed=42, n_days=28))
+    warm = build_vms(default_lab, FleetParams(seed=42, n_days=28, burn_in_days=60))
+    assert cold.created_at.min() >= start and _alive_gb(cold, start) == 0.0
+    early = warm[warm.created_at < start]
+    assert len(early) > 0 and early.created_at.min() >= start - pd.Timedelta(days=60)
+    assert (early.deleted_at.isna() | (early.deleted_at > start)).all()         # only those alive when it opens
+    assert warm.vm_id.is_unique and warm.created_at.is_monotonic_increasing
+    assert warm.vm_id.iloc[0] == "vm-00000000" and warm.vm_id.iloc[-1] == f"vm-{len(warm) - 1:08d}"
+    end = start + pd.Timedelta(days=28)
+    assert _alive_gb(cold, start + pd.Timedelta(days=3)) < 0.5 * _alive_gb(cold, end)
+    assert _alive_gb(warm, start) > 0.7 * _alive_gb(warm, end)
+    # the trace's own days carry as many creations a day either way (within 5%)
+    assert abs((warm.created_at >= start).sum() / len(cold) - 1) < 0.05
