@@ -28,8 +28,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STAGES = {
     "features": None,
@@ -44,14 +48,14 @@ TARGETS = {"features": {"target_wall_s": 60, "target_peak_rss_gb": 4}, "train_um
 
 def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> None:
     """A `pond backtest`-shaped folder per night: the policies and models of this checkout's last
-    backtest night, and the next day's VMs of the benchmark fleet scored by them."""
+    backtest night, and the next day's VMs of the benchmark fleet scored by them (the first night's also the VMs
+    its next day opens with, ``scores_before.parquet``, as `pond backtest` writes them)."""
     import shutil
 
     import pandas as pd
 
-    from pond.models.inference import Models, score
     from pond.models.names import at_ratio
-    from pond.models.policy import read_policy
+    from pond.telemetry.io import read_alive
 
     src = sorted(d for d in Path("data/backtest").glob("*") if (d / "scores.parquet").exists())
     if not src:
@@ -61,19 +65,36 @@ def nightly_inputs(wd: Path, as_of: str, nights: int, ratios: list[float]) -> No
     history = pd.read_parquet(wd / "features" / "snapshot" / "workload_history.parquet")
     out = wd / "nightly"
     shutil.rmtree(out, ignore_errors=True)
+    scored = _scorer(last, history, ratios)
     for k in range(nights - 1, -1, -1):
         night = (pd.Timestamp(as_of) - pd.Timedelta(days=k)).date()
         d = out / night.isoformat()
         d.mkdir(parents=True)
-        vms = vmf[vmf.day == night + pd.Timedelta(days=1)].reset_index(drop=True)
+        served = night + pd.Timedelta(days=1)
+        for r in ratios:
+            shutil.copy(last / f"{at_ratio('policy', r)}.json", d / f"{at_ratio('policy', r)}.json")
+        scored(d, vmf[vmf.day == served].reset_index(drop=True), "scores.parquet")
+        if k == nights - 1:   # as `pond backtest`: the first night also decides the VMs its next day opens with
+            scored(d, read_alive(wd / "features" / "vm_features.parquet", served), "scores_before.parquet")
+
+
+def _scorer(last: Path, history: pd.DataFrame, ratios: list[float]):
+    """Writes a night's scores of ``vms`` by the policies copied into it and the last night's models."""
+    import pandas as pd
+
+    from pond.models.inference import Models, score
+    from pond.models.names import at_ratio
+    from pond.models.policy import read_policy
+
+    def scored(d: Path, vms: pd.DataFrame, name: str) -> None:
         cols = {"vm_id": vms.vm_id.to_numpy()}
         for r in ratios:
-            policy = f"{at_ratio('policy', r)}.json"
-            shutil.copy(last / policy, d / policy)
-            s = score(Models.from_policy(read_policy(d / policy), Path("data/models/li"), last / "um"),
-                      vms, history)
+            s = score(Models.from_policy(read_policy(d / f"{at_ratio('policy', r)}.json"), Path("data/models/li"),
+                                         last / "um"), vms, history)
             cols.update({"has_history": s.has_history, "um_raw": s.um_raw, at_ratio("p_insensitive", r): s.p_insensitive})
-        pd.DataFrame(cols).to_parquet(d / "scores.parquet", index=False)
+        pd.DataFrame(cols).to_parquet(d / name, index=False)
+
+    return scored
 
 
 def main() -> None:
