@@ -324,8 +324,8 @@ class SimParams(Section):
     buy_days: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description=(
         "days at the start of the measured window the DRAM is bought on (local GB per server, GB per pool), "
         "judged on the rest (its arrivals that no longer fit are counted, and DIMMs added where they must); 0: "
-        "bought on the window it is judged on; auto: the window's first whole weeks, up to half of it, once it "
-        "holds two weeks (a shorter window: 0)"))
+        "bought on the window it is judged on; auto: the window's first whole weeks, up to half of it, once its "
+        "arrivals span two weeks (a shorter span: 0)"))
 
 
 class BacktestParams(Section):

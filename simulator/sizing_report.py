@@ -82,9 +82,11 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
             runner = rows[1] if len(rows) > 1 else None
             other = (runner[0], runner[1]["recommended_pool_sockets"]) if runner else ("all_local", 0)
             lo, hi = savings.difference((name, p["recommended_pool_sockets"]), other)
-            a |= {"decided": lo > 0, "runner_up": other[0], "runner_up_pool_sockets": other[1],
-                  "difference_interval": [lo, hi]}
-            if lo <= 0:
+            a |= {"decided": lo > 0, "difference_interval": [lo, hi]}
+            if lo > 0:
+                a |= {"runner_up": other[0], "runner_up_pool_sockets": other[1]}
+            else:                        # the pair the interval cannot separate, neither of them perhaps served
+                a["undecided_pool_sockets"] = [p["recommended_pool_sockets"], other[1]]
                 solver = [r for r in rows if split_ratio(r[0])[0].startswith("combined")]
                 if solver:
                     n2, p2, mis2, left2 = solver[0]
@@ -102,8 +104,8 @@ def _no_pool(a: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
     service can serve (``optimize.serve: answer``), rather than a policy whose pool was never bought. Decided when
     even the best policy within the budget saves nothing at any pool size; otherwise the answer was undecided and
     the solver's own policy, which it falls back to, buys no pool."""
-    keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "undecided_between")
-            if k in a}
+    keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "undecided_between",
+                              "undecided_pool_sockets") if k in a}
     return {"policy": ALL_LOCAL, "pool_sockets": 0, **{k: v for k, v in best["recommended"].items()
                                                         if k != "savings_interval"},
             "savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0, "savings_interval": [0.0, 0.0],

@@ -179,7 +179,7 @@ def test_byo_section_step_by_step(tmp_path):
                   "simulate", "register"):
         assert f"Running stage '{stage}'" in out, stage
     assert "have no lab workload" in out                  # the template's VMs carry no workload_id
-    assert "train_li r1.82_pdm5: 5/5 splits (100%)" in out   # progress lines, plain in a log
+    assert "train_li r1.82_pdm5: 2/2 splits (100%)" in out   # progress lines, plain in a log
     assert json.loads((repo / "metrics/evaluate.json").read_text())["day"] == \
         (pd.Timestamp(days.group(2)) + pd.Timedelta(days=1)).date().isoformat()
     # the hypervisor's pool counters (vm_pool_counters), scored by the monitor's model, in the replay and as evidence

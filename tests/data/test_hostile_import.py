@@ -24,11 +24,19 @@ def src(tmp_path, small_raw):
     return d
 
 
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory, small_raw):
+    """`pond import` of the small fleet, run once: each test gets a copy (an import takes seconds)."""
+    d = tmp_path_factory.mktemp("imported") / "raw"
+    assert run_pond(["import", str(small_raw), "--out", str(d)]) == 0
+    return d
+
+
 @pytest.fixture()
-def out(tmp_path, small_raw):
+def out(tmp_path, imported):
     """A data set already imported: it must survive every failed import untouched."""
     d = tmp_path / "raw"
-    assert run_pond(["import", str(small_raw), "--out", str(d)]) == 0
+    shutil.copytree(imported, d)
     return d
 
 

@@ -20,6 +20,7 @@ def test_every_param_a_stage_reads_is_declared_in_dvc_yaml(tmp_path, monkeypatch
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     small = small_params()
     small["simulate"].update(SMALL_GRID)
+    small["train_li"].update(n_splits=2, select_splits=2, cv_folds=2)   # reads, not figures: the least each allows
     params = ["--quiet", "--params", str(params_file(tmp_path / "params.yaml", small))]
     runs = [["generate", "--out", str(tmp_path / "raw")], *stage_argv(tmp_path, tmp_path / "raw")]
     assert [r[0] for r in runs] == list(DVC["stages"])          # every stage of dvc.yaml, in its order

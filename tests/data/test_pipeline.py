@@ -35,10 +35,10 @@ def small_repo(dst: Path) -> Path:
     params = yaml.safe_load((dst / "params.yaml").read_text())
     params["generate"]["fleet"].update(n_days=12, vms_per_day=400, n_customers=150)
     params["base"]["as_of"] = "2026-01-08"
-    params["train_li"].update(n_splits=5, select_splits=3, cv_folds=3, oof_repeats=1)
+    params["train_li"].update(n_splits=2, select_splits=2, cv_folds=2, oof_repeats=1)   # the least each allows
     params["train_um"].update(train_days=6, calib_days=1, calib_lag_days=1, backtest_nights=3, alphas=[0.01, 0.1])
     params["generate"]["lab"]["repetitions"] = 1          # a third of the lab's runs: the models' folds stay whole
-    params["train_monitor"].update(folds=3, inner_folds=2)
+    params["train_monitor"].update(folds=2, inner_folds=2)
     params["backtest"]["nights"] = 2
     params["simulate"].update(SMALL_GRID)
     (dst / "params.yaml").write_text(yaml.safe_dump(params))

@@ -70,6 +70,8 @@ def test_an_undecided_answer_says_so_and_falls_back_to_the_solver_s_policy():
     lo, hi = got["difference_interval"]
     assert lo < 0 < hi and not got["decided"]
     assert got["undecided_between"] == ["a_r1.82", "combined_r1.82"] and got["policy"] == "combined_r1.82"
+    # the served fallback has no runner-up of its own: the pair compared is named once, with its pool sizes
+    assert "runner_up" not in got and got["undecided_pool_sockets"] == [16, 16]
     # without draws the point estimate decides, as before
     assert answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15}), 0.02)["1.82"]["policy"] == "a_r1.82"
 
