@@ -46,8 +46,10 @@ def _run(params: Params, client: Any | None, raw_dir: Location, nights: list[Pat
         fleet.round(6).to_csv(tmp / "sizing.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)
     curves = fleet.assign(savings_pct=(100 * fleet.savings).round(3),
-                          per_server_peaks_pct=(100 * fleet.savings_per_server_peaks).round(3))
-    curves[["policy", "pool_sockets", "savings_pct", "per_server_peaks_pct"]].to_csv(plots_dir / "savings.csv", index=False)
+                          per_server_peaks_pct=(100 * fleet.savings_per_server_peaks).round(3),
+                          kept_placement_pct=(100 * fleet.savings_kept_placement).round(3))
+    curves[["policy", "pool_sockets", "savings_pct", "per_server_peaks_pct", "kept_placement_pct"]].to_csv(
+        plots_dir / "savings.csv", index=False)
     plot_savings(curves, plots_dir / "savings.png", label,
                  {n: {r: v["unmitigated"] for r, v in by.items()} for n, by in realized.items()})
     print_report(metrics)

@@ -114,7 +114,9 @@ def arrived(start_s: np.ndarray, window: tuple[int, int]) -> np.ndarray:
 def fleet_sizing(t: Trace, policies: dict[str, Policy], q: Question) -> pd.DataFrame:
     """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
     the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
-    every server and pool bought at its own peak within the window, which no provider can buy).
+    every server and pool bought at its own peak within the window, which no provider can buy;
+    ``kept_peak_required_gb``: the same with every VM on the server all local put it on, as Pond's Fig. 3 keeps
+    the trace's servers and changes only the VM's memory; with ``q.pool_aware`` off they are the same figure).
 
     ``q.judge``: DRAM is bought on ``q.window`` and judged on this later one (``judged_*``: its arrivals, the
     ones that no longer fitted under what was bought, and the per-server peaks over it). Without it,
@@ -155,13 +157,20 @@ def distinct(policies: dict[str, Policy]) -> tuple[dict[str, Policy], dict[str, 
     return {n: policies[n] for n in dict.fromkeys(alias.values())}, alias
 
 
+def _returning(t: Trace, back: np.ndarray) -> np.ndarray:
+    """The VMs whose pool memory comes back while they run: ``returned`` appends a second part for each, in order."""
+    back = np.asarray(back)
+    return np.flatnonzero((back > np.asarray(t.start_s)) & (back < np.asarray(t.end_s)))
+
+
 def returned(t: Trace, pool_gb: np.ndarray, back: np.ndarray) -> tuple[Trace, np.ndarray]:
     """A VM whose pool memory comes back as local at second ``back`` (a QoS mitigation) as two on its server: its
     split until then, all local from then on, an arrival that moves the VM when the server has no room for it.
     The trace and the pool GB, with the second parts appended."""
     start_s, end_s, back = np.asarray(t.start_s), np.asarray(t.end_s), np.asarray(back)
-    m = (back > start_s) & (back < end_s)
-    i = np.flatnonzero(m)
+    i = _returning(t, back)
+    m = np.zeros(len(start_s), bool)
+    m[i] = True
     return Trace(np.r_[start_s, back[i]], np.r_[np.where(m, back, end_s), end_s[i]],
                  np.r_[t.cluster, np.asarray(t.cluster)[i]], np.r_[t.host, np.asarray(t.host)[i]],
                  np.r_[t.cores, np.asarray(t.cores)[i]], np.r_[t.memory_gb, np.asarray(t.memory_gb)[i]]), \
@@ -192,16 +201,22 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
         else:
             plain[name] = pool
     if back:
-        parts = [distinct_sizing(t, plain, q, baseline)] if plain or baseline else []
+        if q.pool_aware:             # the all-local placement: a returned part stays on its VM's server (Pond's peaks)
+            first, kept = _pool_aware_sizing(t, plain, q, baseline)
+            parts = [first]
+        else:
+            parts = [distinct_sizing(t, plain, q, baseline)] if plain or baseline else []
         for name, (pool, at) in back.items():
             both, p = returned(t, pool, at)
-            parts.append(distinct_sizing(both, {name: p}, q, False, np.arange(len(both)) >= len(t)))
+            piece = np.arange(len(both)) >= len(t)
+            parts.append(_pool_aware_sizing(both, {name: p}, q, False, piece, np.r_[kept, kept[_returning(t, at)]])[0]
+                         if q.pool_aware else distinct_sizing(both, {name: p}, q, False, piece))
         table = pd.concat([x for x in parts if len(x)], ignore_index=True)
         rank = {n: r for r, n in enumerate(["all_local", *policies])}
         return table.iloc[np.argsort(table["policy"].map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
     policies = plain
     if q.pool_aware:
-        return _pool_aware_sizing(t, policies, q, baseline, piece)
+        return _pool_aware_sizing(t, policies, q, baseline, piece)[0]
     judge, judged, max_move_rate = q.judge, q.judged, q.max_move_rate
     keep = t.alive(q.span)
     start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
@@ -240,8 +255,9 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
     for idx, c in cl if baseline else ():
         s = size(c, zeros[idx], 1, base_level[idx], zeros[idx], max_move_rate)
         s, got = settle(idx, c, s, zeros[idx], 1, base_level[idx], zeros[idx])
+        peak = float(base_peak[cluster[idx[0]]])      # on the trace's servers: kept for every policy
         rows.append({"policy": "all_local", "pool_sockets": 0, "cluster": int(cluster[idx[0]]), **_row(c, s),
-                     "peak_required_gb": float(base_peak[cluster[idx[0]]]), **got})
+                     "peak_required_gb": peak, "kept_peak_required_gb": peak, **got})
     for name, pool_all in progress(policies.items(), len(policies), desc="simulate: sizing", unit="policies"):
         pool = np.asarray(pool_all, float)[keep]
         local_level = sweep.at_arrival("host", server, memory - pool)
@@ -257,15 +273,25 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
                 code = int(cluster[idx[0]])
                 s = size(c, pool[idx], spp, local_level[idx], pool_level[idx], max_move_rate)
                 s, got = settle(idx, c, s, pool[idx], spp, local_level[idx], pool_level[idx])
+                peak = float(local_peak[code] + pool_peak[code])
                 rows.append({"policy": name, "pool_sockets": k, "cluster": code, **_row(c, s),
-                             "peak_required_gb": float(local_peak[code] + pool_peak[code]), **got})
+                             "peak_required_gb": peak, "kept_peak_required_gb": peak, **got})
     return nested(pd.DataFrame(rows), q.sockets_per_server)
 
 
 def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, baseline: bool = True,
-                       piece: np.ndarray | None = None) -> pd.DataFrame:
+                       piece: np.ndarray | None = None, kept_at: np.ndarray | None = None
+                       ) -> tuple[pd.DataFrame, np.ndarray]:
     """Sized on the VMs alive in ``q.window``; with ``q.judge``, the same scheduler then places the VMs alive in
-    both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count."""
+    both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count.
+
+    Each policy is placed afresh with its split: the provider's accounting (``required_gb``) and each server and
+    pool at its own peak (``peak_required_gb``) are on that placement. ``kept_peak_required_gb`` keeps every VM on
+    the server all local put it on and changes only its memory, as Pond's simulator keeps the trace's servers
+    (§6.1): one placement for every policy, so a proportional split on one-server pools is the same DRAM labelled
+    twice, exactly. ``kept_at``: that placement per VM of ``t`` (the server in its cluster, -1 where it is not
+    alive in the span or fitted nowhere); computed here from the all-local run when not given. Returns the rows
+    and the placement."""
     judged, max_move_rate = q.judged, q.max_move_rate
     keep = t.alive(q.span)
     start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
@@ -275,7 +301,9 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
     kept = Trace(start, end, cluster, host, cores, memory)
     cl = clusters(kept, q.window, q.server_vcpus, None if piece is None else np.asarray(piece)[keep])
     bought = in_window(start, end, q.window)
-    runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
+    runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline or kept_at is None else []
+    kept_all = np.full(len(t), -1, np.int64) if kept_at is None else np.array(kept_at, np.int64)
+    kept_srv = kept_all[keep]
     for name, pool in pools.items():
         runs += [(name, k, k // q.sockets_per_server, pool) for k in q.pool_sockets if k % q.sockets_per_server == 0]
     fitted = []
@@ -305,16 +333,30 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
                    "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
             if q.judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(kept.take(idx), c, ev, pool[idx], spp, (L, P), q, top, got)
-            placed = where >= 0           # an unplaced VM counts nowhere: its amounts are zero on a spare server
-            srv = np.where(placed, where, ev.n_servers)     # (without ``judge``, ``b`` is every VM)
-            peak = sweep.peaks(None, srv, np.where(placed, c.memory_gb - pool[idx], 0.0), judged).sum()
-            if k:
-                peak += sweep.peaks(None, srv // spp, np.where(placed, pool[idx], 0.0), judged).sum()
+            if name == "all_local" and r == 0 and kept_at is None:
+                kept_srv[idx] = where         # (without ``judge``, ``b`` is every VM)
+                if not baseline:
+                    continue
+            peak, kept_peak = (_peaks(sweep, at, ev.n_servers, c.memory_gb, pool[idx], spp if k else 0, judged)
+                               for at in (where, kept_srv[idx]))
             n_pools = -(-ev.n_servers // spp) if k else 0
             sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced, ev.n_servers / spp if k else 0.0)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
-                         "peak_required_gb": float(peak), **got})
-    return nested(pd.DataFrame(rows), q.sockets_per_server)
+                         "peak_required_gb": peak, "kept_peak_required_gb": kept_peak, **got})
+    kept_all[keep] = kept_srv
+    return nested(pd.DataFrame(rows), q.sockets_per_server), kept_all
+
+
+def _peaks(sweep: Sweep, where: np.ndarray, n_servers: int, memory: np.ndarray, pool: np.ndarray, spp: int,
+           judged: tuple[int, int]) -> float:
+    """Each server's local and each pool's GB at its own peak over ``judged``, VMs on ``where`` (-1: fitted
+    nowhere, counted nowhere: their amounts are zero on a spare server); ``spp`` 0: no pool."""
+    placed = where >= 0
+    srv = np.where(placed, where, n_servers)
+    peak = sweep.peaks(None, srv, np.where(placed, memory - pool, 0.0), judged).sum()
+    if spp:
+        peak += sweep.peaks(None, srv // spp, np.where(placed, pool, 0.0), judged).sum()
+    return float(peak)
 
 
 def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: int, bought: tuple[float, float],
