@@ -171,8 +171,8 @@ def measured_window(window: tuple[int, int], label: str, sp: SimParams, nightly:
     if lo <= window[0]:
         return window, label
     first = t0 + pd.Timedelta(seconds=lo)
-    return (lo, window[1]), f"{label}; DRAM measured from {first:%Y-%m-%d %H:%M}, after {(lo - window[0]) / 86400:g} " \
-                            "days of their VMs filling servers"
+    return (lo, window[1]), (f"{label}; DRAM measured from {first:%Y-%m-%d %H:%M}, after "
+                             f"{(lo - window[0]) / 86400:g} days of their VMs filling servers")
 
 
 def buy_days_for(window: tuple[int, int], buy_days: int | str, last_arrival: int | None = None) -> int:
@@ -205,8 +205,8 @@ def bought_ahead(window: tuple[int, int], label: str, buy_days: int | str, t0: p
                   "the rest: bought on the window it is judged on")
         return window, window, label
     first = t0 + pd.Timedelta(seconds=cut)
-    return (window[0], cut), (cut, window[1]), f"{label}; DRAM bought on its first {(cut - window[0]) / 86400:g} " \
-                                               f"days, judged from {first:%Y-%m-%d %H:%M}"
+    return (window[0], cut), (cut, window[1]), (f"{label}; DRAM bought on its first {(cut - window[0]) / 86400:g} "
+                                                f"days, judged from {first:%Y-%m-%d %H:%M}")
 
 
 def peak_growth(start: np.ndarray, end: np.ndarray, mem: np.ndarray, bought: tuple[int, int],
@@ -340,7 +340,8 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     draws = cluster_draws(int(table.cluster.nunique()), sp.interval_draws, params.base.seed)
     savings = Savings(table, "required_gb", draws, sp.interval)
-    fleet = with_intervals(summarize_sizing(table, sp), savings, Savings(table, "peak_required_gb", draws, sp.interval))
+    fleet = with_intervals(summarize_sizing(table, sp), savings, Savings(table, "peak_required_gb", draws, sp.interval),
+                           Savings(table, "kept_peak_required_gb", draws, sp.interval))
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings)

@@ -54,12 +54,14 @@ def percentiles(x: np.ndarray, level: float) -> tuple[float, float]:
     return round(float(lo), 5), round(float(hi), 5)
 
 
-def with_intervals(fleet: pd.DataFrame, savings: Savings, peaks: Savings) -> pd.DataFrame:
-    """The fleet table with each row's savings interval, in both accountings."""
-    lo, hi, plo, phi = [], [], [], []
-    for policy, k in zip(fleet.policy, fleet.pool_sockets):
-        a, b = savings.interval(policy, int(k))
-        c, d = peaks.interval(policy, int(k))
-        lo.append(a), hi.append(b), plo.append(c), phi.append(d)
-    return fleet.assign(savings_lo=lo, savings_hi=hi, savings_per_server_peaks_lo=plo,
-                        savings_per_server_peaks_hi=phi)
+def with_intervals(fleet: pd.DataFrame, savings: Savings, peaks: Savings, kept: Savings | None = None
+                   ) -> pd.DataFrame:
+    """The fleet table with each row's savings interval, in both accountings (and at the peaks on all local's
+    placement, ``kept``, where given)."""
+    columns = {"savings": savings, "savings_per_server_peaks": peaks} | ({"savings_kept_placement": kept} if kept
+                                                                         else {})
+    got: dict[str, list[float]] = {}
+    for name, s in columns.items():
+        both = [s.interval(policy, int(k)) for policy, k in zip(fleet.policy, fleet.pool_sockets)]
+        got[f"{name}_lo"], got[f"{name}_hi"] = [b[0] for b in both], [b[1] for b in both]
+    return fleet.assign(**got)

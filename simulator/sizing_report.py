@@ -178,7 +178,7 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
                 "savings", "savings_bought", "savings_per_server_peaks", "savings_kept_placement", "uniform_premium",
                 "server_cost_saving",
                 "move_rate", "judged_move_rate", "local_gb_per_server", "gb_per_pool")} | _interval(r, "savings") | \
-                _interval(r, "savings_per_server_peaks")
+                _interval(r, "savings_per_server_peaks") | _interval(r, "savings_kept_placement")
     return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
             "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),

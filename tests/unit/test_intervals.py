@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.simulator.intervals import Savings, cluster_draws, percentiles
+from pond.simulator.intervals import Savings, cluster_draws, percentiles, with_intervals
 from pond.simulator.sizing_report import answer
 
 
@@ -101,3 +101,16 @@ def test_an_undecided_answer_whose_solver_policy_buys_no_pool_is_all_local():
     got = answer(policies, 0.02, s)["1.82"]
     assert got["policy"] == "all_local" and not got["decided"] and got["no_pool_for"] == "combined_r1.82"
     assert got["undecided_between"][0] == "a_r1.82"
+
+
+def test_every_accounting_asked_gets_its_interval_from_the_same_draws():
+    t = _table({"all_local": [100, 200, 300, 400], "half": [90, 180, 270, 360]})
+    t["kept_peak_required_gb"] = np.where(t.policy == "all_local", t.required_gb, t.required_gb * 10 / 9)  # no saving
+    fleet = pd.DataFrame({"policy": ["half"], "pool_sockets": [16]})
+    w = cluster_draws(4, 500, 1)
+    two = with_intervals(fleet, Savings(t, "required_gb", w, 0.9), Savings(t, "peak_required_gb", w, 0.9))
+    assert "savings_kept_placement_lo" not in two
+    three = with_intervals(fleet, Savings(t, "required_gb", w, 0.9), Savings(t, "peak_required_gb", w, 0.9),
+                           Savings(t, "kept_peak_required_gb", w, 0.9)).iloc[0]
+    assert (three.savings_lo, three.savings_hi) == (pytest.approx(0.1), pytest.approx(0.1))
+    assert (three.savings_kept_placement_lo, three.savings_kept_placement_hi) == (0.0, 0.0)
