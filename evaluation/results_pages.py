@@ -21,7 +21,8 @@ POLICIES = ("combined", "li_only", "um_only", "static_10pct", "static_15pct")
 RESULTS = Path("docs/results")
 README, TONIGHT, MONITOR = Path("README.md"), Path("docs/tonight.md"), Path("docs/monitor.md")
 SAVINGS = Path("plots/simulate/savings.csv")
-Savings = dict[int, dict[int, tuple[float, float]]]   # static share (%) -> pool sockets -> (provider, own peaks) %
+# static share (%) -> pool sockets -> (provider, own peaks[, own peaks on all local's placement]) %
+Savings = dict[int, dict[int, tuple[float, ...]]]
 
 
 def _pct(x: Any, digits: int = 1, scale: float = 100.0) -> str:
@@ -145,15 +146,16 @@ def read_static_savings(path: Path) -> Savings:
         for row in csv.DictReader(f):
             name = row.get("policy", "")
             if name.startswith("static_") and name.endswith("pct"):
+                kept = row.get("kept_placement_pct")
                 out.setdefault(int(name[len("static_"):-len("pct")]), {})[int(row["pool_sockets"])] = (
-                    float(row["savings_pct"]), float(row["per_server_peaks_pct"]))
+                    float(row["savings_pct"]), float(row["per_server_peaks_pct"]), *([float(kept)] if kept else []))
     return out
 
 
-def premium(saved: tuple[float, float], all_local: float) -> float:
+def premium(saved: tuple[float, ...], all_local: float) -> float:
     """What one local size per cluster costs a policy over its servers' and pools' own peaks, from its two savings
     (in %) and all local's premium: (1 - provider) = (1 - own peaks) (1 + premium) / (1 + all local's premium)."""
-    provider, peaks = saved
+    provider, peaks = saved[:2]
     return (1 - provider / 100) / (1 - peaks / 100) * (1 + all_local) - 1
 
 
@@ -190,7 +192,9 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
     shares = sorted(static)
     least = min(static[top])
     head = s.get("headline_pool_sockets", least)
-    gaps = [p - q for n, (p, q) in static[top].items() if n >= head]
+    gaps = [v[0] - v[1] for n, v in static[top].items() if n >= head]
+    kept = all(len(v) > 2 for by in static.values() for v in by.values())
+    big = max(static[top])
 
     def at(n: int, i: int) -> str:
         return ", ".join(f"{static[x][n][i]:+.1f}" for x in shares if n in static[x])
@@ -204,6 +208,10 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
         f"- With {top}% on the pool, the provider's accounting runs {min(gaps):+.1f} to {max(gaps):+.1f} points above "
         f"the per-server peaks at {head}-{max(static[top])} sockets ({'within' if max(gaps) <= 3 else 'not within'} "
         "3): one local size per cluster makes all local dearer, and a pool recovers part of it.",
+        *([f"- Kept where all local put them (Pond's simulator keeps the trace's servers), the same splits save "
+            f"{at(least, 2)}% at each server's own peak on {least}-socket pools, and {top}% saves "
+            f"{static[top][head][2]:+.1f}% at {head} sockets and {static[top][big][2]:+.1f}% at {big}."]
+          if kept and head in static[top] else []),
         f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
 
 
