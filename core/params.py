@@ -305,6 +305,10 @@ class SimParams(Section):
         "calibrate's servers for Fig. 2a and Fig. 3"))
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
+    static_whole_gb: bool = Field(False, description=(
+        "false: a static pool takes exactly its share of every VM, as Pond's Fig. 3 does (a split on one-server "
+        "pools is then the same DRAM labelled twice); true: each VM's part rounded down to whole GB, as the "
+        "service sizes zNUMA nodes (2 and 4 GB VMs get none at 10-15%)"))
     pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),
         description="the nightly combined policy replayed again with no VM over this share on the pool, per cap")
     dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (docs/calibration.md)")

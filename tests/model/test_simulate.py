@@ -109,6 +109,21 @@ def test_a_served_policy_no_other_row_is_gets_its_own_row(small_backtest):
         {"combined", "li_only", "um_only", "combined_cap30pct"}
 
 
+def test_a_static_pool_takes_exactly_its_share_of_every_vm_or_whole_gb_when_asked():
+    """Fig. 3's split is the share itself: on one-server pools it is then the same DRAM labelled twice. In whole GB
+    (simulate.static_whole_gb, as the service sizes zNUMA nodes) a 2 or 4 GB VM gets none at 15%."""
+    mem = np.array([2.0, 4.0, 8.0, 16.0, 64.0])
+    decided = np.array([True, True, True, True, False])
+    exact = replay.static_decisions(mem, decided, 0.15)
+    np.testing.assert_allclose(exact["pool_gb"], [0.3, 0.6, 1.2, 2.4, 0.0], rtol=1e-12)
+    np.testing.assert_allclose(exact["local_gb"] + exact["pool_gb"], mem, rtol=1e-12)
+    assert list(exact["decision"]) == ["znuma"] * 4 + ["local_only"]
+    assert not exact["seen_slowed"].any()
+    whole = replay.static_decisions(mem, decided, 0.15, whole_gb=True)
+    assert list(whole["pool_gb"]) == [0.0, 0.0, 1.0, 2.0, 0.0] and list(whole["znuma_gb"]) == list(whole["pool_gb"])
+    assert list(whole["decision"]) == ["local_only", "local_only", "znuma", "znuma", "local_only"]
+
+
 def test_the_warm_up_counts_from_the_trace_s_arrivals_not_its_oldest_vm():
     """A trace's first creation says nothing when an export holds VMs created years before its month."""
     from pond.simulator.trace import bulk_start
