@@ -5,8 +5,9 @@
 
 Per seed, in a temporary folder: `pond generate` with ``base.seed`` set (every other key of params.yaml as
 committed), then `pond simulate --static-only` (every VM split, no models). One JSON line per seed: 50% of every VM
-on 32- and 64-socket pools as a provider buys and at each server's own peak (Pond's accounting), the largest
-|saving| of a split on one-server pools (it should be about 0), the smallest step of any split's saving as the pool
+on 32- and 64-socket pools as a provider buys, at each server's own peak and on all local's placement (Pond's
+accounting: the trace's servers kept), the largest |saving| of a split on one-server pools in each (it should be
+about 0), the smallest step of any split's saving as the pool
 grows up to 32 sockets (a larger pool never costs more: at least 0), and all local's premium of one size per cluster over the
 peaks. A last line gives the span and median of the 32-socket figures over the seeds.
 """
@@ -51,9 +52,12 @@ def one_seed(seed: int, work: Path, buy_days: str | None = None) -> dict:
     pct = lambda x: round(100 * float(x), 2)
     return {"seed": seed, "clusters": metrics["clusters"], "servers": metrics["servers"],
             "half_32_provider": pct(half.savings.loc[32]), "half_32_own_peaks": pct(half.savings_per_server_peaks.loc[32]),
+            "half_32_kept_placement": pct(half.savings_kept_placement.loc[32]),
             "half_64_provider": pct(half.savings.loc[64]), "half_64_own_peaks": pct(half.savings_per_server_peaks.loc[64]),
+            "half_64_kept_placement": pct(half.savings_kept_placement.loc[64]),
             "one_server_pools_max_abs": pct(one_server.savings.abs().max()),
             "one_server_pools_own_peaks_max_abs": pct(one_server.savings_per_server_peaks.abs().max()),
+            "one_server_pools_kept_placement_max_abs": pct(one_server.savings_kept_placement.abs().max()),
             "smallest_step_up_to_32": pct(min(steps)),
             "all_local_premium": pct(metrics["all_local_uniform_premium"])}
 
@@ -69,7 +73,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             rows.append(one_seed(seed, Path(tmp), args.buy_days))
         print(json.dumps(rows[-1]), flush=True)
-    for key in ("half_32_provider", "half_32_own_peaks"):
+    for key in ("half_32_provider", "half_32_own_peaks", "half_32_kept_placement"):
         values = [r[key] for r in rows]
         print(json.dumps({"figure": key, "min": min(values), "max": max(values),
                           "span": round(max(values) - min(values), 2), "median": statistics.median(values)}))

@@ -212,6 +212,10 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
             f"{at(least, 2)}% at each server's own peak on {least}-socket pools, and {top}% saves "
             f"{static[top][head][2]:+.1f}% at {head} sockets and {static[top][big][2]:+.1f}% at {big}."]
           if kept and head in static[top] else []),
+        *([(f"- The sizing search's own noise: a scan of every whole GB finds all local {100 * gap:.2f}% less DRAM "
+            "than the search (a first fit with a move budget is not monotone in its capacity). Each saving as a "
+            "provider buys can move by about that with the search alone; those on all local's placement barely do.")]
+          if (gap := s.get("all_local_search_gap")) is not None else []),
         f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
 
 

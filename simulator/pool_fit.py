@@ -291,6 +291,18 @@ def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget:
     return lowest_holding(ok, max(hi, least), least, run.local_bound)
 
 
+def scanned_lowest(ok: Callable[[float], bool], bound: float, found: float) -> float:
+    """The lowest whole GB from ``bound`` up to ``found`` (which holds) at which ``ok`` holds: what a scan of every
+    GB finds where ``lowest_holding``'s steps found ``found``. A first fit with a move budget is not monotone in its
+    capacity, so the two differ by luck; `simulate` reports all local's difference as the search's own noise."""
+    return next((float(c) for c in range(int(np.floor(bound)), int(np.ceil(found))) if ok(float(c))), float(found))
+
+
+def scanned_local(run: Replays, budget: int, found: float) -> float:
+    """``scanned_lowest`` of all local's local DRAM (no pool), from the cluster's bound up to ``found``."""
+    return scanned_lowest(lambda cap: run(1, cap, 0.0, budget)[0] <= budget, run.local_bound, found)
+
+
 def n_pools_of(ev: Events, servers_per_pool: int) -> int:
     return -(-ev.n_servers // servers_per_pool)
 

@@ -331,6 +331,9 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
             P = P if k else 0.0
             got = {"bought_gb": ev.n_servers * (L + (P / spp if k else 0.0)),
                    "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
+            if name == "all_local":   # the search's own noise: a scan of every whole GB below what it found
+                got |= {"searched_local_gb": L,
+                        "scanned_local_gb": pool_fit.scanned_local(run, c.budget(max_move_rate), L)}
             if q.judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(kept.take(idx), c, ev, pool[idx], spp, (L, P), q, top, got)
             if name == "all_local" and r == 0 and kept_at is None:

@@ -83,6 +83,11 @@ def test_sizing_adds_up(sim):
     assert np.allclose(pooled.pool_units, pooled.servers / (pooled.pool_sockets // 2))
     # every configuration meets the move budget on every cluster
     assert (by_cluster.moves <= np.floor(m["max_move_rate"] * by_cluster.window_vms + 1e-9)).all()
+    # the search's noise: a scan below what all local's search found, never above it, and the metric is its share
+    assert (base.scanned_local_gb <= base.searched_local_gb).all() and base.scanned_local_gb.notna().all()
+    assert m["all_local_search_gap"] == pytest.approx(
+        1 - (base.servers * base.scanned_local_gb).sum() / (base.servers * base.searched_local_gb).sum(), abs=1e-5)
+    assert by_cluster[by_cluster.policy != "all_local"].scanned_local_gb.isna().all()
     row = fleet[(fleet.policy == "static_15pct") & (fleet.pool_sockets == 16)].iloc[0]
     assert m["policies"]["static_15pct"]["at_headline"]["savings"] == pytest.approx(
         1 - row.required_gb / m["all_local_gb"], abs=1e-5)

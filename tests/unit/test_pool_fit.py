@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.simulator.pool_fit import (Replays, events, least_whole_gb, lowest_holding, pool_shares, replay, servers_for,
-                                     size)
+from pond.simulator.pool_fit import (Replays, events, least_whole_gb, lowest_holding, pool_shares, replay,
+                                     scanned_lowest, servers_for, size)
 from pond.simulator.sizing import Question, Trace, fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -121,6 +121,19 @@ def test_the_search_finds_the_lowest_capacity_that_holds_not_the_border_a_bisect
     assert lowest_holding(ok, 1536.0, 500.0, 388.0) == 500.0        # never below what was bought
     assert lowest_holding(ok, 465.0, 0.0, 388.0) is None             # nothing holds up to hi
     assert lowest_holding(lambda cap: cap >= 300.0, 1536.0, 0.0, 388.0) == 300.0   # below the bound: bisected
+
+
+def test_a_scan_of_every_whole_gb_finds_the_capacity_the_steps_stepped_over():
+    """A capacity that holds between two steps (405 here; the 1M-VM fleet's clusters had them 15% below what the
+    steps found): the scan that measures the search's noise finds it, and never goes above what the search found."""
+    def ok(cap: float) -> bool:
+        return int(cap) == 405 or ISLANDS.get(int(cap), 0) <= 1 and cap >= 470
+
+    found = lowest_holding(ok, 1536.0, 0.0, 388.0)
+    assert found == 470.0
+    assert scanned_lowest(ok, 388.0, found) == 405.0
+    assert scanned_lowest(ok, 410.0, found) == 470.0          # nothing holds from 410 below 470
+    assert scanned_lowest(lambda cap: cap >= 300.0, 388.0, 300.0) == 300.0   # found below the bound: kept
 
 
 def test_steps_up_from_the_bound_grow_so_a_far_answer_costs_few_replays():

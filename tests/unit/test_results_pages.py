@@ -109,6 +109,9 @@ def test_static_figures_from_the_savings_plot(tmp_path):
     assert ("- Kept where all local put them (Pond's simulator keeps the trace's servers), the same splits save -0.6, "
             "-0.4% at each server's own peak on 2-socket pools, and 50% saves +1.9% at 16 sockets and +3.1% at 64."
             ) in rp.static_open_figures(m, kept)
+    assert "search's own noise" not in rp.static_open_figures(m, kept)      # a replay that does not search
+    assert ("- The sizing search's own noise: a scan of every whole GB finds all local 1.35% less DRAM than the "
+            "search") in rp.static_open_figures({"simulate": m["simulate"] | {"all_local_search_gap": 0.0135}}, kept)
     assert rp.premium_figures(m, {}) == f"Not run: {rp.SAVINGS} missing."
     assert rp.read_static_savings(tmp_path / "absent.csv") == {}
 
