@@ -77,6 +77,10 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
                                           "undecided_between": ["um_only_r1.82", "combined_r1.82"],
                                           "difference_interval": [-0.01, 0.03]}}}}
     rows = {a: b for a, b, _ in headline(m)}
+    assert "  the search's own noise" not in rows                   # a replay that does not search
+    m["simulate"]["all_local_search_gap"] = 0.01349
+    rows = {a: b for a, b, _ in headline(m)}
+    assert rows["  the search's own noise"] == "1.35% of all local's DRAM below what the sizing found"
     want = {"DRAM saved, 16 sockets: combined": "+9.0% [+5.0, +12.0] at 182%",
             "  combined at 222%": "-",
             "window's memory-hours decided": "99.50% (61.25% before the VM's creation)",
