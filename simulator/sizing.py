@@ -115,7 +115,7 @@ def fleet_sizing(t: Trace, policies: dict[str, Policy], q: Question) -> pd.DataF
     """One row per (policy, pool size, cluster), the all-local baseline first (pool_sockets 0):
     the sized configuration, its moves, and the per-server-peak lower bound (``peak_required_gb``:
     every server and pool bought at its own peak within the window, which no provider can buy;
-    ``kept_peak_required_gb``: the same with every VM on the server all local put it on, as Pond's Fig. 3 keeps
+    ``kept_peak_required_gb``: the same with every VM on its trace server (``t.host``), as Pond's Fig. 3 keeps
     the trace's servers and changes only the VM's memory; with ``q.pool_aware`` off they are the same figure).
 
     ``q.judge``: DRAM is bought on ``q.window`` and judged on this later one (``judged_*``: its arrivals, the
@@ -201,22 +201,18 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
         else:
             plain[name] = pool
     if back:
-        if q.pool_aware:             # the all-local placement: a returned part stays on its VM's server (Pond's peaks)
-            first, kept = _pool_aware_sizing(t, plain, q, baseline)
-            parts = [first]
-        else:
-            parts = [distinct_sizing(t, plain, q, baseline)] if plain or baseline else []
-        for name, (pool, at) in back.items():
+        parts = [distinct_sizing(t, plain, q, baseline)] if plain or baseline else []
+        for name, (pool, at) in back.items():   # a returned part stays on its VM's trace server (Pond's peaks)
             both, p = returned(t, pool, at)
             piece = np.arange(len(both)) >= len(t)
-            parts.append(_pool_aware_sizing(both, {name: p}, q, False, piece, np.r_[kept, kept[_returning(t, at)]])[0]
+            parts.append(_pool_aware_sizing(both, {name: p}, q, False, piece)
                          if q.pool_aware else distinct_sizing(both, {name: p}, q, False, piece))
         table = pd.concat([x for x in parts if len(x)], ignore_index=True)
         rank = {n: r for r, n in enumerate(["all_local", *policies])}
         return table.iloc[np.argsort(table["policy"].map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
     policies = plain
     if q.pool_aware:
-        return _pool_aware_sizing(t, policies, q, baseline, piece)[0]
+        return _pool_aware_sizing(t, policies, q, baseline, piece)
     judge, judged, max_move_rate = q.judge, q.judged, q.max_move_rate
     keep = t.alive(q.span)
     start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
@@ -280,18 +276,18 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
 
 
 def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, baseline: bool = True,
-                       piece: np.ndarray | None = None, kept_at: np.ndarray | None = None
-                       ) -> tuple[pd.DataFrame, np.ndarray]:
+                       piece: np.ndarray | None = None) -> pd.DataFrame:
     """Sized on the VMs alive in ``q.window``; with ``q.judge``, the same scheduler then places the VMs alive in
     both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count.
 
     Each policy is placed afresh with its split: the provider's accounting (``required_gb``) and each server and
     pool at its own peak (``peak_required_gb``) are on that placement. ``kept_peak_required_gb`` keeps every VM on
-    the server all local put it on and changes only its memory, as Pond's simulator keeps the trace's servers
-    (§6.1): one placement for every policy, so a proportional split on one-server pools is the same DRAM labelled
-    twice, exactly. ``kept_at``: that placement per VM of ``t`` (the server in its cluster, -1 where it is not
-    alive in the span or fitted nowhere); computed here from the all-local run when not given. Returns the rows
-    and the placement."""
+    its trace server (``t.host``: production's packing on production's servers, ``simulator.pool_sim.place``) and
+    changes only its memory, as Pond's simulator keeps the trace's servers (§6.1) and its Fig. 3 reads
+    VM-to-server traces: one placement for every policy, made on servers whose DRAM did not bind it, so a
+    proportional split on one-server pools is the same DRAM labelled twice, exactly. (All local's own first fit at
+    the DRAM it bought fills every server to that DRAM at the cluster's peak, so its servers peak together and a
+    pool has little to pool: 50% on 32-socket pools saved 2.5% there, 7.2% on the trace's servers.)"""
     judged, max_move_rate = q.judged, q.max_move_rate
     keep = t.alive(q.span)
     start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
@@ -301,9 +297,7 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
     kept = Trace(start, end, cluster, host, cores, memory)
     cl = clusters(kept, q.window, q.server_vcpus, None if piece is None else np.asarray(piece)[keep])
     bought = in_window(start, end, q.window)
-    runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline or kept_at is None else []
-    kept_all = np.full(len(t), -1, np.int64) if kept_at is None else np.array(kept_at, np.int64)
-    kept_srv = kept_all[keep]
+    runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
         runs += [(name, k, k // q.sockets_per_server, pool) for k in q.pool_sockets if k % q.sockets_per_server == 0]
     fitted = []
@@ -336,18 +330,13 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
                         "scanned_local_gb": pool_fit.scanned_local(run, c.budget(max_move_rate), L)}
             if q.judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(kept.take(idx), c, ev, pool[idx], spp, (L, P), q, top, got)
-            if name == "all_local" and r == 0 and kept_at is None:
-                kept_srv[idx] = where         # (without ``judge``, ``b`` is every VM)
-                if not baseline:
-                    continue
             peak, kept_peak = (_peaks(sweep, at, ev.n_servers, c.memory_gb, pool[idx], spp if k else 0, judged)
-                               for at in (where, kept_srv[idx]))
+                               for at in (where, c.server))
             n_pools = -(-ev.n_servers // spp) if k else 0
             sized = Sizing(L, P, ev.n_servers, n_pools, unplaced, unplaced, ev.n_servers / spp if k else 0.0)
             rows.append({"policy": name, "pool_sockets": k, "cluster": int(cluster[idx[0]]), **_row(c, sized),
                          "peak_required_gb": peak, "kept_peak_required_gb": kept_peak, **got})
-    kept_all[keep] = kept_srv
-    return nested(pd.DataFrame(rows), q.sockets_per_server), kept_all
+    return nested(pd.DataFrame(rows), q.sockets_per_server)
 
 
 def _peaks(sweep: Sweep, where: np.ndarray, n_servers: int, memory: np.ndarray, pool: np.ndarray, spp: int,

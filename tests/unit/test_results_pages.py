@@ -100,15 +100,19 @@ def test_static_figures_from_the_savings_plot(tmp_path):
     falls = {10: {2: (0.0, 0.0), 16: (1.0, 1.0), 64: (0.5, 1.2)}, 50: {2: (0.0, 0.0), 16: (0.8, 2.0), 64: (3.0, 3.0)}}
     assert ("- As a provider buys, a fixed split's saving falls by up to 0.5 points as the pool grows, and not "
             "always more with a larger share (at 16 sockets).") in rp.static_open_figures(m, falls)
-    assert "Kept where all local put them" not in opened          # an older plot: no such column
+    assert "On the trace's servers" not in opened and "Pond's accounting" not in opened   # an older plot: no column
     plot.write_text("policy,pool_sockets,savings_pct,per_server_peaks_pct,kept_placement_pct\n"
                     "static_10pct,2,0.5,0.8,-0.6\nstatic_10pct,16,2.0,1.0,0.0\nstatic_10pct,64,3.0,1.0,0.3\n"
                     "static_50pct,2,0.1,0.9,-0.4\nstatic_50pct,16,5.5,2.7,1.9\nstatic_50pct,64,9.8,3.6,3.1\n")
     kept = rp.read_static_savings(plot)
     assert kept[50][64] == (9.8, 3.6, 3.1) and rp.premium(kept[50][64], 0.16) == rp.premium(static[50][64], 0.16)
-    assert ("- Kept where all local put them (Pond's simulator keeps the trace's servers), the same splits save -0.6, "
-            "-0.4% at each server's own peak on 2-socket pools, and 50% saves +1.9% at 16 sockets and +3.1% at 64."
-            ) in rp.static_open_figures(m, kept)
+    pond = rp.static_open_figures(m, kept)
+    assert ("- On the trace's servers (Pond's accounting: every VM kept where production's packing put it), the same "
+            "splits save -0.6, -0.4% on 2-socket pools, and 50% saves +1.9% at 16 sockets and +3.1% at 64.") in pond
+    assert ("- On the trace's servers, each fixed split saves more as the pool grows (smallest step +0.30 points), "
+            "and more with a larger share at every pool size above the smallest.") in pond
+    assert ("- As a provider buys, every split runs +2.0 to +6.7 points from Pond's accounting above the smallest "
+            "pool (not within 3; farthest: 50% at 64 sockets).") in pond
     assert "search's own noise" not in rp.static_open_figures(m, kept)      # a replay that does not search
     assert ("- The sizing search's own noise: a scan of every whole GB finds all local 1.35% less DRAM than the "
             "search") in rp.static_open_figures({"simulate": m["simulate"] | {"all_local_search_gap": 0.0135}}, kept)
