@@ -303,6 +303,11 @@ class SimParams(Section):
         "the scheduler that places a trace that names no server, all local: first_fit (the lowest-numbered server "
         "that holds the VM) or best_fit (the one its vCPUs leave the fewest free on: production's packing); also "
         "calibrate's servers for Fig. 2a and Fig. 3"))
+    search: Literal["scan", "steps"] = Field("scan", description=(
+        "how the pool-aware replay finds the least local DRAM per server and GB per pool that hold: scan (every "
+        "whole GB up from what the VMs need at their peak: the least, exactly, so a split on one-server pools costs "
+        "what all local does) or steps (2% steps, then a bisection: about a third of the replays, and a capacity "
+        "that holds, not always the least: all_local_search_gap says how far)"))
     static_fractions: tuple[float, ...] = Field((0.1, 0.15, 0.3, 0.5),
                                                 description="static pool shares replayed (15%: Fig. 21's strawman)")
     static_whole_gb: bool = Field(False, description=(

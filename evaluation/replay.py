@@ -340,7 +340,7 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     trace = Trace(start, end, cluster, host, vms["vcpus"].to_numpy(float), mem)
     question = Question(placement.sockets_per_host, sp.pool_sockets, bought, sp.sockets_per_server * sp.socket_vcpus,
                         sp.max_move_rate, placement.assignment != "trace" and sp.placement == "pool_aware",
-                        None if judged == bought else judged)
+                        None if judged == bought else judged, sp.search == "scan")
     if client is None:
         table = fleet_sizing(trace, policies, question)
     else:

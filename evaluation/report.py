@@ -125,6 +125,8 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         row("  verdict", "simulate", _verdict(a))
     if (gap := _get(m, "simulate", "all_local_search_gap")) is not None:   # what the interval over clusters misses
         row("  the search's own noise", "simulate", f"{_pct(gap, 2)} of all local's DRAM below what the sizing found")
+    elif _get(m, "simulate", "search") == "scan":
+        row("  sizing search", "simulate", "every whole GB up from the peak's need: each size the least that holds")
     sv = (_get(m, "simulate", "served") or {}).get("1.82")
     row("served policy's saving (182%)", "simulate", "not replayed at this ratio" if sv is None else _answer(sv))
     r = m.get("register", {})

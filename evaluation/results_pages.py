@@ -218,6 +218,10 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
             "than the search (a first fit with a move budget is not monotone in its capacity). Each saving as a "
             "provider buys can move by about that with the search alone; those on the trace's servers do not.")]
           if (gap := s.get("all_local_search_gap")) is not None else []),
+        *(["- The sizing search scans every whole GB up from what the VMs need at their peak (`simulate.search: "
+           "scan`): each size is the least that holds, so a split on one-server pools costs what all local does, to "
+           "the GB or two its shares round to, and no saving rests on where a search happened to stop."]
+          if s.get("search") == "scan" else []),
         f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
 
 

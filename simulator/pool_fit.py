@@ -14,8 +14,8 @@ that splits VMs unevenly (whole VMs on the pool) pays for it on both sides; plac
 split, VMs fill what the policy freed.
 
 The search is per (cluster, policy, pool size) on the servers the all-local first fit opened:
-the smallest ``L`` (to 1 GB, bisected on the exact replay) for each of a few pool capacities
-``P``, then a finer look around the cheapest ``servers x (L + P / servers per pool)`` (a cluster's last pool,
+the smallest whole-GB ``L`` (scanned up from its bound on the exact replay: ``lowest_holding``) for each of a few
+pool capacities ``P``, then a finer look around the cheapest ``servers x (L + P / servers per pool)`` (a cluster's last pool,
 when its servers do not fill it, holds and costs its share of ``P``: ``pool_shares``). A policy's pool sizes
 share its replays (``Replays``): one in which every pool always had room is the one unbounded pools
 give, and stands, exactly, for every capacity and pool size its placement leaves room in (on the
@@ -225,9 +225,10 @@ class Replays:
 
     SLACK_GB = 1e-3               # far above the float error of a pool's running level
 
-    def __init__(self, ev: Events, pool_gb: np.ndarray) -> None:
+    def __init__(self, ev: Events, pool_gb: np.ndarray, scan: bool = False) -> None:
         self.ev = ev
         self.pool_gb = np.asarray(pool_gb, float)
+        self.scan = scan                              # the sizes searched by ``lowest_holding``'s scan, not its steps
         self.largest = float(self.pool_gb.max(initial=0.0))
         self.run = 0                                  # replays run (the others were given back)
         self._kept: dict[tuple[float, int | None], tuple[int, np.ndarray]] = {}
@@ -288,7 +289,7 @@ def smallest_local(run: Replays, servers_per_pool: int, cap_pool: float, budget:
     def ok(cap_local: float) -> bool:
         return run(servers_per_pool, cap_local, cap_pool, budget)[0] <= budget
 
-    return lowest_holding(ok, max(hi, least), least, run.local_bound)
+    return lowest_holding(ok, max(hi, least), least, run.local_bound, run.scan)
 
 
 def scanned_lowest(ok: Callable[[float], bool], bound: float, found: float) -> float:
@@ -313,15 +314,16 @@ def smallest_pool(run: Replays, servers_per_pool: int, cap_local: float, cap_poo
     ``budget`` VMs unplaced at ``cap_local``: the capacity grid lands near the answer, not on it (a proportional
     split on one-server pools came out 1.3% dearer than all local, the same DRAM labelled twice)."""
     return least_whole_gb(lambda cap: run(servers_per_pool, cap_local, cap, budget)[0] <= budget, cap_pool, least,
-                          run.pool_bound(servers_per_pool))
+                          run.pool_bound(servers_per_pool), run.scan)
 
 
-def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0, bound: float | None = None) -> float:
+def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0, bound: float | None = None,
+                   scan: bool = False) -> float:
     """The smallest whole-GB capacity in [``least``, ``cap``] that ``ok`` holds at (``cap`` itself when its whole GB
     does not hold): both replays search their pool capacity with it. ``bound``: a capacity below which ``ok``
     seldom holds (``lowest_holding`` searches up from it); without one, a bisection over the range."""
     if bound is not None:
-        got = lowest_holding(ok, cap, least, bound)
+        got = lowest_holding(ok, cap, least, bound, scan)
         return float(cap) if got is None else got
     hi = float(np.ceil(cap - 1e-9))
     if not ok(hi):
@@ -332,16 +334,21 @@ def least_whole_gb(ok: Callable[[float], bool], cap: float, least: float = 0.0, 
     return _bisect(ok, lo, hi)
 
 
-def lowest_holding(ok: Callable[[float], bool], hi: float, least: float, bound: float) -> float | None:
+def lowest_holding(ok: Callable[[float], bool], hi: float, least: float, bound: float,
+                   scan: bool = False) -> float | None:
     """The smallest whole-GB capacity of at least ``least`` that ``ok`` holds at, found up from ``bound`` (what the
     cluster's VMs need at their peak, spread evenly): None when ``hi``'s whole GB does not hold.
 
     A first fit is not monotone in a capacity: a VM placed elsewhere early strands room later, so a cluster whose
     VMs fit at 476 GB a server can leave VMs out at 576-592 GB and fit again at 596. A bisection over the range
     settles on whichever border it meets first, another for each policy's split (a split on one-server pools,
-    the same DRAM labelled twice, came out 1.3% cheaper than all local). Steps up from the bound (2% of it, ten
-    times, then growing by a quarter each time, so a far answer costs few replays) find the lowest border near
-    the bound that is a step wide; the last step is then bisected."""
+    the same DRAM labelled twice, came out 1.3% cheaper than all local). ``scan``: every whole GB up from the bound,
+    so the answer is the least that holds, exactly, for every configuration alike (a split on one-server pools is
+    then all local's own replay at the same DRAM, and costs what all local does, to the GB). Otherwise steps up from
+    the bound (2% of it, ten times, then growing by a quarter each time, so a far answer costs few replays) find the
+    lowest border near the bound that is a step wide, and the last step is bisected: a capacity that holds, not
+    always the least (on seed 47's largest cluster all local bought 508 GB a server where a 10% split on one-server
+    pools, the same replay, showed that 390 held)."""
     top = float(np.ceil(hi - 1e-9))
     if not ok(top):
         return None
@@ -351,14 +358,14 @@ def lowest_holding(ok: Callable[[float], bool], hi: float, least: float, bound: 
         return top
     if ok(start):                    # the budget can leave a few VMs out: below the bound, bisect
         return floor_ if start == floor_ or ok(floor_) else _bisect(ok, floor_, start)
-    step = max(PRECISION_GB, float(np.ceil(SCAN_STEP * max(bound, 1.0))))
+    step = PRECISION_GB if scan else max(PRECISION_GB, float(np.ceil(SCAN_STEP * max(bound, 1.0))))
     lo, steps = start, 0
     while True:
         up = min(lo + step, top)
         if up >= top or ok(up):
             return _bisect(ok, lo, up)
         steps += 1
-        lo, step = up, step if steps < SCAN_FLAT else float(np.ceil(step * SCAN_GROWTH))
+        lo, step = up, step if scan or steps < SCAN_FLAT else float(np.ceil(step * SCAN_GROWTH))
 
 
 def _bisect(ok: Callable[[float], bool], lo: float, hi: float) -> float:
@@ -376,14 +383,15 @@ def peak_total(ev: Events, amount: np.ndarray) -> float:
 
 
 def size(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, budget: int,
-         local_hi: float, run: Replays | None = None, floor: tuple[float, float] = (0.0, 0.0)
+         local_hi: float, run: Replays | None = None, floor: tuple[float, float] = (0.0, 0.0), scan: bool = False
          ) -> tuple[float, float, int, np.ndarray]:
     """(L, P, unplaced, server per VM) of the cheapest ``servers x (L + P / servers_per_pool)`` found;
     ``local_hi``: an ``L`` at which every VM fits with no pool (the all-local one's upper bound);
     ``run``: the replays of ``ev`` under ``pool_gb`` so far (pass the same one for every pool size);
-    ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned)."""
+    ``floor``: an (L, P) already bought, which the answer does not go below (DIMMs are not returned);
+    ``scan``: ``lowest_holding``'s, for a ``run`` made here."""
     pool_gb = np.asarray(pool_gb, float)
-    run = Replays(ev, pool_gb) if run is None else run
+    run = Replays(ev, pool_gb, scan) if run is None else run
     pool_units = ev.n_servers / servers_per_pool          # pools' worth bought: a partial pool is its share
     least = float(pool_shares(ev.n_servers, servers_per_pool).min(initial=1.0))   # a partial pool's share
     top = max(min(peak_total(ev, pool_gb) / least, servers_per_pool * local_hi), floor[1])

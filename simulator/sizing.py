@@ -67,6 +67,7 @@ class Question:
     max_move_rate: float
     pool_aware: bool = False
     judge: tuple[int, int] | None = None
+    scan: bool = True            # pool-aware sizes: every whole GB up from the bound (the least that holds), or steps
 
     @property
     def judged(self) -> tuple[int, int]:
@@ -319,7 +320,7 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
     shown = progress(runs, len(runs), desc="simulate: pool-aware sizing", unit="runs")
     for r, (name, k, spp, pool) in enumerate(shown):
         if r == 0 or name != runs[r - 1][0]:     # a new policy: its pool sizes share its replays, per cluster
-            replays = [pool_fit.Replays(ev, pool[idx][b]) for (idx, _), (_, _, b, ev) in zip(cl, fitted)]
+            replays = [pool_fit.Replays(ev, pool[idx][b], q.scan) for (idx, _), (_, _, b, ev) in zip(cl, fitted)]
         for (idx, c), (sweep, top, b, ev), run in zip(cl, fitted, replays):
             L, P, unplaced, where = pool_fit.size(ev, pool[idx][b], spp, c.budget(max_move_rate), top, run)
             P = P if k else 0.0
@@ -327,7 +328,7 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
                    "judged_vms": c.vms, "judged_moves": unplaced, "judged_stuck": unplaced}
             if name == "all_local":   # the search's own noise: a scan of every whole GB below what it found
                 got |= {"searched_local_gb": L,
-                        "scanned_local_gb": pool_fit.scanned_local(run, c.budget(max_move_rate), L)}
+                        "scanned_local_gb": L if q.scan else pool_fit.scanned_local(run, c.budget(max_move_rate), L)}
             if q.judge is not None:   # both windows' VMs on the servers and DRAM bought; topped up where short
                 L, P, unplaced, where, got = _judged(kept.take(idx), c, ev, pool[idx], spp, (L, P), q, top, got)
             peak, kept_peak = (_peaks(sweep, at, ev.n_servers, c.memory_gb, pool[idx], spp if k else 0, judged)
@@ -372,7 +373,7 @@ def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: in
         # were): the judged window's VMs replayed alone leave its first VMs elsewhere, and the cheapest DIMMs
         # found there need not hold here (on the built-in fleet, twice the DRAM that does)
         before = int(((where < 0) & ~on).sum())
-        local, cap, _, _ = pool_fit.size(every, pool, spp, budget + before, top, floor=(local, cap))
+        local, cap, _, _ = pool_fit.size(every, pool, spp, budget + before, top, floor=(local, cap), scan=q.scan)
         n, where = missed(local, cap)
     return local, cap, n, where, got
 

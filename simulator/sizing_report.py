@@ -186,7 +186,8 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
             "all_local_uniform_premium": round(float(base.required_gb.sum() / max(base.peak_required_gb.sum(), 1e-9))
                                                - 1, 5),
-            "all_local_search_gap": search_gap(base),
+            "search": sp.search,       # scan: every size the least whole GB that holds; steps: a search with noise
+            "all_local_search_gap": search_gap(base) if sp.search == "steps" else None,
             "judged_vms": int(base.judged_vms.sum()), "all_local_judged_move_rate": round(judged_rate, 5),
             "dram_cost_share": sp.dram_cost_share, "headline_pool_sockets": HEADLINE_SOCKETS,
             "savings_at_headline": {p: round(float(r.savings), 5) for p, r in head.iterrows()},

@@ -81,6 +81,10 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
     m["simulate"]["all_local_search_gap"] = 0.01349
     rows = {a: b for a, b, _ in headline(m)}
     assert rows["  the search's own noise"] == "1.35% of all local's DRAM below what the sizing found"
+    scanned = {a: b for a, b, _ in headline({**m, "simulate": {**m["simulate"], "all_local_search_gap": None,
+                                                                 "search": "scan"}})}
+    assert "  the search's own noise" not in scanned
+    assert scanned["  sizing search"] == "every whole GB up from the peak's need: each size the least that holds"
     want = {"DRAM saved, 16 sockets: combined": "+9.0% [+5.0, +12.0] at 182%",
             "  combined at 222%": "-",
             "window's memory-hours decided": "99.50% (61.25% before the VM's creation)",

@@ -116,6 +116,9 @@ def test_static_figures_from_the_savings_plot(tmp_path):
     assert "search's own noise" not in rp.static_open_figures(m, kept)      # a replay that does not search
     assert ("- The sizing search's own noise: a scan of every whole GB finds all local 1.35% less DRAM than the "
             "search") in rp.static_open_figures({"simulate": m["simulate"] | {"all_local_search_gap": 0.0135}}, kept)
+    scanned = rp.static_open_figures({"simulate": m["simulate"] | {"search": "scan"}}, kept)
+    assert "search's own noise" not in scanned
+    assert "- The sizing search scans every whole GB up from what the VMs need at their peak" in scanned
     assert rp.premium_figures(m, {}) == f"Not run: {rp.SAVINGS} missing."
     assert rp.read_static_savings(tmp_path / "absent.csv") == {}
 
