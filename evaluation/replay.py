@@ -382,19 +382,22 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
     (``evaluation.combined`` outcomes, ``evaluation.qos``: each day's capacity, flags in order of creation), and,
     per policy row and ratio, the mispredictions it realized on the VMs the window judges (``counted``, of the
     decided ones): before the monitor (``conservative``) and what it left slowed (``unmitigated``). A static pool
-    is judged at every ratio; a nightly policy at its own. Each row's outcomes are summed up as they are made and
+    is judged at every ratio, unwatched: it is Pond's model-free Fig. 3 and Fig. 21's strawman ("about 2.5% of
+    scheduling mispredictions", none mitigated), and a split that the monitor's returns made uneven could not be
+    the same DRAM labelled twice on one-server pools. A nightly policy is judged at its own ratio. Each row's outcomes are summed up as they are made and
     dropped: held for every row together (and each row's decisions whole while sizing), they took the stage's
     process to 7.35 GiB at 10M VMs on Dask, against 3.77 GiB without."""
     mitigated: dict[tuple[str, float], np.ndarray] = {}
     realized: dict[str, dict[str, dict[str, float]]] = {}
     vms, created = vms[decided], start[decided]
     own = measured_truths(raw_dir, ratios, vms)
-    q = params.qos
+    unwatched = params.qos.model_copy(update={"max_mitigated_share": 0.0})
     for ratio in ratios:
         table, _ = truth_table(raw_dir, ratio)
         for (policy, r), d in decisions.items():
             if r is None or r == ratio:
                 name = row_name(policy, r)
+                q = unwatched if r is None else params.qos
                 w = realize(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio],
                             d["seen_slowed"][decided], q, created, created // 86400)
                 mitigated[(name, ratio)] = w["mitigated"].to_numpy()
@@ -411,7 +414,7 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
 def _returns(mitigated: dict[tuple[str, float], np.ndarray], decided: np.ndarray, start: np.ndarray,
              window_s: int) -> dict[str, np.ndarray]:
     """Per policy row, the second each VM's pool memory comes back as local (-1: never): a mitigated VM's, one QoS
-    window after its creation. A static pool's flags (touches of its zNUMA node) are the same at every ratio."""
+    window after its creation. A static pool's never do (``_watched``)."""
     out: dict[str, np.ndarray] = {}
     for (name, _), m in mitigated.items():
         if name not in out:

@@ -51,7 +51,7 @@ def _kernel():
     import numba
 
     @numba.njit(cache=True)
-    def replay(ev_vm, ev_arrival, cores, local, pool, n_srv, spp, cap_c, cap_l, cap_p,
+    def replay(ev_vm, ev_arrival, cores, local, pool, prev, n_srv, spp, cap_c, cap_l, cap_p,
                max_unplaced):  # pragma: no cover - compiled
         k = 0
         while (1 << k) < spp:
@@ -84,8 +84,14 @@ def _kernel():
             if ev_arrival[e]:
                 c, lo, po = cores[v] - eps, local[v] - eps, pool[v] - eps
                 found = -1
-                stack[0] = 1
-                depth = 1
+                depth = 0
+                if prev[v] >= 0 and where[prev[v]] >= 0:     # a VM continued: its server first, if it has room
+                    leaf = where[prev[v]]
+                    if tc[leaf] >= c and tl[leaf] >= lo and tp[top + ((leaf - size) >> k)] >= po:
+                        found = leaf
+                if found < 0:
+                    stack[0] = 1
+                    depth = 1
                 while depth > 0:
                     depth -= 1
                     node = stack[depth]
@@ -162,6 +168,7 @@ class Events:
     memory_gb: np.ndarray
     n_servers: int           # the servers the all-local first fit opened
     cap_cores: float
+    prev: np.ndarray | None = None   # per VM, the VM it continues on the same server if it has room (-1: none)
 
 
 def event_order(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,9 +184,21 @@ def event_order(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def events(start_s: np.ndarray, end_s: np.ndarray, cores: np.ndarray, memory_gb: np.ndarray, n_servers: int,
-           cap_cores: float) -> Events:
+           cap_cores: float, prev: np.ndarray | None = None) -> Events:
     return Events(*event_order(start_s, end_s), np.asarray(cores, float), np.asarray(memory_gb, float),
-                  int(n_servers), float(cap_cores))
+                  int(n_servers), float(cap_cores), prev)
+
+
+def linked(prev: np.ndarray | None, idx: np.ndarray) -> np.ndarray | None:
+    """``prev`` (per VM, the index of the VM it continues, -1: none) of the VMs ``idx`` (indices or a mask), as
+    indices among them: -1 where the VM continued is not among them."""
+    if prev is None:
+        return None
+    prev = np.asarray(prev, np.int64)
+    idx = np.flatnonzero(idx) if np.asarray(idx).dtype == bool else np.asarray(idx, np.int64)
+    at = np.full(len(prev) + 1, -1, np.int64)          # the last entry answers -1's look-up
+    at[idx] = np.arange(len(idx))
+    return at[np.where(prev[idx] >= 0, prev[idx], len(prev))]
 
 
 def servers_for(ev: Events, local_hi: float, budget: int) -> Events:
@@ -208,7 +227,8 @@ def replay(ev: Events, pool_gb: np.ndarray, servers_per_pool: int, cap_local: fl
     """(VMs that fitted nowhere, server index per VM or -1); stops counting past ``max_unplaced``."""
     pool_gb = np.asarray(pool_gb, float)
     limit = len(ev.cores) + 1 if max_unplaced is None else int(max_unplaced)
-    return _kernel()(ev.ev_vm, ev.ev_arrival, ev.cores, ev.memory_gb - pool_gb, pool_gb, ev.n_servers,
+    prev = np.full(len(ev.cores), -1, np.int64) if ev.prev is None else np.asarray(ev.prev, np.int64)
+    return _kernel()(ev.ev_vm, ev.ev_arrival, ev.cores, ev.memory_gb - pool_gb, pool_gb, prev, ev.n_servers,
                      int(servers_per_pool), ev.cap_cores, float(cap_local), float(cap_pool), limit)
 
 

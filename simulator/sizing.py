@@ -206,7 +206,8 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
         for name, (pool, at) in back.items():   # a returned part stays on its VM's trace server (Pond's peaks)
             both, p = returned(t, pool, at)
             piece = np.arange(len(both)) >= len(t)
-            parts.append(_pool_aware_sizing(both, {name: p}, q, False, piece)
+            parent = np.r_[np.full(len(t), -1, np.int64), _returning(t, at)]   # the VM each part continues
+            parts.append(_pool_aware_sizing(both, {name: p}, q, False, piece, parent)
                          if q.pool_aware else distinct_sizing(both, {name: p}, q, False, piece))
         table = pd.concat([x for x in parts if len(x)], ignore_index=True)
         rank = {n: r for r, n in enumerate(["all_local", *policies])}
@@ -277,12 +278,14 @@ def distinct_sizing(t: Trace, policies: dict[str, Policy], q: Question, baseline
 
 
 def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, baseline: bool = True,
-                       piece: np.ndarray | None = None) -> pd.DataFrame:
+                       piece: np.ndarray | None = None, parent: np.ndarray | None = None) -> pd.DataFrame:
     """Sized on the VMs alive in ``q.window``; with ``q.judge``, the same scheduler then places the VMs alive in
     both windows on the servers and DRAM bought, and the judged window's arrivals that fit nowhere count.
 
     Each policy is placed afresh with its split: the provider's accounting (``required_gb``) and each server and
-    pool at its own peak (``peak_required_gb``) are on that placement. ``kept_peak_required_gb`` keeps every VM on
+    pool at its own peak (``peak_required_gb``) are on that placement. A returned part (``parent``: the VM it
+    continues) stays on its VM's server when that server has the local DRAM for it, as Pond copies a mitigated
+    VM's memory to local DRAM (§4.2), and is placed again by the first fit otherwise (a live migration). ``kept_peak_required_gb`` keeps every VM on
     its trace server (``t.host``: production's packing on production's servers, ``simulator.pool_sim.place``) and
     changes only its memory, as Pond's simulator keeps the trace's servers (§6.1) and its Fig. 3 reads
     VM-to-server traces: one placement for every policy, made on servers whose DRAM did not bind it, so a
@@ -297,6 +300,8 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
     pools = {name: np.asarray(v, float)[keep] for name, v in policies.items()}
     kept = Trace(start, end, cluster, host, cores, memory)
     cl = clusters(kept, q.window, q.server_vcpus, None if piece is None else np.asarray(piece)[keep])
+    prev = pool_fit.linked(parent, keep)
+    cl = [(idx, replace(c, events=replace(c.events, prev=pool_fit.linked(prev, idx)))) for idx, c in cl]
     bought = in_window(start, end, q.window)
     runs = [("all_local", 0, 1, np.zeros(len(memory)))] if baseline else []
     for name, pool in pools.items():
@@ -312,7 +317,8 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
         # life; only its DIMMs are bought ahead): judged days that need one more server could otherwise only buy
         # DIMMs, up to ``top`` on every server, and the saving would measure cores, not pools
         ev = every if len(b) == len(idx) else pool_fit.events(start[idx][b], end[idx][b], c.cores[b],
-                                                             c.memory_gb[b], every.n_servers, c.cap_cores)
+                                                             c.memory_gb[b], every.n_servers, c.cap_cores,
+                                                             pool_fit.linked(c.events.prev, b))
         fitted.append((sweep, top, b, ev if len(b) == len(idx) else pool_fit.servers_for(ev, top,
                                                                                         c.budget(max_move_rate))))
     rows = []
@@ -359,7 +365,7 @@ def _judged(t: Trace, c: Cluster, ev: pool_fit.Events, pool: np.ndarray, spp: in
     start, end, judge, (local, cap) = t.start_s, t.end_s, q.judged, bought
     on = arrived(start, judge)
     vms = int((on if c.piece is None else on & ~c.piece).sum())
-    every = pool_fit.events(start, end, c.cores, c.memory_gb, ev.n_servers, c.cap_cores)
+    every = pool_fit.events(start, end, c.cores, c.memory_gb, ev.n_servers, c.cap_cores, c.events.prev)
     budget = int(np.floor(q.max_move_rate * vms + 1e-9))
 
     def missed(local: float, cap: float) -> tuple[int, np.ndarray]:

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from pond.simulator.pool_fit import (Replays, events, least_whole_gb, lowest_holding, pool_shares, replay,
-                                     scanned_lowest, servers_for, size)
+from pond.simulator.pool_fit import (
+    Replays,
+    events,
+    least_whole_gb,
+    linked,
+    lowest_holding,
+    pool_shares,
+    replay,
+    scanned_lowest,
+    servers_for,
+    size,
+)
 from pond.simulator.sizing import Question, Trace, fleet_sizing
 
 # Two 1-socket servers of 4 vCPUs, one 2-socket pool. Four VMs of 2 vCPUs and 16 GB, all running
@@ -48,6 +58,30 @@ def test_a_vm_that_fits_nowhere_is_counted_against_the_budget():
     assert (L, P, n) == (16.0, 16.0, 1)
     r = sized(True, 0.25).loc[("split", 2)]
     assert (r.required_gb, r.moves, r.stuck) == (48.0, 1, 1)
+
+
+def test_a_returned_part_stays_on_its_vm_s_server_when_that_server_has_the_local_dram():
+    """Two 10 GB servers, one-server pools of 2 GB. a (8 GB local) arrives first and goes to server 0; b (4 GB local,
+    2 on the pool) no longer fits its local part there and goes to server 1; a leaves; at 30 s b's pool memory comes
+    back: its second part (6 GB, all local) continues b. Pond copies a mitigated VM's memory to local DRAM on its own
+    host when the host has it: server 1 has 10 GB free once b's first part is gone, so the part stays there. The
+    first fit alone would have moved it to server 0, the lowest with room. Where its server is full, it moves."""
+    start, end = np.array([0, 1, 30, 2]), np.array([20, 30, 100, 100])
+    cores, memory, pool = np.ones(4), np.array([8.0, 6.0, 6.0, 0.0]), np.array([0.0, 2.0, 0.0, 0.0])
+    free = events(start[:3], end[:3], cores[:3], memory[:3], 2, 4.0)
+    assert replay(free, pool[:3], 1, 10.0, 2.0)[1].tolist() == [0, 1, 0]
+    kept = events(start[:3], end[:3], cores[:3], memory[:3], 2, 4.0, np.array([-1, -1, 1]))
+    assert replay(kept, pool[:3], 1, 10.0, 2.0)[1].tolist() == [0, 1, 1]
+    memory[3] = 5.0                     # d (5 GB, at 2 s) joins b on server 1: 5 GB free there when b's part comes back
+    full = events(start, end, cores, memory, 2, 4.0, np.array([-1, -1, 1, -1]))
+    assert replay(full, pool, 1, 10.0, 2.0)[1].tolist() == [0, 1, 0, 1]
+
+
+def test_linked_numbers_the_vm_each_part_continues_among_the_vms_taken():
+    prev = np.array([-1, -1, 0, 1, -1])
+    assert linked(prev, np.array([1, 2, 3])).tolist() == [-1, -1, 0]
+    assert linked(prev, np.array([True, True, True, False, False])).tolist() == [-1, -1, 0]
+    assert linked(None, np.arange(3)) is None
 
 
 def test_pools_of_servers_not_a_power_of_two_keep_first_fit_order():
@@ -104,7 +138,7 @@ def test_replays_answer_as_the_replay_does_on_random_traces():
 
 
 # Unplaced VMs by L, as on a default-draw cluster of 41 servers (budget 1): a first fit is not monotone in a capacity.
-ISLANDS = {**{L: 9 for L in range(0, 470)}, **{L: 1 for L in range(470, 480)}, **{L: 12 for L in range(480, 492)},
+ISLANDS = {**{L: 9 for L in range(470)}, **{L: 1 for L in range(470, 480)}, **{L: 12 for L in range(480, 492)},
            **{L: 1 for L in range(492, 576)}, **{L: 3 for L in range(576, 596)}}
 
 
