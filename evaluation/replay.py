@@ -61,7 +61,7 @@ from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_po
 from pond.models.policy import Policy, read_policy
 from pond.simulator.intervals import Savings, cluster_draws, with_intervals
 from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster
-from pond.simulator.sizing_report import served, sizing_metrics, summarize_sizing
+from pond.simulator.sizing_report import cluster_scale, served, sizing_metrics, summarize_sizing
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.telemetry.io import release_unused_memory
 from pond.telemetry.storage import Location, remove_tree
@@ -356,6 +356,8 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings)
     if nights is not None and params.optimize.serve == "answer":    # tonight's optimize serves this answer
         metrics["served"] = served(metrics["policies"], {r: a["policy"] for r, a in metrics["answer"].items()})
+    metrics["cluster_scale"] = cluster_scale(table, question.pool_sockets, question.sockets_per_server,
+                                             (judged[1] - judged[0]) / 86400)
     metrics["steady_state"] = steady if nights is not None else {"memory_hours_decided_pct": 100.0,
                                                                  "memory_hours_decided_before_creation_pct": None}
     return Replayed(table, fleet, metrics, realized, label)

@@ -222,7 +222,19 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
            "scan`): each size is the least that holds, so a split on one-server pools costs what all local does, to "
            "the GB or two its shares round to, and no saving rests on where a search happened to stop."]
           if s.get("search") == "scan" else []),
-        f"- Clusters are still the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters."])
+        _clusters(s)])
+
+
+def _clusters(s: dict) -> str:
+    """How far the draw's clusters are from production's, in figures."""
+    c = s.get("cluster_scale")
+    line = f"- Clusters are the draw's own: {s.get('servers')} servers in {s.get('clusters')} clusters"
+    if not c:
+        return line + "."
+    return (f"{line} of {c['servers_min']}-{c['servers_max']} servers (median {c['servers_median']:g}); "
+            f"{c['clusters_holding_largest_pool']} of them hold a whole pool of the largest size replayed "
+            f"({c['largest_pool_servers']} servers), and a cluster creates about "
+            f"{c['vms_created_per_cluster_day_median']:,.0f} VMs a day (median), where Pond's create thousands.")
 
 
 def _pond_gap(static: Savings, shares: list) -> str:

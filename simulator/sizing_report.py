@@ -210,6 +210,24 @@ def search_gap(base: pd.DataFrame) -> float | None:
     return round(1 - float((base.servers * base.scanned_local_gb).sum()) / searched, 5) if searched else 0.0
 
 
+def cluster_scale(table: pd.DataFrame, pool_sockets: tuple[int, ...], sockets_per_server: int,
+                  judged_days: float) -> dict[str, float | int]:
+    """How the replay's clusters compare with production's: their servers, how many hold a whole pool of the largest
+    size replayed (a smaller cluster buys that pool for the servers it has, and pools less), and the VMs created per
+    cluster and day on the days judged (Pond's clusters: "millions of per-VM arrival/departure events" over 75 days,
+    thousands a day)."""
+    base = table[table.policy == ALL_LOCAL]
+    servers = base.servers.to_numpy(int)
+    largest = max((k // sockets_per_server for k in pool_sockets), default=1)
+    per_day = base.judged_vms.to_numpy(float) / max(judged_days, 1e-9)
+    if not len(servers):
+        return {}
+    return {"servers_min": int(servers.min()), "servers_median": float(np.median(servers)),
+            "servers_max": int(servers.max()), "largest_pool_servers": int(largest),
+            "clusters_holding_largest_pool": int((servers >= largest).sum()),
+            "vms_created_per_cluster_day_median": round(float(np.median(per_day)), 1)}
+
+
 def _bracket(iv: list[float] | None) -> str:
     return "" if not iv else f" [{100 * iv[0]:+.2f}%, {100 * iv[1]:+.2f}%]"
 

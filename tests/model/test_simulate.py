@@ -82,6 +82,11 @@ def test_sizing_adds_up(sim):
                        + by_cluster.pool_units * by_cluster.gb_per_pool)
     pooled = by_cluster[by_cluster.pool_sockets > 0]     # a pool is bought for the servers it has
     assert np.allclose(pooled.pool_units, pooled.servers / (pooled.pool_sockets // 2))
+    scale = m["cluster_scale"]                           # how far the clusters are from production's
+    assert (scale["servers_min"], scale["servers_max"]) == (base.servers.min(), base.servers.max())
+    assert scale["largest_pool_servers"] == by_cluster.pool_sockets.max() // 2
+    assert scale["clusters_holding_largest_pool"] == (base.servers >= scale["largest_pool_servers"]).sum()
+    assert scale["vms_created_per_cluster_day_median"] > 0
     # every configuration meets the move budget on every cluster
     assert (by_cluster.moves <= np.floor(m["max_move_rate"] * by_cluster.window_vms + 1e-9)).all()
     # the search is the scan (simulate.search: scan): nothing below what it found holds, so no noise is measured

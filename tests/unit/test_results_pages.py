@@ -119,6 +119,13 @@ def test_static_figures_from_the_savings_plot(tmp_path):
     scanned = rp.static_open_figures({"simulate": m["simulate"] | {"search": "scan"}}, kept)
     assert "search's own noise" not in scanned
     assert "- The sizing search scans every whole GB up from what the VMs need at their peak" in scanned
+    assert "- Clusters are the draw's own: 330 servers in 12 clusters." in scanned       # metrics before the scale
+    scale = {"servers_min": 17, "servers_median": 21.5, "servers_max": 53, "largest_pool_servers": 32,
+             "clusters_holding_largest_pool": 3, "vms_created_per_cluster_day_median": 289.4}
+    assert ("- Clusters are the draw's own: 330 servers in 12 clusters of 17-53 servers (median 21.5); 3 of them hold "
+            "a whole pool of the largest size replayed (32 servers), and a cluster creates about 289 VMs a day "
+            "(median), where Pond's create thousands.") in rp.static_open_figures(
+                {"simulate": m["simulate"] | {"cluster_scale": scale}}, kept)
     assert rp.premium_figures(m, {}) == f"Not run: {rp.SAVINGS} missing."
     assert rp.read_static_savings(tmp_path / "absent.csv") == {}
 

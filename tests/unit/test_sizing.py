@@ -309,6 +309,16 @@ def test_the_two_accountings_differ_by_what_pools_recover_of_one_size_per_cluste
     assert fleet.set_index("pool_sockets").uniform_premium.loc[64] < all_local_premium
 
 
+def test_cluster_scale_counts_the_clusters_that_hold_the_largest_pool_and_their_arrivals_a_day():
+    from pond.simulator.sizing_report import cluster_scale
+
+    table = pd.DataFrame({"policy": ["all_local"] * 3 + ["static_50pct"], "servers": [17, 40, 32, 17],
+                          "judged_vms": [700, 2800, 1400, 700], "pool_sockets": [0, 0, 0, 64]})
+    assert cluster_scale(table, (2, 16, 64), 2, 7.0) == {
+        "servers_min": 17, "servers_median": 32.0, "servers_max": 40, "largest_pool_servers": 32,
+        "clusters_holding_largest_pool": 2, "vms_created_per_cluster_day_median": 200.0}
+
+
 def test_the_question_spans_what_is_bought_and_judged_and_the_trace_takes_whole_vms():
     q = Question(2, (2, 16), (100, 200), 64.0, 0.001)
     assert (q.judged, q.span) == ((100, 200), (100, 200))
