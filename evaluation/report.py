@@ -60,7 +60,7 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
         f"{li.get(f'selection.heldout_li.{rule}', float('nan')):.1f}%)")
     q = m.get("train_monitor", {})
     at = q.get(MONITOR_RATIO, {})
-    flag = lambda method: at.get(method, {}).get("recall")          # noqa: E731
+    flag = lambda method: at.get(method, {}).get("recall")
     row("QoS monitor (held-out lab, 182%)", "train_monitor",
         ("no spill_counters: /v1/qos uses the LI model" if q.get("trained") is False else None) if not at else
         f"flags {_pct(flag('monitor'))} of runs past the PDM, {_pct(at['monitor'].get('false_alarm'))} false alarms")

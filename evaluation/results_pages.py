@@ -47,10 +47,10 @@ def li_figures(m: Metrics) -> str:
         rows = [(f"`{r}`", *(f"{node.get(f'{r}.li_at_fp{fp}', float('nan')):.1f}%" for fp in (1, 2, 5)),
                  f"{node.get(f'selection.heldout_li.{r}', float('nan')):.1f}%") for r in LI_RULES]
         ratio, pdm = key[1:].split("_pdm")
-        out += [f"At {float(ratio):.0%} latency, PDM {pdm}%: selected `{node.get('selection.method')}`, "
+        out += [(f"At {float(ratio):.0%} latency, PDM {pdm}%: selected `{node.get('selection.method')}`, "
                 f"{node.get('selection.heldout_li.selected', float('nan')):.1f}% on outer held-out halves "
                 f"(best single-counter rule `{node.get('selection.best_rule')}`, margin "
-                f"{node.get('selection.margin_over_best_rule', float('nan')):+.2f} points).", "",
+                f"{node.get('selection.margin_over_best_rule', float('nan')):+.2f} points)."), "",
                 *table(("model", "LI at FP 1%", "LI at FP 2%", "LI at FP 5%", "held-out, FP 2%"), rows), ""]
     return "\n".join(out).rstrip()
 
@@ -69,12 +69,12 @@ def um_figures(m: Metrics) -> str:
     nights = u.get("backtest_nights")
     return "\n".join([
         *table(("figure", "LightGBM quantile model", "static fraction"), rows), "",
-        f"Over {nights} nights ({u.get('backtest_scored_vms')} VMs scored the next day), the offset calibrated to "
+        (f"Over {nights} nights ({u.get('backtest_scored_vms')} VMs scored the next day), the offset calibrated to "
         f"OP {_pct(u.get('target_op'), 0)} realized OP {_pct(u.get('calibrated.mean_op'), 2)} on average "
         f"(raw: {_pct(u.get('raw.mean_op'), 2)}) and was within it on "
         f"{_pct(u.get('calibrated.nights_within_target'), 0)} of the nights, with "
         f"{_pct(u.get('calibrated.mean_um'))} of memory predicted untouched. ONNX parity: "
-        f"{u.get('onnx_parity_max_abs_diff')} (largest absolute difference from LightGBM)."])
+        f"{u.get('onnx_parity_max_abs_diff')} (largest absolute difference from LightGBM).")])
 
 
 def budget_figures(m: Metrics) -> str:
@@ -87,18 +87,18 @@ def budget_figures(m: Metrics) -> str:
              _pct(e[p].get("mitigations"), 2))
             for p in POLICIES if isinstance(e.get(p), dict)]
     return "\n".join([
-        f"Tonight's solver: LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'), 1)}; "
+        (f"Tonight's solver: LI threshold {o.get('li_threshold')}, UM target OP {_pct(o.get('um_target_op'), 1)}; "
         f"expected pool {_pct(o.get('pool_share'))}, mispredictions {_pct(o.get('mispredictions'), 2)} "
-        f"(bound {_pct(o.get('mispredictions_bound'), 2)}, budget {_pct(e.get('budget'), 0)}).", "",
+        f"(bound {_pct(o.get('mispredictions_bound'), 2)}, budget {_pct(e.get('budget'), 0)})."), "",
         f"The next day ({e.get('day')}), per policy:", "",
         *table(("policy", "memory on the pool", "mispredicted", "worst case", "left slowed after the monitor",
                 "VMs mitigated"), rows), "",
-        f"Backtest, {b.get('nights')} nights: within the budget on {b.get('nights_within_budget')} after the QoS "
+        (f"Backtest, {b.get('nights')} nights: within the budget on {b.get('nights_within_budget')} after the QoS "
         f"monitor ({b.get('nights_within_budget_raw')} before it, {b.get('nights_within_budget_worst_case')} "
         f"counting every censored VM overpredicted); most mitigated in a night {_pct(b.get('mitigations_max'), 2)}; "
         f"pool {_pct(b.get('realized_pool_mean'))} on average; mean regret {100 * b.get('regret_mean', 0):.2f} points "
         f"against each night's best pair in hindsight, {100 * b.get('regret_fixed_mean', 0):.2f} against the best "
-        f"fixed pair, {100 * b.get('regret_admitted_mean', 0):.2f} against the best pair the lab admits."])
+        f"fixed pair, {100 * b.get('regret_admitted_mean', 0):.2f} against the best pair the lab admits.")])
 
 
 def _slowed(policy: dict) -> str:
@@ -121,9 +121,9 @@ def dram_figures(m: Metrics) -> str:
                      f"{p.get('recommended_pool_sockets')}" if p.get("recommended_pool_sockets") else "no pool",
                      _pct(r.get("savings")) + _iv(r.get("savings_interval")), _slowed(p)))
     iv = s.get("interval", {})
-    out = [f"{s.get('window')}; {s.get('servers')} servers in {s.get('clusters')} clusters; intervals: "
+    out = [(f"{s.get('window')}; {s.get('servers')} servers in {s.get('clusters')} clusters; intervals: "
            f"{iv.get('level', 0):.0%}, {iv.get('draws')} draws resampling {iv.get('resampled')}. Memory-hours of the "
-           f"window decided by a policy: {s.get('steady_state', {}).get('memory_hours_decided_pct')}%.", "",
+           f"window decided by a policy: {s.get('steady_state', {}).get('memory_hours_decided_pct')}%."), "",
            *table(("policy", f"saved, {s.get('headline_pool_sockets')} sockets",
                    "each server and pool at its own peak", "sockets it buys best", "saved there",
                    "mispredicted -> left slowed"), rows), ""]
@@ -177,11 +177,11 @@ def premium_figures(m: Metrics, static: Savings) -> str:
              (f"{top}%: saved at each server's own peak (Fig. 3)", *(f"{static[top][n][1]:+.1f}%" for n in sizes))]
     big = sizes[-1]
     return "\n".join([
-        f"All local pays {_pct(base)} over its servers' own peaks: every server of a cluster buys what its fullest "
-        "needs.", "", *table(("premium over the peaks, by pool size (sockets)", *map(str, sizes)), rows), "",
-        f"At {big} sockets, {top}% of every VM on the pool saves {static[top][big][0] - static[top][big][1]:+.1f} "
+        (f"All local pays {_pct(base)} over its servers' own peaks: every server of a cluster buys what its fullest "
+        "needs."), "", *table(("premium over the peaks, by pool size (sockets)", *map(str, sizes)), rows), "",
+        (f"At {big} sockets, {top}% of every VM on the pool saves {static[top][big][0] - static[top][big][1]:+.1f} "
         f"points more as a provider buys than at each server's own peak: its premium is "
-        f"{_pct(premium(static[top][big], base))}, all local's {_pct(base)}."])
+        f"{_pct(premium(static[top][big], base))}, all local's {_pct(base)}.")])
 
 
 def static_open_figures(m: Metrics, static: Savings) -> str:
@@ -201,16 +201,16 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
 
     split = "/".join(map(str, shares))
     return "\n".join([
-        f"- Fixed splits on {least}-socket pools, the smallest replayed ({split}% of every VM) save {at(least, 0)}% "
-        f"as a provider buys and {at(least, 1)}% at each server's own peak.",
+        (f"- Fixed splits on {least}-socket pools, the smallest replayed ({split}% of every VM) save {at(least, 0)}% "
+        f"as a provider buys and {at(least, 1)}% at each server's own peak."),
         *(_rises(static, shares, i, label) for i, label in ((0, "As a provider buys"),
                                                            (1, "At each server's own peak"))),
-        f"- With {top}% on the pool, the provider's accounting runs {min(gaps):+.1f} to {max(gaps):+.1f} points above "
+        (f"- With {top}% on the pool, the provider's accounting runs {min(gaps):+.1f} to {max(gaps):+.1f} points above "
         f"the per-server peaks at {head}-{max(static[top])} sockets ({'within' if max(gaps) <= 3 else 'not within'} "
-        "3): one local size per cluster makes all local dearer, and a pool recovers part of it.",
-        *([f"- On the trace's servers (Pond's accounting: every VM kept where production's packing put it), the same "
+        "3): one local size per cluster makes all local dearer, and a pool recovers part of it."),
+        *([(f"- On the trace's servers (Pond's accounting: every VM kept where production's packing put it), the same "
             f"splits save {at(least, 2)}% on {least}-socket pools, and {top}% saves {static[top][head][2]:+.1f}% at "
-            f"{head} sockets and {static[top][big][2]:+.1f}% at {big}.",
+            f"{head} sockets and {static[top][big][2]:+.1f}% at {big}."),
             _rises(static, shares, 2, "On the trace's servers"),
             _pond_gap(static, shares)]
           if kept and head in static[top] else []),
@@ -218,9 +218,9 @@ def static_open_figures(m: Metrics, static: Savings) -> str:
             "than the search (a first fit with a move budget is not monotone in its capacity). Each saving as a "
             "provider buys can move by about that with the search alone; those on the trace's servers do not.")]
           if (gap := s.get("all_local_search_gap")) is not None else []),
-        *(["- The sizing search scans every whole GB up from what the VMs need at their peak (`simulate.search: "
+        *([("- The sizing search scans every whole GB up from what the VMs need at their peak (`simulate.search: "
            "scan`): each size is the least that holds, so a split on one-server pools costs what all local does, to "
-           "the GB or two its shares round to, and no saving rests on where a search happened to stop."]
+           "the GB or two its shares round to, and no saving rests on where a search happened to stop.")]
           if s.get("search") == "scan" else []),
         _clusters(s)])
 
@@ -284,12 +284,12 @@ def in_short(m: Metrics) -> str:
         return gone
     e, s = m["evaluate"], m["simulate"]
     served = e.get("served", {})
-    out = [f"Tonight the service applies `{e.get('served_policy')}`. On the next day ({e.get('day')}) it put "
+    out = [(f"Tonight the service applies `{e.get('served_policy')}`. On the next day ({e.get('day')}) it put "
            f"{_pct(served.get('pool_share'))} of the memory on the pool; "
            f"{_pct(served.get('mispredictions_conservative'), 2)} of the VMs were mispredicted, and after the QoS "
            f"monitor moved {_pct(served.get('mitigations'), 2)} of the VMs "
            f"back to local memory, {_pct(served.get('mispredictions_unmitigated'), 2)} were left slowed past the PDM "
-           f"(budget {_pct(e.get('budget'), 0)})."]
+           f"(budget {_pct(e.get('budget'), 0)}).")]
     own = "the solver's own rule (Pond's Eq. 1 with the cap that saves most)"
     for ratio, a in s.get("answer", {}).items():
         tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
