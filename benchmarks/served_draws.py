@@ -36,7 +36,8 @@ def verdict(a: dict) -> str:
     if a.get("decided"):
         return f"decided against `{split_ratio(a.get('runner_up', '-'))[0]}`"
     tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
-    return f"undecided between {tied}"
+    own = "" if a.get("policy") in a.get("undecided_between", []) else ": the solver's own rule served"
+    return f"undecided between {tied}{own}"
 
 
 def main() -> None:

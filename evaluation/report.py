@@ -166,7 +166,8 @@ def _verdict(a: dict[str, Any]) -> str:
     lo, hi = (100 * x for x in a["difference_interval"])
     if a.get("undecided_between"):
         best, other = (_name(x) for x in a["undecided_between"])
-        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}"
+        own = "" if a["policy"] in a["undecided_between"] else f"; the solver's own rule, {_name(a['policy'])}, named"
+        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}{own}"
     return f"beats {_name(a.get('runner_up'))} by {lo:+.1f} to {hi:+.1f} points"
 
 

@@ -91,6 +91,12 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
             "sizing answer (182%)": "combined, 16 sockets: +9.0% [+5.0, +12.0]",
             "  verdict": "undecided: um_only -1.0 to +3.0 pts vs combined"}
     assert {k: rows.get(k) for k in want} == want
+    # neither of the two it cannot tell apart: the solver's own rule is named, and the verdict says why
+    m["simulate"]["answer"]["1.82"] |= {"policy": "combined_cap30pct_r1.82",
+                                        "undecided_between": ["li_only_r1.82", "um_only_r1.82"]}
+    rows = {a: b for a, b, _ in headline(m)}
+    assert rows["  verdict"] == ("undecided: li_only -1.0 to +3.0 pts vs um_only; the solver's own rule, "
+                                 "combined_cap30pct, named")
 
 
 def test_an_answer_that_buys_no_pool_says_all_local():
