@@ -386,9 +386,9 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
     decided ones): before the monitor (``conservative``) and what it left slowed (``unmitigated``). A static pool
     is judged at every ratio, unwatched: it is Pond's model-free Fig. 3 and Fig. 21's strawman ("about 2.5% of
     scheduling mispredictions", none mitigated), and a split that the monitor's returns made uneven could not be
-    the same DRAM labelled twice on one-server pools. A nightly policy is judged at its own ratio. Each row's outcomes are summed up as they are made and
-    dropped: held for every row together (and each row's decisions whole while sizing), they took the stage's
-    process to 7.35 GiB at 10M VMs on Dask, against 3.77 GiB without."""
+    the same DRAM labelled twice on one-server pools. A nightly policy is judged at its own ratio. Each row's
+    outcomes are summed up as they are made and dropped: held for every row together (and each row's decisions
+    whole while sizing), they took the stage's process to 7.35 GiB at 10M VMs on Dask, against 3.77 GiB without."""
     mitigated: dict[tuple[str, float], np.ndarray] = {}
     realized: dict[str, dict[str, dict[str, float]]] = {}
     vms, created = vms[decided], start[decided]
