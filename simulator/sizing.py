@@ -286,12 +286,13 @@ def _pool_aware_sizing(t: Trace, policies: dict[str, np.ndarray], q: Question, b
     pool at its own peak (``peak_required_gb``) are on that placement. A returned part (``parent``: the VM it
     continues) stays on its VM's server when that server has the local DRAM for it, as Pond copies a mitigated
     VM's memory to local DRAM (§4.2), and is placed again by the first fit otherwise (a live migration).
-    ``kept_peak_required_gb`` keeps every VM on its trace server (``t.host``: production's packing on production's servers, ``simulator.pool_sim.place``) and
-    changes only its memory, as Pond's simulator keeps the trace's servers (§6.1) and its Fig. 3 reads
-    VM-to-server traces: one placement for every policy, made on servers whose DRAM did not bind it, so a
-    proportional split on one-server pools is the same DRAM labelled twice, exactly. (All local's own first fit at
-    the DRAM it bought fills every server to that DRAM at the cluster's peak, so its servers peak together and a
-    pool has little to pool: 50% on 32-socket pools saved 2.5% there, 7.2% on the trace's servers.)"""
+    ``kept_peak_required_gb`` keeps every VM on its trace server (``t.host``: production's packing on production's
+    servers, ``simulator.pool_sim.place``) and changes only its memory, as Pond's simulator keeps the trace's
+    servers (§6.1) and its Fig. 3 reads VM-to-server traces: one placement for every policy, made on servers whose
+    DRAM did not bind it, so a proportional split on one-server pools is the same DRAM labelled twice, exactly.
+    (All local's own first fit at the DRAM it bought fills every server to that DRAM at the cluster's peak, so its
+    servers peak together and a pool has little to pool: 50% on 32-socket pools saved 2.5% there, 7.2% on the
+    trace's servers.)"""
     judged, max_move_rate = q.judged, q.max_move_rate
     keep = t.alive(q.span)
     start, end = np.asarray(t.start_s, np.int64)[keep], np.asarray(t.end_s, np.int64)[keep]
