@@ -71,7 +71,8 @@ def main() -> None:
         names, n_events = inputs(events, which)
         start = time.perf_counter()
         lab = lab_for(runs, features, names, li_feature_names(features), local, tables["slowdowns"], p)
-        scores, flags = heldout(lab, p, seed)
+        h = heldout(lab, p, seed)
+        scores, flags = h.scores, h.flags
         metrics, _ = figures(lab, scores, flags, p)
         error = abs(estimate(lab, p, seed) - lab.slowdown)
         for r in p.latency_ratios:

@@ -66,8 +66,10 @@ def night(decisions: pd.DataFrame, vms: pd.DataFrame, counters: pd.DataFrame, la
     p = monitor.p_exceeds(counts, events, d.pool_gb.to_numpy(float) / d.memory_gb.to_numpy(float),
                           np.full(len(d), ratio))
     replay = d.flagged.to_numpy(bool)
+    whole = d.pool_gb.to_numpy(float) >= d.memory_gb.to_numpy(float)          # as /v1/qos: all on the pool, a call
+    at = np.where(whole, monitor.threshold(ratio, whole=True), monitor.threshold(ratio))
     return pd.DataFrame({"vm_id": d.vm_id, "called": d.li_called.to_numpy(bool), "spill_pct": spill,
-                         "slowed": slowdown > pdm, "monitor": p >= monitor.threshold(ratio), "replay": replay})
+                         "slowed": slowdown > pdm, "monitor": p >= at, "replay": replay})
 
 
 def main() -> None:

@@ -204,6 +204,11 @@ class MonitorParams(Section):
     folds: int = Field(5, ge=2, description="outer folds, workloads as groups: every run judged by a model "
                                             "that never saw its workload")
     inner_folds: int = Field(3, ge=2, description="folds of the training workloads that set each threshold")
+    call_level: float | None = Field(None, ge=0, le=1, description=(
+        "a VM all on the pool (an insensitive call) is flagged at a threshold set, by the same rule, on the lab's "
+        "runs all on the pool of the workloads an LI model that never saw them calls at this P(insensitive) or "
+        "above; null: at the threshold set on every spill run (on the built-in draws the called workloads' "
+        "threshold rose on 4 of 7 and no acceptance target gained)"))
     events: tuple[str, ...] | None = Field(MONITOR_EVENTS, min_length=1, description=(
         "the PMU events the monitor reads while a VM runs (each one's rate per cycle, the TMA metrics they give, "
         "the allocation): the hypervisor counts these and `POST /v1/qos` needs only these; those the lab does not "

@@ -19,8 +19,8 @@ def monitor_table(m: dict[str, Any]) -> str:
     if not m.get("trained"):
         return f"No monitor model: {m.get('reason', 'metrics/train_monitor.json is missing')}."
     ratios = [k for k, v in m.items() if isinstance(v, dict) and "monitor" in v]
-    lines = ["| latency | method | runs past the PDM flagged | false alarms | flagged at <= "
-             f"{_pct(m.get('max_false_alarm'))} false alarms, threshold set on these runs |",
+    lines = [("| latency | method | runs past the PDM flagged | false alarms | flagged at <= "
+              f"{_pct(m.get('max_false_alarm'))} false alarms, threshold set on these runs |"),
              "| --- | --- | --- | --- | --- |"]
     for r in ratios:
         for key, label in METHODS:
@@ -28,14 +28,24 @@ def monitor_table(m: dict[str, Any]) -> str:
             lines.append(f"| x{r} | {label} | {_pct(f.get('recall'))} of {m[r]['runs_exceeding']:,} | "
                          f"{_pct(f.get('false_alarm'))} of {m[r]['runs_within']:,} | "
                          f"{_pct(f.get('recall_at_max_false_alarm'))} |")
-    lines += ["", "| latency | slowdown estimated within 10 points | within 5 points | whole footprint on the pool, "
-              "within 10 points | median error (points) |", "| --- | --- | --- | --- | --- |"]
+    lines += ["", ("| latency | slowdown estimated within 10 points | within 5 points | whole footprint on the pool, "
+                   "within 10 points | median error (points) |"), "| --- | --- | --- | --- | --- |"]
     for r in ratios:
         e = m[r].get("slowdown_estimate", {})
         lines.append(f"| x{r} | {_pct(e.get('within_10_points'))} | {_pct(e.get('within_5_points'))} | "
                      f"{_pct(e.get('full_pool_within_10_points'))} | {e.get('median_abs_error_points', 'n/a')} |")
-    lines += ["", f"{m.get('runs', 0):,} spill runs of {m.get('workloads', 0)} workloads at PDM {m.get('pdm')}%; "
-              f"ONNX parity {m.get('onnx_parity_max_abs_diff', float('nan')):.1e}."]
+    calls = [r for r in ratios if "calls" in m[r]]
+    if calls:
+        lines += ["", ("| latency | the called workloads' runs all on the pool: past the PDM (the lab's LI errors) | "
+                       "within it | at the spill threshold: flagged, false alarms | at the whole-pool threshold |"),
+                  "| --- | --- | --- | --- | --- |"]
+        for r in calls:
+            c = m[r]["calls"]
+            lines.append(f"| x{r} | {c['runs_exceeding']:,} | {c['runs_within']:,} | " + " | ".join(
+                f"{_pct(c[k].get('recall'))}, {_pct(c[k].get('false_alarm'))}"
+                for k in ("spill_threshold", "whole_pool_threshold")) + " |")
+    lines += ["", (f"{m.get('runs', 0):,} spill runs of {m.get('workloads', 0)} workloads at PDM {m.get('pdm')}%; "
+                   f"ONNX parity {m.get('onnx_parity_max_abs_diff', float('nan')):.1e}.")]
     return "\n".join(lines)
 
 

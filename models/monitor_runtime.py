@@ -30,6 +30,7 @@ class MonitorModel:
     full_pool: dict[float, dict[str, int]] = field(default_factory=dict)   # held-out flags, all on the pool
     events: list[str] | None = None    # the PMU events its features read; None: every event the lab counts
     workload_flags: dict[float, dict[str, float]] = field(default_factory=dict)  # held-out, per workload, all on pool
+    whole_pool: dict[float, float] = field(default_factory=dict)   # latency ratio -> threshold of a VM all on the pool
 
     @classmethod
     def load(cls, directory: Path | None) -> "MonitorModel | None":
@@ -50,11 +51,15 @@ class MonitorModel:
                               for k, v in entry.get("full_pool", {}).items()},
                    events=list(entry["events"]) if entry.get("events") else None,
                    workload_flags={float(k): {str(w): float(f) for w, f in v.items()}
-                                   for k, v in entry.get("full_pool_workloads", {}).items()})
+                                   for k, v in entry.get("full_pool_workloads", {}).items()},
+                   whole_pool={float(k): float(v) for k, v in (entry.get("whole_pool_thresholds") or {}).items()})
 
-    def threshold(self, latency_ratio: float) -> float:
-        """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at)."""
-        return self.thresholds[_nearest(self.thresholds, latency_ratio)]
+    def threshold(self, latency_ratio: float, whole: bool = False) -> float:
+        """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at). With
+        ``whole``, for a VM all on the pool (an insensitive call): the one set on the lab's runs all on the pool of
+        the workloads the LI model calls (``train_monitor.call_level``), where the model has one."""
+        by_ratio = self.whole_pool if whole and self.whole_pool else self.thresholds
+        return by_ratio[_nearest(by_ratio, latency_ratio)]
 
     def full_pool_counts(self, latency_ratio: float) -> dict[str, int] | None:
         """The held-out flags of the lab's runs all on the pool at the judged ratio nearest ``latency_ratio``

@@ -6,6 +6,12 @@ Every method flags a run when its score reaches a threshold set, per latency rat
 overshoots it on other workloads about half the time); the threshold comes from the training workloads' own
 out-of-fold scores (inner folds), never from the workloads it is judged on. Runs with nothing on the pool are trained on (they show the model what a run
 that is not slowed looks like) but not judged: the monitor watches VMs with memory on the pool.
+
+A VM all on the pool is an insensitive call, and the calls are the workloads the LI model finds insensitive: the
+monitor's second threshold per ratio is set by the same rule on the runs all on the pool of the lab workloads an LI
+model that never saw them calls (``train_monitor.call_level``). Among every spill run, those within the PDM
+include workloads the LI model would never put on the pool, which the monitor scores high; set there, the threshold
+passes over the calls' errors.
 """
 
 from __future__ import annotations
@@ -113,32 +119,84 @@ def estimate(lab: Lab, p: MonitorParams, seed: int) -> np.ndarray:
     return out
 
 
-def heldout(lab: Lab, p: MonitorParams, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Per method, every run's held-out score and flag (NaN / 0 where the run is not judged)."""
+def li_calls(lab: Lab, train: np.ndarray, rows: np.ndarray, seed: int) -> np.ndarray:
+    """Each run's P(insensitive) of its workload at its ratio by an LI model trained on the ``train`` workloads'
+    local counters (NaN: no LI label at that ratio): which of the lab's workloads the LI model would call."""
+    out = np.full(len(rows), np.nan)
+    for r, labels in lab.li.items():
+        at = np.isclose(lab.ratio[rows], r)
+        ids = labels.index.intersection(pd.Index(train))
+        y = labels.loc[ids].to_numpy()
+        if not at.any() or len(set(y)) < 2:
+            continue
+        model = make_li_model(seed).fit(lab.local.loc[ids].to_numpy(np.float32), y)
+        local = lab.local.reindex(lab.workload[rows[at]]).to_numpy(np.float32)
+        out[at] = model.predict_proba(local)[:, list(model.classes_).index(1)]
+    return out
+
+
+def whole_pool_runs(lab: Lab, rows: np.ndarray, r: float, called: np.ndarray, level: float) -> np.ndarray:
+    """The runs of ``rows`` all on the pool at ``r`` whose workload the LI model calls (``called`` per run of the
+    lab, P(insensitive) >= ``level``): the allocation and the workloads of an insensitive call on the fleet."""
+    with np.errstate(invalid="ignore"):
+        keep = np.isclose(lab.ratio[rows], r) & (lab.spilled[rows] >= 100.0) & (called[rows] >= level)
+    return rows[keep]
+
+
+def call_threshold(scores: np.ndarray, lab: Lab, runs: np.ndarray, p: MonitorParams, spill: float) -> float:
+    """The whole-pool threshold: the flag rule of ``flag_threshold`` on ``runs`` (``whole_pool_runs``); the spill
+    threshold ``spill`` where those runs cannot set one (none within the PDM, or too few for the confidence)."""
+    t = flag_threshold(scores[runs], lab.exceeds[runs], p.max_false_alarm, p.fa_confidence)
+    return t if np.isfinite(t) else spill
+
+
+@dataclass(frozen=True)
+class Heldout:
+    """Per method, every run's held-out score and flag (NaN / 0 where the run is not judged); the monitor's flags
+    at the whole-pool threshold (``calls``, set on the training workloads' whole-pool runs the LI model calls); and
+    each run's P(insensitive) by an LI model that never saw its workload (``called``)."""
+    scores: dict[str, np.ndarray]
+    flags: dict[str, np.ndarray]
+    calls: np.ndarray
+    called: np.ndarray
+
+
+def heldout(lab: Lab, p: MonitorParams, seed: int) -> Heldout:
     rng = np.random.default_rng([seed, 65])
     fitters = _fitters(lab, seed)
     n = len(lab.exceeds)
     scores = {m: np.full(n, np.nan) for m in METHODS}
     flags = {m: np.zeros(n, dtype=np.int8) for m in METHODS}
+    calls, called = np.zeros(n, dtype=np.int8), np.full(n, np.nan)
     workloads = np.unique(lab.workload)
     for test in _folds(workloads, p.folds, rng):
         train = np.setdiff1d(workloads, test)
         inner = {m: np.full(n, np.nan) for m in METHODS}
+        inner_called = np.full(n, np.nan)
         for inner_test in _folds(train, p.inner_folds, rng):
             rows = np.flatnonzero(np.isin(lab.workload, inner_test))
             for m, fit in fitters.items():
                 inner[m][rows] = fit(np.setdiff1d(train, inner_test))(rows)
+            if p.call_level is not None:
+                inner_called[rows] = li_calls(lab, np.setdiff1d(train, inner_test), rows, seed)
         rows = np.flatnonzero(np.isin(lab.workload, test))
+        train_rows = np.flatnonzero(np.isin(lab.workload, train))
         for m, fit in fitters.items():
             s = fit(train)(rows)
             scores[m][rows] = s
-            train_rows = np.flatnonzero(np.isin(lab.workload, train))
             for r in p.latency_ratios:
                 judged = _judged(lab, train_rows, r)
                 t = flag_threshold(inner[m][judged], lab.exceeds[judged], p.max_false_alarm, p.fa_confidence)
                 at = np.isclose(lab.ratio[rows], r)
                 flags[m][rows[at]] = (s[at] >= t).astype(np.int8)
-    return scores, flags
+                if m == "monitor":
+                    if p.call_level is not None:
+                        t = call_threshold(inner[m], lab, whole_pool_runs(lab, train_rows, r, inner_called,
+                                                                           p.call_level), p, t)
+                    calls[rows[at]] = (s[at] >= t).astype(np.int8)
+        if p.call_level is not None:
+            called[rows] = li_calls(lab, train, rows, seed)
+    return Heldout(scores, flags, calls, called)
 
 
 def figures(lab: Lab, scores: dict[str, np.ndarray], flags: dict[str, np.ndarray],
@@ -166,9 +224,10 @@ def figures(lab: Lab, scores: dict[str, np.ndarray], flags: dict[str, np.ndarray
 
 
 def full_pool_counts(lab: Lab, flagged: np.ndarray, ratios: tuple[float, ...]) -> dict[str, dict[str, int]]:
-    """Per ratio, the held-out flags of the runs with the whole footprint on the pool: (runs past the PDM flagged,
-    runs past it, runs within it flagged, runs within it). An insensitive call is all on the pool, so this is the
-    monitor's recall where the solver counts its flags as evidence (``optimize.monitor``)."""
+    """Per ratio, the held-out flags (``flagged``: at the whole-pool threshold) of the runs with the whole footprint
+    on the pool: (runs past the PDM flagged, runs past it, runs within it flagged, runs within it). An insensitive
+    call is all on the pool, so this is the monitor's recall where the solver counts its flags as evidence
+    (``optimize.monitor``)."""
     out = {}
     for r in ratios:
         at = np.isclose(lab.ratio, r) & (lab.spilled >= 100.0)
@@ -191,12 +250,24 @@ def workload_flags(lab: Lab, flagged: np.ndarray, ratios: tuple[float, ...]) -> 
     return out
 
 
+def called_figures(lab: Lab, runs: np.ndarray, spill_flags: np.ndarray, whole_flags: np.ndarray) -> dict[str, Any]:
+    """On the whole-pool runs of the workloads an LI model that never saw them calls (``runs``), the held-out flags
+    at the spill threshold and at the whole-pool one: the runs past the PDM there are the lab's LI errors, which the
+    monitor must catch on the fleet, and those within it its false alarms on the fleet's calls."""
+    y = lab.exceeds[runs]
+    out: dict[str, Any] = {"runs_exceeding": int(y.sum()), "runs_within": int((1 - y).sum())}
+    for name, f in (("spill_threshold", spill_flags[runs]), ("whole_pool_threshold", whole_flags[runs])):
+        out[name] = {"recall": _share(f[y == 1]), "false_alarm": _share(f[y == 0])}
+    return out
+
+
 def _share(x: np.ndarray) -> float | None:
     return round(float(np.mean(x)), 4) if len(x) else None
 
 
 def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMonitor:
-    scores, flags = heldout(lab, p, seed)
+    h = heldout(lab, p, seed)
+    scores, flags = h.scores, h.flags
     metrics, curves = figures(lab, scores, flags, p)
     estimated = estimate(lab, p, seed)
     for r in p.latency_ratios:
@@ -210,11 +281,16 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
     metrics.update({"runs": int(len(lab.exceeds)), "workloads": int(len(np.unique(lab.workload))),
                     "pdm": p.pdm, "max_false_alarm": p.max_false_alarm})
     everything = np.arange(len(lab.exceeds))
-    thresholds = {}
-    for r in p.latency_ratios:       # the served thresholds: every workload's held-out score, the same rule
+    thresholds, whole = {}, {}
+    for r in p.latency_ratios:       # the served thresholds: every workload's held-out score, the same rules
         judged = _judged(lab, everything, r)
         thresholds[f"{r:g}"] = flag_threshold(scores["monitor"][judged], lab.exceeds[judged], p.max_false_alarm,
                                               p.fa_confidence)
+        whole[f"{r:g}"] = thresholds[f"{r:g}"]
+        if p.call_level is not None:
+            runs = whole_pool_runs(lab, everything, r, h.called, p.call_level)
+            whole[f"{r:g}"] = call_threshold(scores["monitor"], lab, runs, p, thresholds[f"{r:g}"])
+            metrics[f"{r:g}"]["calls"] = called_figures(lab, runs, flags["monitor"], h.calls)
     model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X, lab.exceeds)
     onnx_bytes = export_li(model, len(names))
     rows = np.vstack([lab.X, boundary_rows(forest_splits(model), lab.X, seed=seed), nan_rows(lab.X, seed)])
@@ -223,9 +299,10 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
         ascending=False)
     entry = {"method": "random_forest", "file": "monitor.onnx", "sha256": sha256(onnx_bytes), "features": names,
              "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
-             "thresholds": thresholds, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
-             "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, flags["monitor"], p.latency_ratios),
-             "full_pool_workloads": workload_flags(lab, flags["monitor"], p.latency_ratios),
+             "thresholds": thresholds, "whole_pool_thresholds": whole,
+             "call_level": p.call_level, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
+             "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, h.calls, p.latency_ratios),
+             "full_pool_workloads": workload_flags(lab, h.calls, p.latency_ratios),
              "onnx_parity_max_abs_diff": parity,
              "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
     metrics["onnx_parity_max_abs_diff"] = parity

@@ -7,9 +7,10 @@ What the monitor sees (``monitor_flags``), the better of two the data allow:
   to a pool (the built-in fleet's ``contract.POOL_FILE``) and a monitor model is trained (``train_monitor``), each
   VM's own first-hour counts are shown as they read with its memory on the pool at the ratio
   (``telemetry.fleet.pool_counters.on_pool``: its own cycles and counter noise, the pool's mechanisms), and the
-  monitor model scores them with the allocation, flagged at its own threshold for the ratio. The scorer judges an
-  insensitive call as if all its memory were on the pool (``evaluation.combined``), so the monitor is shown that
-  allocation too, whatever the policy's pool cap: the flag depends on neither the LI threshold nor the UM target.
+  monitor model scores them with the allocation, flagged at its threshold for a VM all on the pool at the ratio
+  (``MonitorModel.threshold``, ``whole``). The scorer judges an insensitive call as if all its memory were on the
+  pool (``evaluation.combined``), so the monitor is shown that allocation too, whatever the policy's pool cap: the
+  flag depends on neither the LI threshold nor the UM target.
 - **Counters the hypervisor recorded on a pool** (``vm_pool_counters``, a provider's data set with that optional
   table): the VMs it has rows for are scored by the monitor model on those counts, at the allocation they had
   (``recorded_scores``); the others as below.
@@ -26,7 +27,9 @@ fleet's VMs called insensitive err. The monitor flags every VM after its first w
 - **Misses.** A VM the monitor does not flag may still be slowed: the flag rate is divided by the monitor's recall,
   measured on lab workloads it never saw (the monitor model's, with the whole footprint on the pool; the LI model's
   out-of-fold curves for the first-hour monitor).
-- **False alarms** are counted as errors: cautious, and the lab's false-alarm rate is reported beside. The flags only
+- **False alarms** are counted as errors: cautious, and the lab's false-alarm rate is reported beside (taking the
+  lab's rate off the flag rate was tried: on a draw whose calls the monitor flags less than the lab's, it left no
+  evidence and the budget broke). The flags only
   ever make the solver more cautious (``optimize.solver.more_cautious``): they raise the charged rate where the
   fleet errs more than the lab, never lower it.
 """
@@ -161,7 +164,7 @@ def monitor_flags(vms: pd.DataFrame, raw_dir: Location, ratio: float, models: Mo
     if p is not None:
         assert monitor is not None
         with np.errstate(invalid="ignore"):
-            return Flags(p, p >= monitor.threshold(ratio), POOL_COUNTERS)
+            return Flags(p, p >= monitor.threshold(ratio, whole=True), POOL_COUNTERS)
     first = monitor_scores(models, vms, raw_dir, own)
     with np.errstate(invalid="ignore"):
         flags = first >= qos.threshold

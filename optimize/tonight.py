@@ -235,7 +235,7 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
         on_pool = on_pool if on_pool is not None and np.isfinite(on_pool).any() else None
     if on_pool is not None and monitor is not None and monitor.full_pool_counts(o.latency_ratio) is not None:
         p_exceed[watch] = on_pool
-        threshold = monitor.threshold(o.latency_ratio)
+        threshold = monitor.threshold(o.latency_ratio, whole=source == POOL_COUNTERS)
         c = monitor.full_pool_counts(o.latency_ratio)
         caught, sensitive, alarms, insensitive = c["caught"], c["exceeding"], c["alarms"], c["within"]
     else:

@@ -59,7 +59,7 @@ def run(params: Params, raw_dir: Location, out_dir: Path, metrics_path: Path, pl
             trained.curves.round(3).to_csv(plots_dir / "recall_false_alarm.csv", index=False)
             _plot(trained.curves, plots_dir / "recall_false_alarm.png", p.max_false_alarm)
             mlflow.log_metrics({f"{r}.{m}.{k}": v for r, at in trained.metrics.items() if isinstance(at, dict)
-                                for m, f in at.items() if isinstance(f, dict) for k, v in f.items() if v is not None})
+                                for m, f in at.items() if isinstance(f, dict) for k, v in f.items() if isinstance(v, float | int)})
             mlflow.log_artifact(str(plots_dir / "recall_false_alarm.png"))
             mlflow.onnx.log_model(onnx.load_from_string(trained.onnx_bytes), name="monitor_onnx",
                                   pip_requirements=requirements("onnx", "onnxruntime"))

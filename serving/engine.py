@@ -304,7 +304,7 @@ class Engine:
         if self.monitor is not None:
             ratio = self.policy.latency_ratio if latency_ratio is None else latency_ratio
             p = float(self.monitor.p_exceeds(row, events, np.array([pool_gb / memory_gb]), np.array([ratio]))[0])
-            threshold = self.monitor.threshold(ratio)
+            threshold = self.monitor.threshold(ratio, whole=pool_gb >= memory_gb)   # all on the pool: a call
             return QosVerdict(p, p >= threshold, "pool_counters", threshold, self.monitor.pdm)
         p_ins = float(self.models.p_insensitive(pmu_features(row, events, table="counters"))[0])
         p_exceed = 1.0 - p_ins if np.isfinite(p_ins) else 1.0

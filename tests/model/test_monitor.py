@@ -96,7 +96,7 @@ def test_a_run_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_t
 
 def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, monkeypatch):
     lab, runs, features, names = lab_runs
-    p = MonitorParams(folds=3, inner_folds=2)
+    p = MonitorParams(folds=3, inner_folds=2, call_level=0.5)
     study = monitor_train.lab_for(runs, features, names, names[:-2],
                                   features.set_index(runs.workload_id)[names].groupby(level=0).first(),
                                   lab.slowdowns, p)
@@ -114,11 +114,22 @@ def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, mon
             return fitted
         return {m: wrap(f) for m, f in real(lab_, seed).items()}
 
+    real_calls = monitor_train.li_calls
+    called: list[tuple[set, set]] = []
+
+    def spy_calls(lab_, train, rows, seed):
+        called.append((set(train), set(lab_.workload[rows])))
+        return real_calls(lab_, train, rows, seed)
+
     monkeypatch.setattr(monitor_train, "_fitters", spy)
-    scores, _flags = heldout(study, p, 0)
+    monkeypatch.setattr(monitor_train, "li_calls", spy_calls)
+    h = heldout(study, p, 0)
     assert seen and all(not (train & scored) for train, scored in seen)
+    # which workloads the LI model calls, for the whole-pool threshold and its judgement: never by a model that saw it
+    assert called and all(not (train & scored) for train, scored in called)
     judged = study.spilled > 0
-    assert np.isfinite(scores["monitor"][judged]).all()
+    assert np.isfinite(h.scores["monitor"][judged]).all()
+    assert np.isfinite(h.called[np.isin(study.ratio, list(study.li))]).all()
 
 
 def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_them(small_raw, tmp_path, monkeypatch):
@@ -130,7 +141,7 @@ def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_t
     monkeypatch.chdir(tmp_path)                           # its MLflow runs go to tmp_path/data/mlflow
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     params = small_params()
-    params["train_monitor"].update(folds=2, inner_folds=2)
+    params["train_monitor"].update(folds=2, inner_folds=2, call_level=0.5)
     cfg = params_file(tmp_path / "params.yaml", params)
     args = ["--out", str(tmp_path / "monitor"), "--metrics", str(tmp_path / "m.json"), "--plots", str(tmp_path / "p")]
     assert run_pond(["--params", str(cfg), "train_monitor", "--raw", str(small_raw), *args]) == 0
@@ -145,9 +156,60 @@ def test_the_stage_trains_on_spill_runs_and_says_why_it_trains_nothing_without_t
         assert all(0.0 <= f <= 1.0 for f in shares.values())
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["trained"] and 0 <= metrics["2.22"]["monitor"]["false_alarm"] <= 1
+    # with a call level, a second threshold per ratio, judged on the held-out workloads' calls all on the pool
+    assert set(manifest["whole_pool_thresholds"]) == set(manifest["thresholds"]) and manifest["call_level"] == 0.5
+    calls = metrics["2.22"]["calls"]
+    assert calls["runs_exceeding"] + calls["runs_within"] > 0 and set(calls) >= {"spill_threshold",
+                                                                                "whole_pool_threshold"}
     bare = tmp_path / "bare"
     shutil.copytree(small_raw, bare, ignore=shutil.ignore_patterns("spill_counters*"))
     assert run_pond(["--params", str(cfg), "train_monitor", "--raw", str(bare), *args]) == 0
     assert json.loads((tmp_path / "m.json").read_text()) == {
         "trained": False, "reason": "the data set has no spill_counters table"}
     assert json.loads((tmp_path / "monitor/manifest.json").read_text())["monitor"] is None
+
+
+def _hand_lab(workload, spilled, exceeds):
+    n = len(workload)
+    return monitor_train.Lab(X=np.zeros((n, 1), np.float32), exceeds=np.asarray(exceeds, np.int8),
+                             slowdown=np.zeros(n), workload=np.asarray(workload), ratio=np.full(n, 1.82),
+                             spilled=np.asarray(spilled, float), li_X=np.zeros((n, 1), np.float32), latency_column=0,
+                             local=pd.DataFrame(), li={})
+
+
+def test_the_whole_pool_threshold_is_set_on_the_called_workloads_runs_all_on_the_pool():
+    # a: called, within the PDM, scores low; b: never called, within the PDM, scores high; c: called, past the PDM
+    lab = _hand_lab(["a"] * 20 + ["b"] * 20 + ["c"] * 4 + ["a"] * 4, [100.0] * 44 + [25.0] * 4,
+                    [0] * 40 + [1] * 4 + [0] * 4)
+    scores = np.r_[np.linspace(0.01, 0.1, 20), np.linspace(0.6, 0.9, 20), [0.3] * 4, [0.95] * 4]
+    called = np.r_[[0.9] * 20, [0.1] * 20, [0.8] * 4, [0.9] * 4]
+    p = MonitorParams(max_false_alarm=0.05, fa_confidence=None)
+    runs = monitor_train.whole_pool_runs(lab, np.arange(48), 1.82, called, 0.5)
+    assert set(lab.workload[runs]) == {"a", "c"} and (lab.spilled[runs] >= 100).all()
+    t = monitor_train.call_threshold(scores, lab, runs, p, spill=0.99)
+    assert (scores[40:44] >= t).all() and (scores[:20] >= t).sum() == 1    # c caught; 1 of a's 20 allowed
+    every = np.r_[runs, np.arange(20, 40)]                 # with b's runs, the rule would have to pass over them
+    assert flag_threshold(scores[every], lab.exceeds[every], 0.05) > 0.3
+    alone = runs[lab.workload[runs] == "c"]                # no called run within the PDM: the spill threshold
+    assert monitor_train.call_threshold(scores, lab, alone, p, spill=0.99) == 0.99
+
+
+def test_a_vm_all_on_the_pool_is_flagged_at_the_whole_pool_threshold_where_the_model_has_one():
+    from pond.models.monitor_runtime import MonitorModel
+
+    m = MonitorModel(session=None, features=[], classes=[0, 1], thresholds={1.82: 0.45, 2.22: 0.3}, pdm=5.0,
+                     sha256="", whole_pool={1.82: 0.25, 2.22: 0.5})
+    assert m.threshold(1.9) == 0.45 and m.threshold(1.9, whole=True) == 0.25     # the nearest judged ratio
+    assert m.threshold(2.5, whole=True) == 0.5
+    older = MonitorModel(session=None, features=[], classes=[0, 1], thresholds={1.82: 0.45}, pdm=5.0, sha256="")
+    assert older.threshold(1.82, whole=True) == 0.45                            # a model trained before: the one
+
+
+def test_without_a_call_level_the_whole_pool_flags_are_the_spill_flags(lab_runs):
+    lab, runs, features, names = lab_runs
+    study = monitor_train.lab_for(runs, features, names, names[:-2],
+                                  features.set_index(runs.workload_id)[names].groupby(level=0).first(),
+                                  lab.slowdowns, MonitorParams())
+    h = heldout(study, MonitorParams(folds=3, inner_folds=2, call_level=None), 0)
+    np.testing.assert_array_equal(h.calls, h.flags["monitor"])
+    assert np.isnan(h.called).all()

@@ -141,3 +141,16 @@ def test_the_monitor_verdict_follows_the_metrics():
     m["1.82"] = ratio(0.95, 0.06)
     assert "meets the lab target at x2.22**" in monitor_verdict(m)
     assert monitor_verdict({"trained": False, "reason": "no spill runs"}) == "No monitor model: no spill runs."
+
+
+def test_the_monitor_table_shows_the_called_workloads_at_both_thresholds_where_the_metrics_have_them():
+    from pond.evaluation.monitor_report import monitor_table
+
+    f = {"recall": 0.9, "false_alarm": 0.04, "recall_at_max_false_alarm": 0.95}
+    at = {"runs_exceeding": 10, "runs_within": 90, "monitor": f, "li_model": f, "l3_miss_latency": f}
+    m = {"trained": True, "max_false_alarm": 0.05, "1.82": at}
+    assert "the called workloads" not in monitor_table(m)
+    m["1.82"] = at | {"calls": {"runs_exceeding": 4, "runs_within": 221,
+                                "spill_threshold": {"recall": 0.25, "false_alarm": 0.0136},
+                                "whole_pool_threshold": {"recall": 1.0, "false_alarm": 0.0362}}}
+    assert "| x1.82 | 4 | 221 | 25.0%, 1.4% | 100.0%, 3.6% |" in monitor_table(m)
