@@ -12,13 +12,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from pond.core import night_run
+from pond.core.errors import ModelError
+from pond.core.params import QosParams
 from pond.core.tracking import not_found
 from pond.evaluation.compare import headline
+from pond.evaluation.next_day import bundle_on
 from pond.models.decision import served_name
 from pond.models.policy import Policy
+from pond.telemetry.storage import Location
 
 CHAMPION, CHALLENGER = "champion", "challenger"
+
+
+def champion_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosParams
+                ) -> tuple[dict[str, Any] | None, str | None]:
+    """``next_day.bundle_on`` of the champion, or (None, why) where this code cannot read it: a bundle written by
+    another version of the code (a rollback) could not be served by this one either, so tonight's is judged without
+    it rather than the night failing on the version it would replace."""
+    try:
+        return bundle_on(bundle_dir, vms, raw_dir, qos), None
+    except ModelError as exc:
+        return None, str(exc).split("; do not edit")[0]
 
 
 @dataclass(frozen=True)

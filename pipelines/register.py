@@ -1,6 +1,6 @@
 """Stage `register`: the night's bundle (``--out``, also a DVC output the service can load) becomes a new version of
 one MLflow registered model. The promotion gate (``evaluation.gate``) compares it with the current `champion` on the
-candidate's evaluation day, each bundle with its own models, policy and snapshot (``evaluation.next_day.bundle_on``).
+candidate's evaluation day, each bundle with its own models, policy and snapshot (``evaluation.registry.champion_on``).
 Promoted: alias `champion` (the one the service follows); otherwise `challenger`; the reason is a tag either way."""
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pond.core.errors import ConfigError, RegistryError
 from pond.core.params import Params
 from pond.core.tracking import NIGHT_RUN_TAG, not_found, start_run
 from pond.evaluation.gate import gate
-from pond.evaluation.next_day import bundle_on
-from pond.evaluation.registry import CHAMPION, Verdict, close_night, record, version_tags
+from pond.evaluation.registry import CHAMPION, Verdict, champion_on, close_night, record, version_tags
 from pond.models import bundle
 from pond.models.bundle import BundlePaths
 from pond.models.policy import read_policy
@@ -65,12 +64,12 @@ def run(params: Params, paths: BundlePaths, features_dir: Path, raw_dir: Locatio
         client = MlflowClient()
         champ_version = _registry(f"looking up {gp.model_name}@{CHAMPION}", client.get_model_version_by_alias,
                                   gp.model_name, CHAMPION)
-        champ = None
+        champ, unreadable = None, None
         if champ_version is not None:
             champ_dir = bundle.located(Path(mlflow.artifacts.download_artifacts(artifact_uri=champ_version.source)))
             bundle.verify(champ_dir)
-            champ = bundle_on(champ_dir, day_vms, raw_dir, params.qos)
-        verdict = Verdict(*gate(candidate, champ, policy.misprediction_budget, gp),
+            champ, unreadable = champion_on(champ_dir, day_vms, raw_dir, params.qos)
+        verdict = Verdict(*gate(candidate, champ, policy.misprediction_budget, gp, unreadable),
                           None if champ_version is None else str(champ_version.version))
         info = bundle.assemble(dst, paths, {s: metrics_dir / f"{s}.json" for s in NIGHT_METRICS}, day_vms, window)
         model = pyfunc.log(dst)

@@ -135,3 +135,31 @@ def test_not_found_is_the_only_absence():
     assert not not_found(MlflowException("bad alias name", error_code=INVALID_PARAMETER_VALUE))
     assert not not_found(MlflowException("database is locked", error_code=INTERNAL_ERROR))
     assert not not_found(ConnectionError("refused"))
+
+
+def test_a_champion_this_code_cannot_read_does_not_stop_the_night(small_bundle, small_raw, store, tmp_path,
+                                                                  monkeypatch):
+    """After a rollback the champion may carry a field this code does not know: tonight's bundle is judged on the
+    budget alone and promoted, with the reason, instead of the night failing."""
+    import yaml
+
+    from pond.core.errors import ModelError
+    from pond.evaluation import next_day
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(small_params()))
+    assert run_pond(["--params", str(params), *_night(small_bundle, small_raw, store, "night1")]) == 0
+    second = _night(small_bundle, small_raw, store, "night2", without_li=True)     # a challenger if judged
+
+    def newer(path):
+        raise ModelError(f"{path}: field fleet_monitor.from_a_newer_version: Extra inputs are not permitted; do not "
+                         "edit policy.json by hand, regenerate it with `dvc repro`")
+
+    monkeypatch.setattr(next_day, "read_policy", newer)          # the champion's bundle only: register reads its own
+    assert run_pond(["--params", str(params), *second]) == 0
+    champion = _version(store, "champion")
+    assert str(champion.version) == "2"
+    assert champion.tags["gate.reason"].startswith("the champion cannot be read by this code (")
+    assert "fleet_monitor.from_a_newer_version" in champion.tags["gate.reason"]
+    assert "do not edit" not in champion.tags["gate.reason"]
+    assert json.loads((store / "night2" / "register.json").read_text())["champion_on_same_vms"] is None
