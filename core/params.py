@@ -360,6 +360,11 @@ class QosParams(Section):
         "this (the service's POND_QOS_THRESHOLD default, /v1/qos); the monitor model flags at its own threshold"))
     max_mitigated_share: float = Field(0.01, ge=0, le=1, description=(
         "mitigations per day, share of the day's VMs (Pond: up to 1%); a flagged VM past it stays as placed"))
+    touches: Literal["every", "judged"] = Field("every", description=(
+        "a zNUMA that touched its pool node: every: flagged and moved to local DRAM (within the capacity); judged: "
+        "only where the monitor model flags its counters with its touched memory past the local node on the pool "
+        "(Pond 4.4; optimize.monitor.touch_spill_pct), every touch where there is no monitor model or mechanisms "
+        "table; the solver then charges every zNUMA overprediction, as the budget counts it"))
     alpha_neighbors: int = Field(5, ge=1, description=(
         "SLA-alpha, reported beside all-local mitigation: a flagged VM's spill curve is the mean of this many lab "
         "workloads nearest in its own counters (evaluation.sla_alpha)"))

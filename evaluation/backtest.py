@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from scipy import stats
 
 from pond.core.cluster import run_all
@@ -62,11 +63,13 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
     return out
 
 
-def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams
-                 ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
+def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams,
+                 touch_spill_pct: np.ndarray | None = None) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
     realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
-    candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure."""
+    candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure.
+    ``touch_spill_pct``: per row of ``decisions``, a zNUMA's touch flagged only where the monitor judges it
+    (``evaluation.regret.unmitigated_grid``); default: the decisions' own column (``qos.touches: judged``), if any."""
     li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy.latency_ratio, policy.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
@@ -74,8 +77,10 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
     targets = sorted(float(t) for t in offsets_by_target)
     offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]
     night = pd.read_parquet(decisions)
+    if touch_spill_pct is None and "touch_spill_pct" in night.columns:
+        touch_spill_pct = night["touch_spill_pct"].to_numpy(float)
     pool, mis = realized_grid(night, thresholds, offsets, q)
-    left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share)
+    left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share, touch_spill_pct=touch_spill_pct)
     i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
     j = 1 + targets.index(policy.um.target_op) if policy.um.enabled else 0
     out = regret(pool, left, policy.misprediction_budget, (i, j))
@@ -90,8 +95,10 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
     """The night's policy for every ``simulate.latency_ratios`` (``policy_r<ratio>.json``) and the
     next day's VMs scored by the night's models (``scores.parquet``): what `simulate` decides them with.
     `evaluate` already scored them for the night's own ratio; only the other ratios' LI is scored here."""
-    done = pd.read_parquet(night / "evaluation" / "decisions.parquet",
-                           columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed", "seen_slowed"])
+    path = night / "evaluation" / "decisions.parquet"
+    judged = ["touch_spill_pct"] if "touch_spill_pct" in pq.read_schema(path).names else []
+    done = pd.read_parquet(path, columns=["vm_id", "has_history", "um_raw", "p_insensitive", "p_exceed", "seen_slowed",
+                                          *judged])
     cols = {"vm_id": done.vm_id, "has_history": done.has_history, "um_raw": done.um_raw}
     for ratio in p.simulate.latency_ratios:
         path = night / f"{at_ratio('policy', ratio)}.json"
@@ -100,6 +107,8 @@ def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, histor
             cols[at_ratio("p_insensitive", ratio)] = done.p_insensitive
             cols[at_ratio("p_exceed", ratio)] = done.p_exceed       # the QoS monitor's score (optimize.monitor.monitor_flags)
             cols[at_ratio("seen_slowed", ratio)] = done.seen_slowed
+            if "touch_spill_pct" in done.columns:                      # qos.touches: judged
+                cols[at_ratio("touch_spill_pct", ratio)] = done.touch_spill_pct
             continue
         at = p.with_as_of(p.base.as_of, ratio)
         solve(at, li_dir, night / "um", night / "features", raw_dir, monitor_model=monitor).write(
@@ -119,7 +128,8 @@ def _flag_columns(vms: pd.DataFrame, raw_dir: Location | None, ratio: float, mod
         return {at_ratio("p_exceed", ratio): np.full(len(vms), np.nan),
                 at_ratio("seen_slowed", ratio): np.zeros(len(vms), bool)}
     f = monitor_flags(vms, raw_dir, ratio, models, p.qos, monitor)
-    return {at_ratio("p_exceed", ratio): f.p_exceed, at_ratio("seen_slowed", ratio): f.seen_slowed}
+    judged = {} if f.touch_spill_pct is None else {at_ratio("touch_spill_pct", ratio): f.touch_spill_pct}
+    return {at_ratio("p_exceed", ratio): f.p_exceed, at_ratio("seen_slowed", ratio): f.seen_slowed, **judged}
 
 
 def scores_before(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,

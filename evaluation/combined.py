@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pond.core.params import QosParams
-from pond.evaluation.qos import watch
+from pond.evaluation.qos import judged_touches, watch
 from pond.models.decision import POOL_ONLY, ZNUMA
 from pond.models.li import exceeds_pdm
 
@@ -125,10 +125,15 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
 
 def realize(vms: pd.DataFrame, decisions: dict[str, np.ndarray], table: pd.DataFrame, pdm: float,
             measured: pd.DataFrame | None, seen_slowed: np.ndarray, qos: QosParams, created: np.ndarray | None = None,
-            day: np.ndarray | None = None) -> pd.DataFrame:
+            day: np.ndarray | None = None, touch_spill_pct: np.ndarray | None = None) -> pd.DataFrame:
     """One policy's decisions judged per VM (``outcomes``) and watched by the QoS monitor (``evaluation.qos``):
     how `evaluate`, the promotion gate and `simulate` realize a policy. ``seen_slowed``: the monitor's flag of each
     VM as an insensitive call (``optimize.monitor.monitor_flags``); ``created``: the order the monitor's
-    flags come in (default: ``vms.created_at``); ``day``: whose capacity each VM draws on (default: one day)."""
+    flags come in (default: ``vms.created_at``); ``day``: whose capacity each VM draws on (default: one day);
+    ``touch_spill_pct``: per VM, the least spilled share the monitor flags a zNUMA's touch at (``qos.touches:
+    judged``, ``Flags.touch_spill_pct``); None: every touch flagged."""
     created = vms["created_at"].to_numpy() if created is None else created
-    return watch(outcomes(vms, decisions, table, pdm, measured), seen_slowed, created, qos.max_mitigated_share, day)
+    out = outcomes(vms, decisions, table, pdm, measured)
+    seen = None if touch_spill_pct is None else judged_touches(out["touched_known_gb"].to_numpy(float),
+                                                               decisions["local_gb"], touch_spill_pct)
+    return watch(out, seen_slowed, created, qos.max_mitigated_share, day, touch_seen=seen)

@@ -74,13 +74,15 @@ def judge(policy: Policy, vms: pd.DataFrame, s: Scores, models: Models, raw_dir:
     served = pd.DataFrame()
     for name, (knobs, um_raw) in variants.items():
         d = decide(vms.memory_gb.to_numpy(), has_history, p, um_raw, knobs)
-        out = sla_alpha(realize(vms, d, table, policy.pdm, measured, flags.seen_slowed, qos), keep, table, workload,
-                        policy.pdm)
+        out = sla_alpha(realize(vms, d, table, policy.pdm, measured, flags.seen_slowed, qos,
+                                touch_spill_pct=flags.touch_spill_pct), keep, table, workload, policy.pdm)
         metrics[name] = summarize(out, rate) | monitor_summary(out, rate) | alpha_summary(out, rate)
         if name == "served":
             served = out.assign(p_insensitive=p, has_history=has_history, um_raw=raw,
                                 untouched_pred=d["untouched_fraction"], p_exceed=flags.p_exceed,
                                 seen_slowed=flags.seen_slowed, created_at=created)
+            if flags.touch_spill_pct is not None:
+                served = served.assign(touch_spill_pct=flags.touch_spill_pct)
     for name in ("combined", "served"):     # the budget bounds what the monitor leaves slowed (Pond §6.4.3)
         metrics[name]["within_budget"] = metrics[name]["mispredictions_unmitigated"] <= metrics["budget"]
         metrics[name]["within_budget_raw"] = metrics[name]["mispredictions_conservative"] <= metrics["budget"]
@@ -114,7 +116,8 @@ def bundle_on(bundle_dir: Path, vms: pd.DataFrame, raw_dir: Location, qos: QosPa
                policy_knobs(policy)["served"])
     table, _ = truth_table(raw_dir, policy.latency_ratio)
     flags = monitor_flags(vms, raw_dir, policy.latency_ratio, models, qos, MonitorModel.load(paths.monitor_dir))
-    out = realize(vms, d, table, policy.pdm, measured_truth(raw_dir, policy.latency_ratio, vms), flags.seen_slowed, qos)
+    out = realize(vms, d, table, policy.pdm, measured_truth(raw_dir, policy.latency_ratio, vms), flags.seen_slowed, qos,
+                  touch_spill_pct=flags.touch_spill_pct)
     rate = policy.li.error_rate
     return {**summarize(out, rate), **monitor_summary(out, rate), "served_policy": served_name(policy)}
 

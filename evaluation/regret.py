@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pond.evaluation.qos import judged_touches
 from pond.models.decision import PolicyKnobs, decide
 from pond.optimize.solver import error_draws, error_rate
 
@@ -49,8 +50,11 @@ def realized_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarr
     return pool / mem.sum(), mis / n
 
 
-def _znuma(night: pd.DataFrame, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(zNUMA GB, overpredicted) per UM target (rows; NaN: off, zeros) and VM, had every VM been given a zNUMA."""
+def _znuma(night: pd.DataFrame, offsets: np.ndarray, touch_spill_pct: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(zNUMA GB, overpredicted) per UM target (rows; NaN: off, zeros) and VM, had every VM been given a zNUMA. With
+    ``touch_spill_pct`` (``optimize.monitor.touch_spill_pct``), the second is the overpredictions the QoS monitor
+    flags: those whose touched memory past the local node is at least that share of what the VM touched."""
     mem = night["memory_gb"].to_numpy(float)
     touched = night["touched_known_gb"].to_numpy(float)
     pool_z, op = np.zeros((len(offsets), len(mem))), np.zeros((len(offsets), len(mem)))
@@ -62,16 +66,19 @@ def _znuma(night: pd.DataFrame, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
         pool_z[j] = d["pool_gb"]
         with np.errstate(invalid="ignore"):
             op[j] = (d["pool_gb"] > 0) & (touched > d["local_gb"] + 1e-9)
+            if touch_spill_pct is not None:
+                op[j] *= judged_touches(touched, d["local_gb"], touch_spill_pct)
     return pool_z, op
 
 
 def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray, error_rate: np.ndarray,
-                     max_share: float, chunk: int = 16) -> np.ndarray:
+                     max_share: float, chunk: int = 16, touch_spill_pct: np.ndarray | None = None) -> np.ndarray:
     """Per pair, the share of the night's VMs mispredicted and left slowed by the QoS monitor, as
     ``evaluation.qos.watch`` leaves them on one day: an insensitive call flagged by its own counters
-    (``seen_slowed``, ``optimize.monitor.monitor_flags``) or a zNUMA that touches its node is mitigated, in order of creation
-    (``created_at``; row order without it), up to ``floor(max_share x VMs)``; a pool-only VM without truth
-    that is not mitigated counts the lab's ``error_rate``. ``chunk``: thresholds at a time (a chunk x VMs mask)."""
+    (``seen_slowed``, ``optimize.monitor.monitor_flags``) or a zNUMA that touches its node is mitigated, in order of
+    creation (``created_at``; row order without it), up to ``floor(max_share x VMs)``; a pool-only VM without truth
+    that is not mitigated counts the lab's ``error_rate``. ``chunk``: thresholds at a time (a chunk x VMs mask).
+    ``touch_spill_pct`` (per row of ``night``): a touch is flagged only where the monitor judges it (``_znuma``)."""
     order = np.argsort(night["created_at"].to_numpy(), kind="stable") if "created_at" in night.columns \
         else np.arange(len(night))
     night = night.iloc[order]
@@ -82,6 +89,7 @@ def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.nd
     eligible = night["has_history"].to_numpy(bool) & ~np.isnan(p)
     _, op = _znuma(night, offsets)
     op = op.astype(bool)
+    seen_op = op if touch_spill_pct is None else _znuma(night, offsets, np.asarray(touch_spill_pct)[order])[1] > 0
     cap = np.floor(max_share * len(night) + 1e-9)
     t = np.asarray(thresholds, float)
     rate = np.asarray(error_rate, float)
@@ -92,7 +100,7 @@ def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.nd
         fp, unknown = called & (sens == 1.0), called & np.isnan(sens)
         for j in range(len(offsets)):
             znuma_op = ~called & op[j][None, :]
-            flagged = (called & slowed[None, :]) | znuma_op
+            flagged = (called & slowed[None, :]) | (~called & seen_op[j][None, :])
             mitigated = flagged & (np.cumsum(flagged, axis=1) <= cap)
             left = ((fp | znuma_op) & ~mitigated).sum(axis=1) + rate[lo:lo + chunk] * (unknown & ~mitigated).sum(axis=1)
             out[lo:lo + chunk, j] = left / n

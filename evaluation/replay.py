@@ -116,6 +116,9 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
                 if at_ratio("seen_slowed", ratio) in s.columns:   # the QoS monitor's flag (backtest's nights write it)
                     d["seen_slowed"][idx] = s[at_ratio("seen_slowed", ratio)].to_numpy(bool)
+                if at_ratio("touch_spill_pct", ratio) in s.columns:   # qos.touches: judged (0: every touch flagged)
+                    d.setdefault("touch_spill_pct", np.zeros(len(vms), np.float32))[idx] = \
+                        s[at_ratio("touch_spill_pct", ratio)].to_numpy(np.float32)
         hit = np.zeros(len(vms), bool)
         hit[idx] = True
         return hit
@@ -400,8 +403,9 @@ def _watched(vms: pd.DataFrame, decided: np.ndarray, start: np.ndarray, decision
             if r is None or r == ratio:
                 name = row_name(policy, r)
                 q = unwatched if r is None else params.qos
+                judged = d["touch_spill_pct"][decided] if "touch_spill_pct" in d else None
                 w = realize(vms, {k: v[decided] for k, v in d.items()}, table, params.optimize.pdm, own[ratio],
-                            d["seen_slowed"][decided], q, created, created // 86400)
+                            d["seen_slowed"][decided], q, created, created // 86400, judged)
                 mitigated[(name, ratio)] = w["mitigated"].to_numpy()
                 rate = rates.get(ratio, 0.0)
                 sums = summarize(w[counted], rate) | monitor_summary(w[counted], rate)

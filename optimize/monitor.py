@@ -140,11 +140,14 @@ POOL_COUNTERS, RECORDED, FIRST_HOUR = "pool_counters", "vm_pool_counters", "firs
 @dataclass(frozen=True)
 class Flags:
     """Per VM: P(exceeds the PDM) as the monitor scores it (NaN: not seen), whether it flags the VM, and which
-    monitor it is (``POOL_COUNTERS``, ``RECORDED`` or ``FIRST_HOUR``)."""
+    monitor it is (``POOL_COUNTERS``, ``RECORDED`` or ``FIRST_HOUR``); with ``qos.touches: judged`` and the monitor
+    model on counters under the pool, the least spilled share at which it flags a zNUMA of the VM that touched its
+    pool node (``touch_spill_pct``; None: every touch flagged)."""
 
     p_exceed: np.ndarray
     seen_slowed: np.ndarray
     source: str
+    touch_spill_pct: np.ndarray | None = None
 
 
 def read_mechanisms(raw_dir: Location) -> pd.DataFrame | None:
@@ -163,8 +166,9 @@ def monitor_flags(vms: pd.DataFrame, raw_dir: Location, ratio: float, models: Mo
     p = pool_scores(vms, raw_dir, ratio, monitor)
     if p is not None:
         assert monitor is not None
+        least = touch_spill_pct(vms, raw_dir, ratio, monitor) if qos.touches == "judged" else None
         with np.errstate(invalid="ignore"):
-            return Flags(p, p >= monitor.threshold(ratio, whole=True), POOL_COUNTERS)
+            return Flags(p, p >= monitor.threshold(ratio, whole=True), POOL_COUNTERS, least)
     first = monitor_scores(models, vms, raw_dir, own)
     with np.errstate(invalid="ignore"):
         flags = first >= qos.threshold
@@ -216,11 +220,12 @@ def recorded_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor:
     return p
 
 
-def pool_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: MonitorModel | None
-                ) -> np.ndarray | None:
+def pool_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: MonitorModel | None,
+                spilled_pct: np.ndarray | None = None) -> np.ndarray | None:
     """P(exceeds the PDM) of each VM by the monitor model, on its own counts as they read with all its memory on the
     pool at ``ratio`` (NaN: no counters, or a workload the mechanisms do not know); None where there is no monitor
-    model, no ``vms.workload_id`` or no ``contract.POOL_FILE``."""
+    model, no ``vms.workload_id`` or no ``contract.POOL_FILE``. ``spilled_pct``: per VM, the share of its footprint
+    on the pool instead (0-100; a zNUMA that touched past its local node)."""
     mech = read_mechanisms(raw_dir) if monitor is not None and "workload_id" in vms.columns else None
     if mech is None or monitor is None:
         return None
@@ -231,7 +236,29 @@ def pool_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: Mon
     seen = counts.notna().any(axis=1).to_numpy() & m[m.columns[0]].notna().to_numpy()
     p = np.full(len(vms), np.nan)
     if seen.any():
-        under = on_pool(counts[seen].reset_index(drop=True), m[seen].reset_index(drop=True), ratio, 100.0)
-        p[seen] = monitor.p_exceeds(under, list(under.columns), np.ones(int(seen.sum())),
-                                    np.full(int(seen.sum()), ratio))
+        spilled = np.full(int(seen.sum()), 100.0) if spilled_pct is None else np.asarray(spilled_pct, float)[seen]
+        under = on_pool(counts[seen].reset_index(drop=True), m[seen].reset_index(drop=True), ratio, spilled)
+        p[seen] = monitor.p_exceeds(under, list(under.columns), spilled / 100.0, np.full(int(seen.sum()), ratio))
     return p
+
+
+SPILL_LEVELS = np.arange(5.0, 100.1, 5.0)
+
+
+def touch_spill_pct(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: MonitorModel | None,
+                    levels: np.ndarray = SPILL_LEVELS) -> np.ndarray | None:
+    """Per VM, the least share of its footprint on the pool (%, one of ``levels``) at which the monitor model flags
+    it at ``ratio`` (its threshold over every spilled share): Pond §4.4 moves a zNUMA that touched its pool node to
+    local DRAM only if the model says it suffers, and a VM's spill depends on the zNUMA a policy gave it. inf where
+    no level is flagged; 0 where the model cannot score the VM (no counters, an unknown workload): every touch
+    flagged, as without the model. None as ``pool_scores``."""
+    n, levels = len(vms), np.asarray(levels, float)
+    rows = vms.iloc[np.tile(np.arange(n), len(levels))].reset_index(drop=True)
+    p = pool_scores(rows, raw_dir, ratio, monitor, np.repeat(levels, n))
+    if p is None or monitor is None:
+        return None
+    p = p.reshape(len(levels), n)
+    with np.errstate(invalid="ignore"):
+        flagged = p >= monitor.threshold(ratio)
+    least = np.where(flagged.any(axis=0), levels[np.argmax(flagged, axis=0)], np.inf)
+    return np.where(np.isnan(p).all(axis=0), 0.0, least)

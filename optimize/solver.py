@@ -37,6 +37,9 @@ order of creation, so in proportion), and a caught error is not charged:
     m(t, j)     = min(1, cap / flags(t, j))                   the share of flags mitigated
     left(t, j)  = LI_vm(t) * q(t) - m * caught(t) + (1 - LI_vm(t)) * OP_j * (1 - m)
 
+(with ``qos.touches: judged`` the monitor moves only the touches it judges to suffer, and the last term is
+``(1 - LI_vm(t)) * OP_j``: the budget still counts the others, Pond's Eq. 1.)
+
 ``rho(t)``: the monitor model's recall, on lab workloads it never saw with the whole footprint on the pool, among
 the lab's LI errors at ``t`` (its lower bound at ``confidence``; ``optimize.monitor.band_recall``): near the LI
 boundary those are marginal workloads, which a recall over every run past the PDM overstates; ``f_lo``/``f_hi``: the share of the calls it flagged on the recent days (their ``1 -
@@ -171,6 +174,8 @@ class Credit:
     recall: np.ndarray | float  # rho per LI candidate: its held-out recall among the lab's LI errors, all on the pool
     flags_lo: np.ndarray        # per LI candidate, the share of the calls it flags tonight: a low quantile ...
     flags_hi: np.ndarray        # ... and a high one
+    touches_mitigated: bool = True  # False (qos.touches: judged): an overpredicted zNUMA is charged whether or not
+    # the monitor moves it; it still asks for the capacity (the caught calls' share is not overstated)
 
     def left(self, li_vm: np.ndarray, q: np.ndarray, op: np.ndarray) -> np.ndarray:
         """``left(t, j)`` (broadcast as ``_left``'s arguments; the flags per LI candidate along the first axis)."""
@@ -179,7 +184,7 @@ class Credit:
         um = (1.0 - li_vm) * op
         asked = li_vm * hi + um
         m = np.where(asked > self.cap, self.cap / np.maximum(asked, 1e-12), 1.0)
-        return li_vm * q - m * caught + um * (1.0 - m)
+        return li_vm * q - m * caught + (um * (1.0 - m) if self.touches_mitigated else um)
 
     def caught_share(self, i: int, li_vm: float, q: float, op: float) -> float:
         """The share of LI candidate ``i``'s errors taken as mitigated at error rate ``q`` and OP ``op``

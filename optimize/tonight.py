@@ -184,10 +184,13 @@ class MonitorEvidence:
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
         (their ``confidence`` quantile) have spent its capacity: ``floor(qos.max_mitigated_share x VMs a day)``.
-        None where the monitor is not credited (``optimize.credit_mitigation``). Without counters it sees no LI
+        None where the monitor is not credited (``optimize.credit_mitigation``); 0 where it moves only the touches it
+        judges to suffer (``qos.touches: judged``), which the budget still counts. Without counters it sees no LI
         call."""
         if not params.optimize.credit_mitigation:
             return None
+        if params.qos.touches == "judged":        # a touch is moved only where the monitor judges it: none counted on
+            return np.zeros(len(li_vm))
         cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
         level = params.optimize.confidence
         flags = (np.zeros(len(li_vm)) if self.flags is None
@@ -210,7 +213,7 @@ class MonitorEvidence:
         cap = np.floor(params.qos.max_mitigated_share * vms_per_day + 1e-9) / max(vms_per_day, 1.0)
         lo, hi = ((self.flags.mean, self.flags.mean) if level is None else
                   (np.clip(self.flags.quantile(q), 0.0, 1.0) for q in (1.0 - level, level)))
-        return Credit(float(cap), np.asarray(rho, float), lo, hi)
+        return Credit(float(cap), np.asarray(rho, float), lo, hi, touches_mitigated=params.qos.touches == "every")
 
 
 def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, sess: Any, model: dict,

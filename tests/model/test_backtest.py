@@ -107,3 +107,29 @@ def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_r
     assert run_pond(["--params", str(params_file(tmp_path / "short.yaml", params)), "backtest",
                      *backtest_args(small_raw, small_bundle, tmp_path / "short")]) == 2
     assert "no backtest night before 2026-01-03 had VMs to train on" in capsys.readouterr().err
+
+
+def test_with_touches_judged_a_zNUMA_is_moved_only_where_the_monitor_flags_its_spill(small_raw, small_bundle, tmp_path,
+                                                                                     monkeypatch):
+    """``qos.touches: judged`` (Pond §4.4): evaluate moves an overpredicted zNUMA to local DRAM only where the monitor
+    model flags it at its spilled share, the nights' grids replay what evaluate left slowed for the chosen pair, and
+    simulate's scores carry the judgement at every ratio."""
+    from pond.evaluation.qos import judged_touches
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    params = small_params()
+    params["qos"]["touches"] = "judged"
+    assert run_pond(["--params", str(params_file(tmp_path / "params.yaml", params)), "backtest", "2",
+                     *backtest_args(small_raw, small_bundle, tmp_path)]) == 0
+    out = tmp_path / "out"
+    nights = pd.read_csv(out / "nights.csv")
+    assert nights.chosen_unmitigated.to_numpy() == pytest.approx(nights.realized_unmitigated.to_numpy(), abs=1e-9)
+    touches = judged = 0
+    for night in nights.as_of:
+        d = pd.read_parquet(out / night / "evaluation" / "decisions.parquet")
+        zn = (d.pool_gb > 0) & ~d.li_called & d.overpredicted
+        seen = judged_touches(d.touched_known_gb, d.memory_gb - d.pool_gb, d.touch_spill_pct)
+        assert (d.flagged[zn] == seen[zn]).all()
+        touches, judged = touches + int(zn.sum()), judged + int((zn & seen).sum())
+        assert {"touch_spill_pct_r1.82", "touch_spill_pct_r2.22"} <= set(pd.read_parquet(out / night / "scores.parquet"))
+    assert touches > 0 and judged < touches           # the monitor leaves some touches on the pool

@@ -46,6 +46,41 @@ def test_a_vm_whose_pool_raises_its_miss_latency_is_flagged_and_one_that_runs_th
     assert f.p_exceed[0] >= monitor.threshold(2.22) > f.p_exceed[1] and np.isnan(f.p_exceed[2])
 
 
+
+def test_a_vm_scores_by_the_share_of_its_footprint_on_the_pool(night, tmp_path):
+    """``pool_scores`` with ``spilled_pct`` (a zNUMA that touched past its local node): the bound workload's
+    counters with nothing on the pool read as its local ones and are not flagged; all of it there, they are."""
+    from pond.optimize.monitor import pool_scores
+
+    _policy, _models, monitor = night
+    hand = _workload(workload_id="w/bound", d=0.28, h=0.2, c=1.3, u=0.5, cold=0.0)
+    local = event_rates(hand, np.random.default_rng(1))
+    mechanisms(hand, local).to_parquet(tmp_path / POOL_FILE, index=False)
+    (local * 1e11).assign(vm_id=["vm-a"]).to_parquet(tmp_path / "vm_counters.parquet", index=False)
+    vms = pd.DataFrame({"vm_id": ["vm-a"] * 3, "workload_id": ["w/bound"] * 3})
+    p = pool_scores(vms, tmp_path, 2.22, monitor, np.array([0.0, 50.0, 100.0]))
+    assert p is not None and p[0] < monitor.threshold(2.22) <= p[2]
+    assert p[2] == pytest.approx(pool_scores(vms, tmp_path, 2.22, monitor)[0])
+
+
+def test_a_touch_is_judged_from_the_least_spill_the_monitor_flags(night, tmp_path):
+    """``touch_spill_pct``: the bound workload is flagged from some spilled share on (and not 5 points below it),
+    the compute-bound one at none, and a VM without counters at any (every touch flagged, as without the model)."""
+    from pond.optimize.monitor import pool_scores, touch_spill_pct
+
+    _policy, _models, monitor = night
+    hand = pd.concat([_workload(workload_id="w/bound", d=0.28, h=0.2, c=1.3, u=0.5, cold=0.0),
+                      _workload(workload_id="w/compute", d=0.0, h=0.0, w=0.0, u=0.0)], ignore_index=True)
+    local = event_rates(hand, np.random.default_rng(1))
+    mechanisms(hand, local).to_parquet(tmp_path / POOL_FILE, index=False)
+    (local * 1e11).assign(vm_id=["vm-a", "vm-b"]).to_parquet(tmp_path / "vm_counters.parquet", index=False)
+    vms = pd.DataFrame({"vm_id": ["vm-a", "vm-b", "vm-c"], "workload_id": ["w/bound", "w/compute", "w/bound"]})
+    least = touch_spill_pct(vms, tmp_path, 2.22, monitor)
+    assert least is not None and 5.0 <= least[0] <= 100.0 and least[0] % 5 == 0
+    assert least[1] == np.inf and least[2] == 0.0
+    at = pool_scores(vms.iloc[[0, 0]], tmp_path, 2.22, monitor, np.array([least[0] - 5.0, least[0]]))
+    assert at[0] < monitor.threshold(2.22) <= at[1]
+
 def test_the_flags_read_counters_and_never_the_truth(night, small_raw, tmp_path, monkeypatch):
     """The same flags on a copy of the data without any slowdown truth (population truth, lab slowdowns) and with
     the VMs' untouched memory erased; the only tables read are the counters and the pool's mechanisms."""

@@ -101,6 +101,11 @@ def test_caught_li_errors_are_not_charged_beyond_the_flags_or_the_capacity():
     half = Credit(0.011, 0.9, np.array([0.0, 0.006]), np.array([0.0, 0.01]))
     np.testing.assert_allclose(grid(*args, credit=half).mean[1, 1], 0.4 * q - 0.5 * 0.4 * 0.006 + 0.5 * 0.6 * 0.03)
     assert half.caught_share(1, 0.4, q, 0.03) == pytest.approx(0.5 * 0.006 / q)
+    # qos.touches: judged: the monitor moves only the touches it judges to suffer; every OP is charged, and the
+    # capacity it may ask for still halves what the calls' flags get
+    judged = Credit(0.011, 0.9, np.array([0.0, 0.006]), np.array([0.0, 0.01]), touches_mitigated=False)
+    np.testing.assert_allclose(grid(*args, credit=judged).mean[1, 1], 0.4 * q - 0.5 * 0.4 * 0.006 + 0.6 * 0.03)
+    np.testing.assert_allclose(grid(*args, credit=judged).mean[0, 1], 0.03)
 
     rng = np.random.default_rng(3)
     li, qs, op = rng.random((50, 1)), rng.random((50, 1)) * 0.2, rng.random((1, 7)) * 0.1
@@ -177,3 +182,15 @@ def test_the_recall_near_each_threshold_is_among_the_lab_s_li_errors_nearest_it(
     out = over_recall(flags, np.array([0.5, 0.25]))
     np.testing.assert_allclose(out.center, [0.02, 0.04])
     np.testing.assert_allclose(out.scale, [0.004, 0.008])
+
+
+def test_with_touches_judged_no_capacity_is_counted_on_for_zNUMA_overpredictions():
+    from pond.core.params import Params
+    from pond.optimize.tonight import MonitorEvidence
+
+    flags = NextNight(np.array([0.0, 0.01]), np.array([0.0, 0.002]), np.full(2, 5.0))
+    seen = MonitorEvidence(None, flags, {}, (np.array([9.0, 9.0]), np.array([10.0, 10.0])))
+    every, judged = Params(), Params(qos={"touches": "judged"})
+    assert (seen.spare(every, np.array([0.0, 0.4]), 350.0) > 0).all()
+    np.testing.assert_array_equal(seen.spare(judged, np.array([0.0, 0.4]), 350.0), [0.0, 0.0])
+    assert seen.credit(every, 350.0).touches_mitigated and not seen.credit(judged, 350.0).touches_mitigated

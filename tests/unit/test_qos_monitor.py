@@ -87,3 +87,19 @@ def test_the_monitor_sees_a_vm_s_own_counters_summed_and_nothing_of_a_vm_without
     assert got.index.tolist() == sorted([a, "007"])
     pd.testing.assert_series_equal(got.loc[a], want.loc[a], check_exact=False, rtol=1e-6)
     pd.testing.assert_series_equal(got.loc["007"].rename(b), want.loc[b], check_exact=False, rtol=1e-6)
+
+
+def test_a_touched_znuma_the_monitor_judges_within_the_pdm_leaves_its_mitigation_to_a_slowed_call():
+    """Pond §4.4: a zNUMA that touched its pool node is moved to local DRAM only if the monitor judges it to suffer.
+    Room for 3: by creation v3, v0 and the touched zNUMA v1 take it, and the caught call v2 stays slowed; judged
+    within the PDM, v1 is not flagged and v2 is mitigated. v1 still counts as an unmitigated overprediction."""
+    out, p, created = _day()
+    every = watch(out, p, created, max_share=0.015).set_index("vm")
+    assert every.index[every.mitigated].tolist() == ["v0", "v1", "v3"]
+    judged = np.ones(len(out), bool)
+    judged[1] = False
+    w = watch(out, p, created, max_share=0.015, touch_seen=judged).set_index("vm")
+    assert w.index[w.flagged].tolist() == ["v0", "v2", "v3"]
+    assert w.index[w.mitigated].tolist() == ["v0", "v2", "v3"]
+    assert w.index[w.unmitigated].tolist() == ["v1", "v4", "v5"]
+    assert watch(out, p, created, max_share=0.015, touch_seen=np.ones(len(out), bool)).equals(every.reset_index())
