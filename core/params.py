@@ -335,6 +335,11 @@ class SimParams(Section):
                             "figure's interval spans (simulator.intervals)")
     interval_draws: int = Field(2000, ge=100, description="cluster draws (with replacement) behind each interval; "
                                 "seeded by base.seed")
+    reach_share: float = Field(0.01, ge=0, lt=1, description=(
+        "the sizing answer's verdict: each draw leaves out this share of the VMs and sizes the pair again; decided "
+        "only beyond the largest change of their difference (simulator.placement_reach)"))
+    reach_draws: int = Field(3, ge=0, description="draws behind that reach, seeded by base.seed; 0: the interval over "
+                             "clusters alone decides")
     buy_days: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description=(
         "days at the start of the measured window the DRAM is bought on (local GB per server, GB per pool), "
         "judged on the rest (its arrivals that no longer fit are counted, and DIMMs added where they must); 0: "

@@ -60,6 +60,8 @@ from pond.models.decision import LABELS, LOCAL_ONLY, ZNUMA, PolicyKnobs, decide,
 from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
 from pond.simulator.intervals import Savings, cluster_draws, with_intervals
+from pond.simulator.placement_reach import Sizer, reach
+from pond.simulator.sizing import Policy as SizedPolicy
 from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster
 from pond.simulator.sizing_report import cluster_scale, served, sizing_metrics, summarize_sizing
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
@@ -344,19 +346,19 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     question = Question(placement.sockets_per_host, sp.pool_sockets, bought, sp.sockets_per_server * sp.socket_vcpus,
                         sp.max_move_rate, placement.assignment != "trace" and sp.placement == "pool_aware",
                         None if judged == bought else judged, sp.search == "scan")
-    if client is None:
-        table = fleet_sizing(trace, policies, question)
-    else:
+    size = fleet_sizing if client is None else partial(fleet_sizing_by_cluster, partial(run_all, client))
+    if client is not None:
         print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
-        table = fleet_sizing_by_cluster(partial(run_all, client), trace, policies, question)
+    table = size(trace, policies, question)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     draws = cluster_draws(int(table.cluster.nunique()), sp.interval_draws, params.base.seed)
     savings = Savings(table, "required_gb", draws, sp.interval)
     fleet = with_intervals(summarize_sizing(table, sp), savings, Savings(table, "peak_required_gb", draws, sp.interval),
                            Savings(table, "kept_peak_required_gb", draws, sp.interval))
+    moved = partial(_reach, size, trace, policies, question, table, sp, params.base.seed)
     metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
                              int(created_in.sum()), int((created_in & ~scored).sum()),
-                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings)
+                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings, moved)
     if nights is not None and params.optimize.serve == "answer":    # tonight's optimize serves this answer
         metrics["served"] = served(metrics["policies"], {r: a["policy"] for r, a in metrics["answer"].items()})
     metrics["cluster_scale"] = cluster_scale(table, question.pool_sockets, question.sockets_per_server,
@@ -364,6 +366,15 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     metrics["steady_state"] = steady if nights is not None else {"memory_hours_decided_pct": 100.0,
                                                                  "memory_hours_decided_before_creation_pct": None}
     return Replayed(table, fleet, metrics, realized, label)
+
+
+def _reach(size: Sizer, trace: Trace, policies: dict[str, SizedPolicy], q: Question, table: pd.DataFrame,
+           sp: SimParams, seed: int, a: tuple[str, int], b: tuple[str, int]) -> float:
+    """The pair's placement reach (``simulator.placement_reach``), printed: it costs a few sizings of the two."""
+    got = reach(size, trace, policies, q, table, a, b, sp.reach_share, sp.reach_draws, seed)
+    print(f"simulate: {a[0]} ({a[1]} sockets) against {b[0]} ({b[1]}): {sp.reach_draws} draws leaving out "
+          f"{sp.reach_share:.0%} of the VMs move the difference by up to {100 * got:.2f} points")
+    return got
 
 
 def decided_share(start: np.ndarray, end: np.ndarray, mem: np.ndarray, scored: np.ndarray, before: np.ndarray,

@@ -158,17 +158,19 @@ def _answer(a: dict[str, Any] | None) -> str:
 
 
 def _verdict(a: dict[str, Any]) -> str:
-    """Whether the answer beats its runner-up beyond their paired interval over clusters (in points)."""
+    """Whether the answer beats its runner-up beyond their paired interval over clusters (in points) and, where it
+    was asked, beyond the replay's own reach (``simulator.placement_reach``)."""
     if a["policy"] == "all_local":
         return f"no pool: {_name(a.get('no_pool_for'))} buys none"
     if "difference_interval" not in a:
         return "the point estimate (no cluster draws)"
     lo, hi = (100 * x for x in a["difference_interval"])
+    reach = "" if a.get("placement_reach") is None else f", reach {100 * a['placement_reach']:.1f}"
     if a.get("undecided_between"):
         best, other = (_name(x) for x in a["undecided_between"])
         own = "" if a["policy"] in a["undecided_between"] else f"; the solver's own rule, {_name(a['policy'])}, named"
-        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}{own}"
-    return f"beats {_name(a.get('runner_up'))} by {lo:+.1f} to {hi:+.1f} points"
+        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}{reach}{own}"
+    return f"beats {_name(a.get('runner_up'))} by {lo:+.1f} to {hi:+.1f} points{reach}"
 
 
 def to_markdown(rows: list[tuple[str, str, str]], title: str, last: str | None = None) -> str:

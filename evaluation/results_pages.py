@@ -130,9 +130,11 @@ def dram_figures(m: Metrics) -> str:
     for ratio, a in s.get("answer", {}).items():
         tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
         verdict = "decided" if a.get("decided") else f"undecided between {tied}"
+        reach = "" if a.get("placement_reach") is None else \
+            f", the replay's own reach {100 * a['placement_reach']:.1f} points"
         out.append(f"- Sizing answer at {float(ratio):.0%}: `{split_ratio(a.get('policy', '-'))[0]}` on "
                    f"{a.get('pool_sockets')}-socket pools, {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} "
-                   f"DRAM saved ({verdict}; difference with the runner-up{_iv(a.get('difference_interval'))}).")
+                   f"DRAM saved ({verdict}; difference with the runner-up{_iv(a.get('difference_interval'))}{reach}).")
     return "\n".join(out)
 
 
@@ -293,9 +295,15 @@ def in_short(m: Metrics) -> str:
     own = "the solver's own rule (Pond's Eq. 1 with the cap that saves most)"
     for ratio, a in s.get("answer", {}).items():
         tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
-        verdict = (f"it beats the runner-up `{split_ratio(a.get('runner_up', '-'))[0]}` beyond their paired interval"
-                   if a.get("decided") else f"the interval cannot separate {tied} (difference "
-                   f"{_iv(a.get('difference_interval')).strip()} points), so the answer is {own}")
+        moved, diff = a.get("placement_reach"), _iv(a.get("difference_interval")).strip()
+        if a.get("decided"):
+            verdict = (f"it beats the runner-up `{split_ratio(a.get('runner_up', '-'))[0]}` beyond their paired "
+                       "interval" + ("" if moved is None else f" and the replay's own reach ({100 * moved:.1f} points)"))
+        elif moved is None:
+            verdict = f"the interval cannot separate {tied} (difference {diff} points), so the answer is {own}"
+        else:
+            verdict = (f"{tied} differ by {diff} points over clusters, within the replay's own reach "
+                       f"({100 * moved:.1f} points: leaving out a few VMs moves it that far), so the answer is {own}")
         name = split_ratio(a.get("policy", "-"))[0]
         out.append(f"At {float(ratio):.0%} latency the replay's sizing answer is `{name}` on {a.get('pool_sockets')}"
                    f"-socket pools: {_pct(a.get('savings'))}{_iv(a.get('savings_interval'))} of DRAM saved against "

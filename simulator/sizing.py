@@ -141,7 +141,7 @@ def _parts(policy: Policy) -> tuple[np.ndarray, np.ndarray | None]:
         (np.asarray(policy, float), None)
 
 
-def _take(policy: Policy, i: np.ndarray) -> Policy:
+def take_policy(policy: Policy, i: np.ndarray) -> Policy:
     return (np.asarray(policy[0])[i], np.asarray(policy[1])[i]) if isinstance(policy, tuple) else np.asarray(policy)[i]
 
 
@@ -407,7 +407,7 @@ def fleet_sizing_by_cluster(run: Callable[[Callable, list[tuple]], list], t: Tra
         i = np.flatnonzero((cluster == code) & keep)
         vms = t.take(i)
         tasks.append((vms, {}, q, True))
-        tasks += [(vms, {name: _take(v, i)}, q, False) for name, v in sized.items()]
+        tasks += [(vms, {name: take_policy(v, i)}, q, False) for name, v in sized.items()]
     parts = run(_quiet_sizing, tasks)
     if not parts:
         return fleet_sizing(t, policies, q)

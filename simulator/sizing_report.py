@@ -4,6 +4,7 @@ policy saves; printed, as metrics and as Fig. 21."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from pond.core.plots import pyplot, save_figure
 from pond.models.names import ALL_LOCAL, split_ratio
 from pond.simulator.intervals import Savings
 from pond.simulator.pool_sim import Placement
+
+Reach = Callable[[tuple[str, int], tuple[str, int]], float]   # a pair's placement reach (simulator.placement_reach)
 
 HEADLINE_SOCKETS = 16   # Pond Finding 9 quotes savings at a 16-socket pool
 
@@ -60,15 +63,18 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
     return out.drop(columns=["local_gb", "pool_gb"])
 
 
-def answer(policies: dict[str, Any], budget: float, savings: Savings | None = None) -> dict[str, Any]:
+def answer(policies: dict[str, Any], budget: float, savings: Savings | None = None,
+           reach: Reach | None = None) -> dict[str, Any]:
     """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
     realized mispredictions, those the QoS monitor left slowed where it ran, are within ``budget``, the one
     whose recommended pool saves the most. Chosen on the window it is measured on, as a provider chooses
     hardware from its history.
 
     With ``savings`` (the cluster draws), the answer is *decided* only when the best saves more than the
-    runner-up (all local when it has none) beyond their paired interval. Otherwise the answer says so, names
-    both, and falls back to the solver's own policy: Pond's combined rule, with the pool cap that saves most."""
+    runner-up (all local when it has none) beyond their paired interval, and with ``reach`` (the replay's own
+    reach for the pair, ``simulator.placement_reach``) only when the interval's low end is beyond it too.
+    Otherwise the answer says so, names both, and falls back to the solver's own policy: Pond's combined rule,
+    with the pool cap that saves most."""
     eligible: dict[str, list[tuple[str, dict[str, Any], float, float]]] = {}
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
@@ -86,8 +92,11 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
             runner = rows[1] if len(rows) > 1 else None
             other = (runner[0], runner[1]["recommended_pool_sockets"]) if runner else ("all_local", 0)
             lo, hi = savings.difference((name, p["recommended_pool_sockets"]), other)
-            a |= {"decided": lo > 0, "difference_interval": [lo, hi]}
-            if lo > 0:
+            moved = reach((name, p["recommended_pool_sockets"]), other) if reach is not None and lo > 0 else None
+            decided = lo > (moved or 0.0)
+            a |= {"decided": decided, "difference_interval": [lo, hi]} | (
+                {} if moved is None else {"placement_reach": moved})
+            if decided:
                 a |= {"runner_up": other[0], "runner_up_pool_sockets": other[1]}
             else:                        # the pair the interval cannot separate, neither of them perhaps served
                 a["undecided_pool_sockets"] = [p["recommended_pool_sockets"], other[1]]
@@ -108,8 +117,8 @@ def _no_pool(a: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
     service can serve (``optimize.serve: answer``), rather than a policy whose pool was never bought. Decided when
     even the best policy within the budget saves nothing at any pool size; otherwise the answer was undecided and
     the solver's own policy, which it falls back to, buys no pool."""
-    keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "undecided_between",
-                              "undecided_pool_sockets") if k in a}
+    keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "placement_reach",
+                              "undecided_between", "undecided_pool_sockets") if k in a}
     return {"policy": ALL_LOCAL, "pool_sockets": 0, **{k: v for k, v in best["recommended"].items()
                                                         if k != "savings_interval"},
             "savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0, "savings_interval": [0.0, 0.0],
@@ -146,9 +155,10 @@ def _interval(row: pd.Series, column: str) -> dict[str, list[float]]:
 
 def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement: Placement,
                    label: str, budget: float, window_vms: int, unscored: int, warm: int,
-                   served_names: dict[str, str] | None = None, savings: Savings | None = None) -> dict[str, Any]:
+                   served_names: dict[str, str] | None = None, savings: Savings | None = None,
+                   reach: Reach | None = None) -> dict[str, Any]:
     """`simulate`'s metrics: per policy its recommended pool and savings at the headline size, the
-    sizing answer and what the served policy saves."""
+    sizing answer (``reach``: ``answer``'s) and what the served policy saves."""
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
     judged_rate = float(base.judged_moves.sum() / max(base.judged_vms.sum(), 1))
@@ -195,7 +205,7 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
                                              for p, r in head.iterrows()},
             "interval": None if savings is None else {"level": savings.level, "draws": len(savings.weights),
                                                       "resampled": "clusters"},
-            "misprediction_budget": budget, "answer": answer(policies, budget, savings),
+            "misprediction_budget": budget, "answer": answer(policies, budget, savings, reach),
             "served": served(policies, served_names or {}), "policies": policies}
 
 
@@ -240,11 +250,14 @@ def _verdict(a: dict[str, Any]) -> str:
     if "difference_interval" not in a:
         return ""
     lo, hi = a["difference_interval"]
+    moved = a.get("placement_reach")
+    beyond = "" if moved is None else f", the replay's own reach {100 * moved:.2f}"
     if a.get("undecided_between"):
         best, other = a["undecided_between"]
         return (f"; undecided: {best} against {other} differs by {100 * lo:+.2f} to {100 * hi:+.2f} points over "
-                "clusters (90%), so the solver's own policy is named")
-    return f"; decided: beats {a['runner_up']} by {100 * lo:+.2f} to {100 * hi:+.2f} points over clusters (90%)"
+                f"clusters (90%){beyond}, so the solver's own policy is named")
+    return (f"; decided: beats {a['runner_up']} by {100 * lo:+.2f} to {100 * hi:+.2f} points over clusters "
+            f"(90%){beyond}")
 
 
 def print_report(m: dict[str, Any]) -> None:

@@ -76,6 +76,37 @@ def test_an_undecided_answer_says_so_and_falls_back_to_the_solver_s_policy():
     assert answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15}), 0.02)["1.82"]["policy"] == "a_r1.82"
 
 
+def test_a_verdict_within_the_replay_s_own_reach_is_undecided():
+    # a beats combined by 5 points on every cluster, but leaving out 1% of the VMs moves their difference by 6
+    t = _table({"all_local": [100] * 6, "a_r1.82": [80] * 6, "combined_r1.82": [85] * 6})
+    s = Savings(t, "required_gb", cluster_draws(6, 1000, 3), 0.9)
+    asked = []
+
+    def reach(a: tuple[str, int], b: tuple[str, int]) -> float:
+        asked.append((a, b))
+        return moved
+
+    moved = 0.06
+    got = answer(_policies({"a_r1.82": 0.2, "combined_r1.82": 0.15}), 0.02, s, reach)["1.82"]
+    assert asked == [(("a_r1.82", 16), ("combined_r1.82", 16))]
+    assert not got["decided"] and got["placement_reach"] == 0.06 and got["policy"] == "combined_r1.82"
+    assert got["undecided_between"] == ["a_r1.82", "combined_r1.82"] and "runner_up" not in got
+    moved = 0.04                                             # within the interval's low end: decided, as before
+    got = answer(_policies({"a_r1.82": 0.2, "combined_r1.82": 0.15}), 0.02, s, reach)["1.82"]
+    assert got["decided"] and got["policy"] == "a_r1.82" and got["placement_reach"] == 0.04
+
+
+def test_the_reach_is_asked_only_where_the_interval_over_clusters_decides():
+    t = _table({"all_local": [100] * 8, "a_r1.82": [70, 70, 70, 70, 95, 95, 95, 95], "combined_r1.82": [85] * 8})
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+
+    def reach(a: tuple[str, int], b: tuple[str, int]) -> float:
+        raise AssertionError("an undecided pair costs no sizing")
+
+    got = answer(_policies({"a_r1.82": 0.175, "combined_r1.82": 0.15}), 0.02, s, reach)["1.82"]
+    assert not got["decided"] and "placement_reach" not in got
+
+
 def _no_pool(names: list[str], pool_sockets: int = 0) -> dict:
     """Policies whose recommended pool is none: every pool size costs more DRAM than all local."""
     return {name: {"recommended_pool_sockets": pool_sockets,

@@ -99,6 +99,19 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
                                  "combined_cap30pct, named")
 
 
+def test_a_verdict_gives_the_replay_s_own_reach_where_it_was_asked():
+    a = {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0489, "decided": False,
+         "local_gb_per_server": 254, "gb_per_pool": 2006, "realized_mispredictions": 0.0162,
+         "difference_interval": [0.0129, 0.0526], "placement_reach": 0.028,
+         "undecided_between": ["um_only_r1.82", "combined_cap30pct_r1.82"]}
+    rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
+    assert rows["  verdict"] == "undecided: um_only +1.3 to +5.3 pts vs combined_cap30pct, reach 2.8"
+    a |= {"decided": True, "placement_reach": 0.004, "runner_up": "combined_cap30pct_r1.82"}
+    del a["undecided_between"]
+    rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
+    assert rows["  verdict"] == "beats combined_cap30pct by +1.3 to +5.3 points, reach 0.4"
+
+
 def test_an_answer_that_buys_no_pool_says_all_local():
     a = {"policy": "all_local", "pool_sockets": 0, "savings": 0.0, "savings_interval": [0.0, 0.0],
          "no_pool_for": "combined_r1.82", "decided": True, "difference_interval": [0.0, 0.0]}

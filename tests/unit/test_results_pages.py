@@ -49,6 +49,10 @@ def test_known_metrics_give_known_text():
     assert "| `um_only` (1.82) | -1.5% [-8.3, +6.0] | - | no pool | 0.0% | - |" in text
     assert ("- Sizing answer at 182%: `combined` on 64-socket pools, 3.2% [-8.0, +16.5] DRAM saved (undecided "
             "between `um_only` and `combined`; difference with the runner-up [-6.5, +8.5]).") in text
+    sim["simulate"]["answer"]["1.82"] |= {"difference_interval": [0.0129, 0.0526], "placement_reach": 0.028}
+    assert ("- Sizing answer at 182%: `combined` on 64-socket pools, 3.2% [-8.0, +16.5] DRAM saved (undecided "
+            "between `um_only` and `combined`; difference with the runner-up [+1.3, +5.3], the replay's own reach 2.8 "
+            "points).") in rp.dram_figures(sim)
 
 
 def test_a_hand_edited_figure_is_rendered_back(tmp_path):
