@@ -26,7 +26,7 @@ from pond.core.errors import TooLittleHistory
 from pond.core.params import Params, QosParams
 from pond.core.plots import pyplot, save_figure
 from pond.evaluation.compare import psi
-from pond.evaluation.regret import admitted, best_admitted, best_fixed, realized_grid, unmitigated_grid
+from pond.evaluation.regret import admitted, best_admitted, best_fixed, realized_grid, unmitigated_grid, znuma_local_gb
 from pond.features.build import snapshot
 from pond.features.partitioned import partitioned_snapshots
 from pond.features.shuffle import scratch_folder
@@ -64,12 +64,15 @@ def input_drift(vmf: pd.DataFrame, as_of: pd.Timestamp, train_days: int,
 
 
 def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qos: QosParams,
-                 touch_spill_pct: np.ndarray | None = None) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
+                 touch_spill_pct: np.ndarray | None = None, counted: Callable[[np.ndarray], np.ndarray] | None = None
+                 ) -> tuple[dict[str, float], np.ndarray, np.ndarray, list]:
     """The night's regret over the candidates the solver chose from (LI thresholds, UM targets), and their
     realized grids (pool share, mispredictions the QoS monitor leaves slowed: what the budget bounds) with the
     candidates: (thresholds, UM targets, None first: off). ``regret_raw``: the same yardstick on the raw figure.
     ``touch_spill_pct``: per row of ``decisions``, a zNUMA's touch flagged only where the monitor judges it
-    (``evaluation.regret.unmitigated_grid``); default: the decisions' own column (``qos.touches: judged``), if any."""
+    (``evaluation.regret.unmitigated_grid``); default: the decisions' own column (``qos.touches: judged``), if any.
+    ``counted``: given each UM target's local GB per VM (targets x rows), the overpredictions the count keeps
+    (``unmitigated_grid``'s); None: every one."""
     li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy.latency_ratio, policy.pdm)
     thresholds = li.threshold.to_numpy(float)
     q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
@@ -80,7 +83,9 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
     if touch_spill_pct is None and "touch_spill_pct" in night.columns:
         touch_spill_pct = night["touch_spill_pct"].to_numpy(float)
     pool, mis = realized_grid(night, thresholds, offsets, q)
-    left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share, touch_spill_pct=touch_spill_pct)
+    keep = None if counted is None else counted(znuma_local_gb(night, offsets))
+    left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share, touch_spill_pct=touch_spill_pct,
+                            counted=keep)
     i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
     j = 1 + targets.index(policy.um.target_op) if policy.um.enabled else 0
     out = regret(pool, left, policy.misprediction_budget, (i, j))

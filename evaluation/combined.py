@@ -56,6 +56,21 @@ def slowdown_at(table: pd.DataFrame, workload_id: pd.Series, spilled_pct: np.nda
     return out
 
 
+def slowed_by_spill(table: pd.DataFrame, workload_id: pd.Series, touched_gb: np.ndarray, local_gb: np.ndarray,
+                    pdm: float) -> np.ndarray:
+    """Whether each VM's spill (its touched memory past ``local_gb``, as a share of what it touched) slows its
+    workload past the PDM; ``local_gb`` may carry a leading axis (one row per allocation). False where the workload
+    has no truth or nothing was touched."""
+    touched = np.asarray(touched_gb, float)
+    local = np.asarray(local_gb, float)
+    shape = np.broadcast_shapes(touched.shape, local.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spill = np.where(touched > 0, 100.0 * np.maximum(touched - local, 0.0) / touched, 0.0)
+    spill = np.broadcast_to(spill, shape).ravel()
+    ids = pd.Series(np.tile(workload_id.to_numpy(object), int(np.prod(shape[:-1], dtype=int))))
+    return exceeds_pdm(slowdown_at(table, ids, spill), pdm).reshape(shape)
+
+
 def _column(vms: pd.DataFrame, name: str, dtype: type = float) -> pd.Series:
     return vms[name] if name in vms.columns else pd.Series(np.nan, index=vms.index, dtype=dtype)
 
@@ -76,16 +91,13 @@ def outcomes(vms: pd.DataFrame, decision: dict[str, np.ndarray], table: pd.DataF
     full = slowdown_at(table, workload, np.full(len(vms), 100.0))
     if measured is not None and len(measured):
         full = np.where(np.isnan(full), measured.reindex(vms["vm_id"].to_numpy()).to_numpy(float), full)
-    spill_gb = np.maximum(touched - local, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spill_pct = np.where(touched > 0, 100.0 * spill_gb / touched, 0.0)
     # a capped zNUMA of an insensitive call is judged as pool-only; one the cap left under 1 GB is all local
     called = np.asarray(decision.get("li_called", d == POOL_ONLY), bool) & (np.asarray(decision["pool_gb"]) > 0)
     fp = called & exceeds_pdm(full, pdm)
     znuma = (d == ZNUMA) & ~called
     op = znuma & (touched_so_far > local + 1e-9)          # final, or confirmed while running
     unresolved = znuma & censored & ~op                   # might still be overpredicted
-    severe = fp | (op & ~censored & exceeds_pdm(slowdown_at(table, workload, spill_pct), pdm))
+    severe = fp | (op & ~censored & slowed_by_spill(table, workload, touched, local, pdm))
     return pd.DataFrame({"vm_id": vms["vm_id"].to_numpy(), "decision": d, "li_called": called, "memory_gb": mem,
                          "pool_gb": decision["pool_gb"], "znuma_gb": decision["znuma_gb"],
                          "false_positive": fp, "overpredicted": op, "op_unresolved": unresolved,

@@ -57,28 +57,38 @@ def _znuma(night: pd.DataFrame, offsets: np.ndarray, touch_spill_pct: np.ndarray
     flags: those whose touched memory past the local node is at least that share of what the VM touched."""
     mem = night["memory_gb"].to_numpy(float)
     touched = night["touched_known_gb"].to_numpy(float)
-    pool_z, op = np.zeros((len(offsets), len(mem))), np.zeros((len(offsets), len(mem)))
-    no_history = np.zeros(len(mem), bool)
-    for j, off in enumerate(offsets):   # a dozen UM targets, each one compiled pass over the VMs
-        if np.isnan(off):
-            continue
-        d = decide(mem, no_history, np.full(len(mem), np.nan), night["um_raw"].to_numpy(float), PolicyKnobs(None, off))
-        pool_z[j] = d["pool_gb"]
-        with np.errstate(invalid="ignore"):
-            op[j] = (d["pool_gb"] > 0) & (touched > d["local_gb"] + 1e-9)
-            if touch_spill_pct is not None:
-                op[j] *= judged_touches(touched, d["local_gb"], touch_spill_pct)
+    local = znuma_local_gb(night, offsets)
+    pool_z = mem[None, :] - local
+    with np.errstate(invalid="ignore"):
+        op = ((pool_z > 0) & (touched[None, :] > local + 1e-9)).astype(float)
+        if touch_spill_pct is not None:
+            op *= judged_touches(touched[None, :], local, np.asarray(touch_spill_pct, float)[None, :])
     return pool_z, op
 
 
+def znuma_local_gb(night: pd.DataFrame, offsets: np.ndarray) -> np.ndarray:
+    """Per UM target (rows; NaN: off, all local) and VM, the local GB the target's zNUMA leaves it, had every VM been
+    given one: what a touch must exceed to spill."""
+    mem = night["memory_gb"].to_numpy(float)
+    out = np.tile(mem, (len(offsets), 1))
+    for j, off in enumerate(offsets):
+        if not np.isnan(off):
+            out[j] = decide(mem, np.zeros(len(mem), bool), np.full(len(mem), np.nan), night["um_raw"].to_numpy(float),
+                            PolicyKnobs(None, off))["local_gb"]
+    return out
+
+
 def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.ndarray, error_rate: np.ndarray,
-                     max_share: float, chunk: int = 16, touch_spill_pct: np.ndarray | None = None) -> np.ndarray:
+                     max_share: float, chunk: int = 16, touch_spill_pct: np.ndarray | None = None,
+                     counted: np.ndarray | None = None) -> np.ndarray:
     """Per pair, the share of the night's VMs mispredicted and left slowed by the QoS monitor, as
     ``evaluation.qos.watch`` leaves them on one day: an insensitive call flagged by its own counters
     (``seen_slowed``, ``optimize.monitor.monitor_flags``) or a zNUMA that touches its node is mitigated, in order of
     creation (``created_at``; row order without it), up to ``floor(max_share x VMs)``; a pool-only VM without truth
     that is not mitigated counts the lab's ``error_rate``. ``chunk``: thresholds at a time (a chunk x VMs mask).
-    ``touch_spill_pct`` (per row of ``night``): a touch is flagged only where the monitor judges it (``_znuma``)."""
+    ``touch_spill_pct`` (per row of ``night``): a touch is flagged only where the monitor judges it (``_znuma``).
+    ``counted`` (UM targets x rows of ``night``): the overpredictions the count keeps, e.g. only those whose spill
+    slows the VM past the PDM (Pond's "scheduling mispredictions", §6.4.3); None: every one (Pond's Eq. 1)."""
     order = np.argsort(night["created_at"].to_numpy(), kind="stable") if "created_at" in night.columns \
         else np.arange(len(night))
     night = night.iloc[order]
@@ -90,6 +100,7 @@ def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.nd
     _, op = _znuma(night, offsets)
     op = op.astype(bool)
     seen_op = op if touch_spill_pct is None else _znuma(night, offsets, np.asarray(touch_spill_pct)[order])[1] > 0
+    counted_op = op if counted is None else op & np.asarray(counted, bool)[:, order]
     cap = np.floor(max_share * len(night) + 1e-9)
     t = np.asarray(thresholds, float)
     rate = np.asarray(error_rate, float)
@@ -99,7 +110,7 @@ def unmitigated_grid(night: pd.DataFrame, thresholds: np.ndarray, offsets: np.nd
             called = eligible[None, :] & (p[None, :] >= t[lo:lo + chunk, None])
         fp, unknown = called & (sens == 1.0), called & np.isnan(sens)
         for j in range(len(offsets)):
-            znuma_op = ~called & op[j][None, :]
+            znuma_op = ~called & counted_op[j][None, :]
             flagged = (called & slowed[None, :]) | (~called & seen_op[j][None, :])
             mitigated = flagged & (np.cumsum(flagged, axis=1) <= cap)
             left = ((fp | znuma_op) & ~mitigated).sum(axis=1) + rate[lo:lo + chunk] * (unknown & ~mitigated).sum(axis=1)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pond.evaluation.combined import outcomes, slowdown_at, summarize
+from pond.evaluation.combined import outcomes, slowdown_at, slowed_by_spill, summarize
 from pond.models.decision import (
     Decision,
     PolicyKnobs,
@@ -114,6 +114,20 @@ def test_ground_truth_counts():
     s = summarize(out)
     assert s["pool_share"] == pytest.approx((10 + 5 + 10 + 5) / 40)
     assert s["mispredictions_conservative"] == 0.5 and s["mispredictions_severe"] == 0.25
+
+
+def test_a_spill_slows_past_the_pdm_per_allocation():
+    """The count Pond's evaluation keeps of a touch (§6.4.3): whether the share of the touched memory past the local
+    node slows the workload past the PDM, for one allocation per row."""
+    table = pd.DataFrame([[0.0, 0.0, 20.0], [0.0, 1.0, 3.0]], index=["hot", "cool"], columns=[0.0, 50.0, 100.0])
+    workload = pd.Series(["hot", "hot", "cool", "x", "hot"])
+    touched = np.array([8.0, 8.0, 8.0, 8.0, 0.0])
+    # local 2 GB: 75% spilled (hot: 10% > 5), local 6 GB: 25% (hot: 0%); cool never passes 5; x has no truth;
+    # a VM that touched nothing spills nothing
+    local = np.array([[2.0, 6.0, 0.0, 0.0, 0.0], [8.0, 0.0, 2.0, 0.0, 0.0]])
+    got = slowed_by_spill(table, workload, touched, local, 5.0)
+    assert got.tolist() == [[True, False, False, False, False], [False, True, False, False, False]]
+    assert slowed_by_spill(table, workload, touched, local[0], 5.0).tolist() == got[0].tolist()
 
 
 @pytest.mark.parametrize("knobs", [PolicyKnobs(0.8, 0.0), PolicyKnobs(0.8, 0.25), PolicyKnobs(None, 0.1),
