@@ -361,6 +361,9 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings, moved)
     if nights is not None and params.optimize.serve == "answer":    # tonight's optimize serves this answer
         metrics["served"] = served(metrics["policies"], {r: a["policy"] for r, a in metrics["answer"].items()})
+    for sv in metrics["served"].values() if sp.reach_draws else ():  # how far the replay itself moves what it saves
+        if sv["pool_sockets"]:
+            sv["placement_reach"] = moved((sv["policy"], sv["pool_sockets"]), (ALL_LOCAL, 0))
     metrics["cluster_scale"] = cluster_scale(table, question.pool_sockets, question.sockets_per_server,
                                              (judged[1] - judged[0]) / 86400)
     metrics["steady_state"] = steady if nights is not None else {"memory_hours_decided_pct": 100.0,

@@ -128,7 +128,8 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     elif _get(m, "simulate", "search") == "scan":
         row("  sizing search", "simulate", "every whole GB up from the peak's need: each size the least that holds")
     sv = (_get(m, "simulate", "served") or {}).get("1.82")
-    row("served policy's saving (182%)", "simulate", "not replayed at this ratio" if sv is None else _answer(sv))
+    row("served policy's saving (182%)", "simulate", "not replayed at this ratio" if sv is None else _answer(sv)
+        + ("" if sv.get("placement_reach") is None else f"; reach {100 * sv['placement_reach']:.1f}"))
     r = m.get("register", {})
     row("registered", "register", None if not r else
         f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")

@@ -310,8 +310,10 @@ def print_report(m: dict[str, Any]) -> None:
                 f"the answer {best['policy']} saves {100 * best['savings']:+.2f}%: optimize.serve: answer serves it"
                 if best else "no nightly policy was within the budget")
         mis = a["realized_mispredictions"]
+        reach = "" if a.get("placement_reach") is None else \
+            f" (the replay's own reach {100 * a['placement_reach']:.2f} points)"
         print(f"simulate served at {ratio}: {a['policy']} ({'-' if mis is None else f'{100 * mis:.2f}%'} mispredicted): "
-              f"{a['pool_sockets']} sockets saves {100 * a['savings']:+.2f}% DRAM; {note}")
+              f"{a['pool_sockets']} sockets saves {100 * a['savings']:+.2f}% DRAM{reach}; {note}")
 
 
 def plot_savings(curves: pd.DataFrame, path: Path, window: str, realized: dict) -> None:

@@ -291,9 +291,12 @@ def test_every_saving_carries_its_interval_and_the_answer_its_verdict(sim):
                      and p["realized_unmitigated"][ratio] <= m["misprediction_budget"]]
             assert a["decided"] == (not pools), pools
             continue
-        assert a["decided"] == (lo > 0)
+        # the replay's own reach is asked where the interval over clusters decides, and must be cleared too
+        assert ("placement_reach" in a) == (lo > 0) and a["decided"] == (lo > a.get("placement_reach", 0.0) >= 0)
         if not a["decided"]:
             assert a["policy"].startswith("combined") or a["policy"] == a["undecided_between"][0]
+    for sv in m["served"].values():          # what the service's policy saves, with how far the replay moves it
+        assert ("placement_reach" in sv) == (sv["pool_sockets"] > 0) and sv.get("placement_reach", 0.0) >= 0
 
 
 def test_optimize_serves_simulate_s_answer_without_a_hand_edit(sim, small_bundle, small_raw, tmp_path):

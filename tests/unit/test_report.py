@@ -110,6 +110,12 @@ def test_a_verdict_gives_the_replay_s_own_reach_where_it_was_asked():
     del a["undecided_between"]
     rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
     assert rows["  verdict"] == "beats combined_cap30pct by +1.3 to +5.3 points, reach 0.4"
+    served = {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0578,
+              "savings_interval": [0.0274, 0.0927], "placement_reach": 0.0112}
+    line = [(x, y) for x, y, _ in headline({"simulate": {"answer": {"1.82": a}, "served": {"1.82": served}}})
+            if x.startswith("served policy's saving")]
+    assert line == [("served policy's saving (182%)", "combined_cap30pct, 64 sockets: +5.8% [+2.7, +9.3]; reach 1.1")]
+    assert len(to_text([(*line[0], "simulate")])) <= 100
 
 
 def test_an_answer_that_buys_no_pool_says_all_local():
