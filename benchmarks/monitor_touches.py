@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pond.core.params import load
+from pond.core.params import Params, load
 from pond.evaluation.backtest import night_regret
 from pond.evaluation.qos import summarize, watch
 from pond.evaluation.regret import best_fixed
@@ -72,9 +72,10 @@ def judged(night: pd.DataFrame, vms: pd.DataFrame, raw: Path, ratio: float, moni
     return got
 
 
-def both_ways(run: dict[str, Path]) -> list[dict[str, object]]:
+def run_inputs(run: dict[str, Path]) -> tuple[Params, MonitorModel, pd.DataFrame, list[Path]]:
+    """A finished run's params, monitor model, `vms` table (by ``vm_id``) and nightly decision files; exits with what
+    to run first where one is missing."""
     params = load(run["params"])
-    ratio, share, budget = params.optimize.latency_ratio, params.qos.max_mitigated_share, 1 - params.optimize.tp / 100
     monitor = MonitorModel.load(run["monitor"])
     if monitor is None:
         raise SystemExit(f"{run['monitor']}: no monitor model; run `pond train_monitor` first")
@@ -83,6 +84,12 @@ def both_ways(run: dict[str, Path]) -> list[dict[str, object]]:
     files = sorted(run["backtest"].glob("*/evaluation/decisions.parquet"))
     if not files:
         raise SystemExit(f"{run['backtest']}: no <night>/evaluation/decisions.parquet; run `pond backtest` first")
+    return params, monitor, vms, files
+
+
+def both_ways(run: dict[str, Path]) -> list[dict[str, object]]:
+    params, monitor, vms, files = run_inputs(run)
+    ratio, share, budget = params.optimize.latency_ratio, params.qos.max_mitigated_share, 1 - params.optimize.tp / 100
     per_way: dict[str, list[dict[str, float]]] = {"every": [], "judged": []}
     grids: dict[str, list[np.ndarray]] = {"every": [], "judged": []}
     pools, counts = [], {"touched_znumas": 0, "touches_flagged": 0, "severe_touches": 0, "severe_touches_flagged": 0}

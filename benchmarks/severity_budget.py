@@ -32,15 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.monitor_touches import COLUMNS, judged, layout
-from pond.core.params import load
+from benchmarks.monitor_touches import COLUMNS, judged, layout, run_inputs
 from pond.evaluation.backtest import night_regret
 from pond.evaluation.combined import slowed_by_spill
 from pond.evaluation.regret import best_fixed, znuma_local_gb
 from pond.evaluation.truth import truth_table
-from pond.models.monitor_runtime import MonitorModel
 from pond.models.policy import read_policy
-from pond.telemetry.io import read_raw
 
 
 def slowed(night: pd.DataFrame, workload: pd.Series, table: pd.DataFrame, pdm: float, local: np.ndarray
@@ -51,17 +48,9 @@ def slowed(night: pd.DataFrame, workload: pd.Series, table: pd.DataFrame, pdm: f
 
 
 def four_ways(run: dict[str, Path]) -> dict[str, object]:
-    params = load(run["params"])
+    params, monitor, vms, files = run_inputs(run)
     ratio, pdm, budget = params.optimize.latency_ratio, params.optimize.pdm, 1 - params.optimize.tp / 100
-    monitor = MonitorModel.load(run["monitor"])
-    if monitor is None:
-        raise SystemExit(f"{run['monitor']}: no monitor model; run `pond train_monitor` first")
-    vms = read_raw(run["raw"] / "vms.parquet", "vms")
-    vms = vms.assign(vm_id=vms["vm_id"].astype(str)).set_index("vm_id")
     table, _ = truth_table(run["raw"], ratio)
-    files = sorted(run["backtest"].glob("*/evaluation/decisions.parquet"))
-    if not files:
-        raise SystemExit(f"{run['backtest']}: no <night>/evaluation/decisions.parquet; run `pond backtest` first")
     pools: list[np.ndarray] = []
     grids: dict[str, list[np.ndarray]] = {}
     op_share: list[np.ndarray] = []
