@@ -292,8 +292,8 @@ def in_short(m: Metrics) -> str:
            f"monitor moved {_pct(served.get('mitigations'), 2)} of the VMs "
            f"back to local memory, {_pct(served.get('mispredictions_unmitigated'), 2)} were left slowed past the PDM "
            f"(budget {_pct(e.get('budget'), 0)}).")]
-    own = "the solver's own rule (Pond's Eq. 1 with the cap that saves most)"
     for ratio, a in s.get("answer", {}).items():
+        own = f"the solver's own rule (Pond's Eq. 1; {a.get('fallback', 'the cap that saves most')})"
         tied = " and ".join(f"`{split_ratio(x)[0]}`" for x in a.get("undecided_between", []))
         moved, diff = a.get("placement_reach"), _iv(a.get("difference_interval")).strip()
         if a.get("decided"):

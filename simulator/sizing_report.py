@@ -13,7 +13,7 @@ import pandas as pd
 
 from pond.core.params import SimParams
 from pond.core.plots import pyplot, save_figure
-from pond.models.names import ALL_LOCAL, split_ratio
+from pond.models.names import ALL_LOCAL, served_of, split_ratio
 from pond.simulator.intervals import Savings
 from pond.simulator.pool_sim import Placement
 
@@ -64,7 +64,7 @@ def summarize_sizing(table: pd.DataFrame, sp: SimParams) -> pd.DataFrame:
 
 
 def answer(policies: dict[str, Any], budget: float, savings: Savings | None = None,
-           reach: Reach | None = None) -> dict[str, Any]:
+           reach: Reach | None = None, fallback_cap: float | None = None) -> dict[str, Any]:
     """Per latency ratio, the sizing answer: of the nightly policies (not the static ones) whose
     realized mispredictions, those the QoS monitor left slowed where it ran, are within ``budget``, the one
     whose recommended pool saves the most. Chosen on the window it is measured on, as a provider chooses
@@ -73,8 +73,9 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
     With ``savings`` (the cluster draws), the answer is *decided* only when the best saves more than the
     runner-up (all local when it has none) beyond their paired interval, and with ``reach`` (the replay's own
     reach for the pair, ``simulator.placement_reach``) only when the interval's low end is beyond it too.
-    Otherwise the answer says so, names both, and falls back to the solver's own policy: Pond's combined rule,
-    with the pool cap that saves most."""
+    Otherwise the answer says so, names both, and falls back to the solver's own policy, Pond's combined rule, at
+    ``fallback_cap`` unless another cap beats it beyond their interval and reach (``fallback``); with no
+    ``fallback_cap`` (or that cap over the budget), at the cap whose point estimate saves most."""
     eligible: dict[str, list[tuple[str, dict[str, Any], float, float]]] = {}
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
@@ -102,14 +103,43 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
                 a["undecided_pool_sockets"] = [p["recommended_pool_sockets"], other[1]]
                 solver = [r for r in rows if split_ratio(r[0])[0].startswith("combined")]
                 if solver:
-                    n2, p2, mis2, left2 = solver[0]
+                    (n2, p2, mis2, left2), why = fallback(solver, fallback_cap, savings, reach)
                     a |= {"policy": n2, "pool_sockets": p2["recommended_pool_sockets"], **p2["recommended"],
                           "realized_mispredictions": mis2, "realized_unmitigated": left2,
-                          "undecided_between": [name, other[0]]}
+                          "undecided_between": [name, other[0]], "fallback": why}
                 else:
                     a["undecided_between"] = [name, other[0]]
         out[ratio] = _no_pool(a, rows[0][1]) if a["pool_sockets"] == 0 else a
     return out
+
+
+Row = tuple[str, dict[str, Any], float, float]      # an eligible policy: name, metrics, realized, left unmitigated
+
+
+def fallback(solver: list[Row], cap: float | None, savings: Savings, reach: Reach | None) -> tuple[Row, str]:
+    """Which of the combined rule's rows (``solver``: within the budget, by point estimate, best first) an
+    undecided answer falls back to, and why. A configured ``cap`` stands unless another row beats it beyond their
+    paired interval and, where that decides, the replay's own reach: across draws of one fleet the caps' point
+    estimates trade places on noise, and the service should not follow them."""
+    champion = next((r for r in solver if cap is not None and _cap_pct(r[0]) == round(100 * cap)), None)
+    if champion is None:
+        why = "no fallback cap configured" if cap is None else f"the {cap:.0%} cap is not within the budget"
+        return solver[0], f"point estimate: {why}"
+    held = (champion[0], champion[1]["recommended_pool_sockets"])
+    for r in solver:
+        if r is champion:
+            continue
+        challenger = (r[0], r[1]["recommended_pool_sockets"])
+        lo, _ = savings.difference(challenger, held)
+        if lo > 0 and lo > (reach(challenger, held) if reach is not None else 0.0):
+            return r, f"beats the {cap:.0%} cap by {100 * lo:+.2f} points or more"
+    return champion, f"the {cap:.0%} cap: no other cap beats it beyond their interval"
+
+
+def _cap_pct(name: str) -> int | None:
+    """A row's pool cap in whole percent, as its name carries it (``models.names``); None uncapped."""
+    got = served_of(name)
+    return None if got is None or got[1] is None else round(100 * got[1])
 
 
 def _no_pool(a: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +148,7 @@ def _no_pool(a: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
     even the best policy within the budget saves nothing at any pool size; otherwise the answer was undecided and
     the solver's own policy, which it falls back to, buys no pool."""
     keep = {k: a[k] for k in ("runner_up", "runner_up_pool_sockets", "difference_interval", "placement_reach",
-                              "undecided_between", "undecided_pool_sockets") if k in a}
+                              "undecided_between", "undecided_pool_sockets", "fallback") if k in a}
     return {"policy": ALL_LOCAL, "pool_sockets": 0, **{k: v for k, v in best["recommended"].items()
                                                         if k != "savings_interval"},
             "savings": 0.0, "server_cost_saving": 0.0, "gb_per_pool": 0.0, "savings_interval": [0.0, 0.0],
@@ -205,7 +235,7 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
                                              for p, r in head.iterrows()},
             "interval": None if savings is None else {"level": savings.level, "draws": len(savings.weights),
                                                       "resampled": "clusters"},
-            "misprediction_budget": budget, "answer": answer(policies, budget, savings, reach),
+            "misprediction_budget": budget, "answer": answer(policies, budget, savings, reach, sp.fallback_cap),
             "served": served(policies, served_names or {}), "policies": policies}
 
 
@@ -255,7 +285,7 @@ def _verdict(a: dict[str, Any]) -> str:
     if a.get("undecided_between"):
         best, other = a["undecided_between"]
         return (f"; undecided: {best} against {other} differs by {100 * lo:+.2f} to {100 * hi:+.2f} points over "
-                f"clusters (90%){beyond}, so the solver's own policy is named")
+                f"clusters (90%){beyond}, so the solver's own policy is named ({a.get('fallback', 'point estimate')})")
     return (f"; decided: beats {a['runner_up']} by {100 * lo:+.2f} to {100 * hi:+.2f} points over clusters "
             f"(90%){beyond}")
 

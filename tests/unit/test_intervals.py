@@ -107,6 +107,49 @@ def test_the_reach_is_asked_only_where_the_interval_over_clusters_decides():
     assert not got["decided"] and "placement_reach" not in got
 
 
+def _caps_trading_places() -> tuple[pd.DataFrame, dict]:
+    """um_only saves most on half the clusters only (undecided); the 15% cap's point estimate beats the 30% cap's,
+    but on half the clusters it saves less: noise between them."""
+    t = _table({"all_local": [100] * 8, "um_only_r1.82": [70, 70, 70, 70, 95, 95, 95, 95],
+                "combined_cap15pct_r1.82": [84, 84, 84, 84, 90, 90, 90, 90],
+                "combined_cap30pct_r1.82": [88] * 8})
+    return t, _policies({"um_only_r1.82": 0.175, "combined_cap15pct_r1.82": 0.13, "combined_cap30pct_r1.82": 0.12})
+
+
+def test_an_undecided_answer_keeps_the_configured_cap_where_the_caps_trade_places_on_noise():
+    t, policies = _caps_trading_places()
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    lo, hi = s.difference(("combined_cap15pct_r1.82", 16), ("combined_cap30pct_r1.82", 16))
+    assert lo < 0 < hi                                               # the caps cannot be told apart
+    got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
+    assert not got["decided"] and got["undecided_between"] == ["um_only_r1.82", "combined_cap15pct_r1.82"]
+    assert got["policy"] == "combined_cap30pct_r1.82" and got["savings"] == 0.12
+    assert got["fallback"] == "the 30% cap: no other cap beats it beyond their interval"
+    # with no cap configured the point estimate picks, as before
+    got = answer(policies, 0.02, s)["1.82"]
+    assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("point estimate")
+
+
+def test_a_cap_that_beats_the_configured_one_beyond_interval_and_reach_replaces_it():
+    t, policies = _caps_trading_places()
+    t.loc[t.policy == "combined_cap15pct_r1.82", "required_gb"] = 84.0      # 4 points better on every cluster
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    got = answer(policies, 0.02, s, lambda a, b: 0.03, fallback_cap=0.3)["1.82"]
+    assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("beats the 30% cap by +4.00")
+    # the replay's own reach larger than the margin: the configured cap stands
+    got = answer(policies, 0.02, s, lambda a, b: 0.05, fallback_cap=0.3)["1.82"]
+    assert got["policy"] == "combined_cap30pct_r1.82"
+
+
+def test_a_configured_cap_over_the_budget_is_not_served():
+    t, policies = _caps_trading_places()
+    policies["combined_cap30pct_r1.82"]["realized_unmitigated"] = {"1.82": 0.03}       # budget 0.02
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
+    assert got["policy"] == "combined_cap15pct_r1.82"
+    assert got["fallback"] == "point estimate: the 30% cap is not within the budget"
+
+
 def _no_pool(names: list[str], pool_sockets: int = 0) -> dict:
     """Policies whose recommended pool is none: every pool size costs more DRAM than all local."""
     return {name: {"recommended_pool_sockets": pool_sockets,
