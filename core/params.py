@@ -322,9 +322,9 @@ class SimParams(Section):
     pool_caps: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((0.1, 0.15, 0.2, 0.3),
         description="the nightly combined policy replayed again with no VM over this share on the pool, per cap")
     fallback_cap: Annotated[float, Field(gt=0, le=1)] | None = Field(0.3, description=(
-        "an undecided sizing answer falls back to Pond's combined rule at this cap (one of pool_caps) unless "
-        "another cap beats it beyond their interval and the replay's own reach; null: the cap whose point estimate "
-        "saves most, which moves with the draw"))
+        "an undecided sizing answer falls back to Pond's combined rule at this cap unless another cap beats it "
+        "beyond their interval and the replay's own reach; null, or a cap not in pool_caps or over the budget: the "
+        "cap whose point estimate saves most, which moves with the draw (the answer's fallback says which)"))
     dram_cost_share: float = Field(0.5, gt=0, le=1, description="DRAM's share of server cost (docs/calibration.md)")
     latency_ratios: tuple[float, ...] = Field((1.82, 2.22), min_length=1,
                                               description="one nightly policy per pool latency, each sized")
@@ -349,14 +349,6 @@ class SimParams(Section):
         "judged on the rest (its arrivals that no longer fit are counted, and DIMMs added where they must); 0: "
         "bought on the window it is judged on; auto: the window's first whole weeks, up to half of it, once its "
         "arrivals span two weeks (a shorter span: 0)"))
-
-    @model_validator(mode="after")
-    def _fallback_replayed(self) -> SimParams:
-        if self.fallback_cap is not None and round(100 * self.fallback_cap) not in {round(100 * c) for c in
-                                                                                  self.pool_caps}:
-            raise ValueError(f"fallback_cap {self.fallback_cap} is not one of pool_caps {list(self.pool_caps)}: add "
-                             "it to simulate.pool_caps, or set simulate.fallback_cap to one of them or to null")
-        return self
 
 
 class BacktestParams(Section):

@@ -75,7 +75,7 @@ def answer(policies: dict[str, Any], budget: float, savings: Savings | None = No
     reach for the pair, ``simulator.placement_reach``) only when the interval's low end is beyond it too.
     Otherwise the answer says so, names both, and falls back to the solver's own policy, Pond's combined rule, at
     ``fallback_cap`` unless another cap beats it beyond their interval and reach (``fallback``); with no
-    ``fallback_cap`` (or that cap over the budget), at the cap whose point estimate saves most."""
+    ``fallback_cap`` (or that cap not replayed or over the budget), at the cap whose point estimate saves most."""
     eligible: dict[str, list[tuple[str, dict[str, Any], float, float]]] = {}
     for name, p in policies.items():
         for ratio, mis in p["realized_mispredictions"].items():
@@ -123,7 +123,8 @@ def fallback(solver: list[Row], cap: float | None, savings: Savings, reach: Reac
     estimates trade places on noise, and the service should not follow them."""
     champion = next((r for r in solver if cap is not None and _cap_pct(r[0]) == round(100 * cap)), None)
     if champion is None:
-        why = "no fallback cap configured" if cap is None else f"the {cap:.0%} cap is not within the budget"
+        why = "no fallback cap configured" if cap is None else \
+            f"the {cap:.0%} cap is not replayed (simulate.pool_caps) or not within the budget"
         return solver[0], f"point estimate: {why}"
     held = (champion[0], champion[1]["recommended_pool_sockets"])
     for r in solver:

@@ -141,13 +141,17 @@ def test_a_cap_that_beats_the_configured_one_beyond_interval_and_reach_replaces_
     assert got["policy"] == "combined_cap30pct_r1.82"
 
 
-def test_a_configured_cap_over_the_budget_is_not_served():
+def test_a_configured_cap_over_the_budget_or_not_replayed_is_not_served():
     t, policies = _caps_trading_places()
     policies["combined_cap30pct_r1.82"]["realized_unmitigated"] = {"1.82": 0.03}       # budget 0.02
     s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
     got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
     assert got["policy"] == "combined_cap15pct_r1.82"
-    assert got["fallback"] == "point estimate: the 30% cap is not within the budget"
+    assert got["fallback"] == "point estimate: the 30% cap is not replayed (simulate.pool_caps) or not within the budget"
+    # a cap the replay never sized (not in simulate.pool_caps) is not an error either: the point estimate picks
+    del policies["combined_cap30pct_r1.82"]
+    got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
+    assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("point estimate")
 
 
 def _no_pool(names: list[str], pool_sockets: int = 0) -> dict:

@@ -34,7 +34,6 @@ def test_committed_params_are_the_code_defaults():
     ({"optimize": {"serve": "everything"}}, None, "optimize.serve: Input should be 'answer', 'combined', 'li_only', 'um_only' or 'all_local'"),
     ({"optimize": {"pool_cap": 1.5}}, None, "optimize.pool_cap"),
     ({"simulate": {"buy_days": -1}}, None, "simulate.buy_days"),
-    ({"simulate": {"pool_caps": [0.1, 0.2]}}, None, "fallback_cap 0.3 is not one of pool_caps [0.1, 0.2]"),
     ({"simulate": {"fallback_cap": 0}}, None, "simulate.fallback_cap"),
     ({"simulate": {"buy_days": "weeks"}}, None, "Input should be 'auto' (got 'weeks')"),
     ({"shiny": {}}, None, "shiny: Extra inputs are not permitted"),
