@@ -123,6 +123,13 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
             f"GB/pool; {_pct(a['realized_mispredictions'], 2)} mispredicted")
     if a:
         row("  verdict", "simulate", _verdict(a))
+    if a and a["policy"] != "all_local" and "difference_interval" in a:
+        lo, hi = (100 * x for x in a["difference_interval"])
+        reach = "" if a.get("placement_reach") is None else f", the replay's own reach {100 * a['placement_reach']:.1f}"
+        row("  difference (points)", "simulate", f"{lo:+.1f} to {hi:+.1f} over clusters (90%){reach}")
+    if a and a.get("undecided_between") and (a.get("fallback") or a["policy"] not in a["undecided_between"]):
+        row("  the solver's own rule", "simulate",
+            _name(a["policy"]) + (f" ({a['fallback']})" if a.get("fallback") else ""))
     if (gap := _get(m, "simulate", "all_local_search_gap")) is not None:   # what the interval over clusters misses
         row("  the search's own noise", "simulate", f"{_pct(gap, 2)} of all local's DRAM below what the sizing found")
     elif _get(m, "simulate", "search") == "scan":
@@ -130,6 +137,8 @@ def headline(m: Metrics) -> list[tuple[str, str, str]]:
     sv = (_get(m, "simulate", "served") or {}).get("1.82")
     row("served policy's saving (182%)", "simulate", "not replayed at this ratio" if sv is None else _answer(sv)
         + ("" if sv.get("placement_reach") is None else f"; reach {100 * sv['placement_reach']:.1f}"))
+    if sv and sv.get("savings_interval") and sv.get("pool_sockets"):
+        row("  does the pool pay", "simulate", _pays(sv))
     r = m.get("register", {})
     row("registered", "register", None if not r else
         f"{r.get('model_name')} night {r.get('as_of')}: {'champion' if r.get('promoted') else 'challenger'}")
@@ -158,20 +167,29 @@ def _answer(a: dict[str, Any] | None) -> str:
             f"{_pct(a['savings'], sign=True)}{_span(a.get('savings_interval'))}")
 
 
+def _pays(sv: dict[str, Any]) -> str:
+    """Whether the served policy's saving is shown: its interval's low end above 0 and above the replay's own reach
+    (leaving out 1% of the VMs moves a saving that far), else which of the two it is within."""
+    lo, reach = 100 * sv["savings_interval"][0], 100 * (sv.get("placement_reach") or 0.0)
+    if lo <= 0:
+        return f"not shown: interval spans 0 (low end {lo:+.1f})"
+    if lo <= reach:
+        return f"not shown: low end {lo:+.1f} within the replay's own reach {reach:.1f}"
+    return f"yes: low end {lo:+.1f}, beyond 0" + ("" if sv.get("placement_reach") is None else
+                                                 f" and the replay's own reach {reach:.1f}")
+
+
 def _verdict(a: dict[str, Any]) -> str:
-    """Whether the answer beats its runner-up beyond their paired interval over clusters (in points) and, where it
-    was asked, beyond the replay's own reach (``simulator.placement_reach``)."""
+    """Whether the answer beats its runner-up beyond their paired interval over clusters and, where it was asked,
+    beyond the replay's own reach (``simulator.placement_reach``); the difference is the next row."""
     if a["policy"] == "all_local":
         return f"no pool: {_name(a.get('no_pool_for'))} buys none"
     if "difference_interval" not in a:
         return "the point estimate (no cluster draws)"
-    lo, hi = (100 * x for x in a["difference_interval"])
-    reach = "" if a.get("placement_reach") is None else f", reach {100 * a['placement_reach']:.1f}"
     if a.get("undecided_between"):
         best, other = (_name(x) for x in a["undecided_between"])
-        own = "" if a["policy"] in a["undecided_between"] else f"; the solver's own rule, {_name(a['policy'])}, named"
-        return f"undecided: {best} {lo:+.1f} to {hi:+.1f} pts vs {other}{reach}{own}"
-    return f"beats {_name(a.get('runner_up'))} by {lo:+.1f} to {hi:+.1f} points{reach}"
+        return f"undecided: {best} vs {other}"
+    return f"decided: beats {_name(a.get('runner_up'))}"
 
 
 def to_markdown(rows: list[tuple[str, str, str]], title: str, last: str | None = None) -> str:

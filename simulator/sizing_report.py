@@ -123,8 +123,7 @@ def fallback(solver: list[Row], cap: float | None, savings: Savings, reach: Reac
     estimates trade places on noise, and the service should not follow them."""
     champion = next((r for r in solver if cap is not None and _cap_pct(r[0]) == round(100 * cap)), None)
     if champion is None:
-        why = "no fallback cap configured" if cap is None else \
-            f"the {cap:.0%} cap is not replayed (simulate.pool_caps) or not within the budget"
+        why = "no fallback cap" if cap is None else f"{cap:.0%} cap not sized or over budget"
         return solver[0], f"point estimate: {why}"
     held = (champion[0], champion[1]["recommended_pool_sockets"])
     for r in solver:
@@ -133,8 +132,8 @@ def fallback(solver: list[Row], cap: float | None, savings: Savings, reach: Reac
         challenger = (r[0], r[1]["recommended_pool_sockets"])
         lo, _ = savings.difference(challenger, held)
         if lo > 0 and lo > (reach(challenger, held) if reach is not None else 0.0):
-            return r, f"beats the {cap:.0%} cap by {100 * lo:+.2f} points or more"
-    return champion, f"the {cap:.0%} cap: no other cap beats it beyond their interval"
+            return r, f"beats the {cap:.0%} cap by {100 * lo:+.2f} points"
+    return champion, f"{cap:.0%} cap kept: no cap beats it"
 
 
 def _cap_pct(name: str) -> int | None:

@@ -124,7 +124,7 @@ def test_an_undecided_answer_keeps_the_configured_cap_where_the_caps_trade_place
     got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
     assert not got["decided"] and got["undecided_between"] == ["um_only_r1.82", "combined_cap15pct_r1.82"]
     assert got["policy"] == "combined_cap30pct_r1.82" and got["savings"] == 0.12
-    assert got["fallback"] == "the 30% cap: no other cap beats it beyond their interval"
+    assert got["fallback"] == "30% cap kept: no cap beats it"
     # with no cap configured the point estimate picks, as before
     got = answer(policies, 0.02, s)["1.82"]
     assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("point estimate")
@@ -135,7 +135,7 @@ def test_a_cap_that_beats_the_configured_one_beyond_interval_and_reach_replaces_
     t.loc[t.policy == "combined_cap15pct_r1.82", "required_gb"] = 84.0      # 4 points better on every cluster
     s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
     got = answer(policies, 0.02, s, lambda a, b: 0.03, fallback_cap=0.3)["1.82"]
-    assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("beats the 30% cap by +4.00")
+    assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"] == "beats the 30% cap by +4.00 points"
     # the replay's own reach larger than the margin: the configured cap stands
     got = answer(policies, 0.02, s, lambda a, b: 0.05, fallback_cap=0.3)["1.82"]
     assert got["policy"] == "combined_cap30pct_r1.82"
@@ -147,7 +147,7 @@ def test_a_configured_cap_over_the_budget_or_not_replayed_is_not_served():
     s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
     got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
     assert got["policy"] == "combined_cap15pct_r1.82"
-    assert got["fallback"] == "point estimate: the 30% cap is not replayed (simulate.pool_caps) or not within the budget"
+    assert got["fallback"] == "point estimate: 30% cap not sized or over budget"
     # a cap the replay never sized (not in simulate.pool_caps) is not an error either: the point estimate picks
     del policies["combined_cap30pct_r1.82"]
     got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]

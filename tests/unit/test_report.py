@@ -63,7 +63,7 @@ def test_every_line_fits_a_100_column_terminal():
                                         "difference_interval": [-0.034, 0.056], "decided": False}
     text = to_text(headline(m), closing(m))
     assert max(len(line) for line in text.splitlines()) <= 100, text
-    assert "undecided: um_only -3.4 to +5.6 pts vs combined_cap30pct" in text
+    assert "undecided: um_only vs combined_cap30pct" in text and "-3.4 to +5.6 over clusters (90%)" in text
 
 
 def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
@@ -89,14 +89,15 @@ def test_savings_carry_their_intervals_and_an_undecided_answer_says_so():
             "  combined at 222%": "-",
             "window's memory-hours decided": "99.50% (61.25% before the VM's creation)",
             "sizing answer (182%)": "combined, 16 sockets: +9.0% [+5.0, +12.0]",
-            "  verdict": "undecided: um_only -1.0 to +3.0 pts vs combined"}
+            "  verdict": "undecided: um_only vs combined", "  difference (points)": "-1.0 to +3.0 over clusters (90%)"}
+    assert "  the solver's own rule" not in rows                         # one of the two it cannot tell apart
     assert {k: rows.get(k) for k in want} == want
     # neither of the two it cannot tell apart: the solver's own rule is named, and the verdict says why
     m["simulate"]["answer"]["1.82"] |= {"policy": "combined_cap30pct_r1.82",
                                         "undecided_between": ["li_only_r1.82", "um_only_r1.82"]}
     rows = {a: b for a, b, _ in headline(m)}
-    assert rows["  verdict"] == ("undecided: li_only -1.0 to +3.0 pts vs um_only; the solver's own rule, "
-                                 "combined_cap30pct, named")
+    assert rows["  verdict"] == "undecided: li_only vs um_only"
+    assert rows["  the solver's own rule"] == "combined_cap30pct"
 
 
 def test_a_verdict_gives_the_replay_s_own_reach_where_it_was_asked():
@@ -105,17 +106,43 @@ def test_a_verdict_gives_the_replay_s_own_reach_where_it_was_asked():
          "difference_interval": [0.0129, 0.0526], "placement_reach": 0.028,
          "undecided_between": ["um_only_r1.82", "combined_cap30pct_r1.82"]}
     rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
-    assert rows["  verdict"] == "undecided: um_only +1.3 to +5.3 pts vs combined_cap30pct, reach 2.8"
+    assert rows["  verdict"] == "undecided: um_only vs combined_cap30pct"
+    assert rows["  difference (points)"] == "+1.3 to +5.3 over clusters (90%), the replay's own reach 2.8"
     a |= {"decided": True, "placement_reach": 0.004, "runner_up": "combined_cap30pct_r1.82"}
     del a["undecided_between"]
     rows = {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}}})}
-    assert rows["  verdict"] == "beats combined_cap30pct by +1.3 to +5.3 points, reach 0.4"
+    assert rows["  verdict"] == "decided: beats combined_cap30pct"
+    assert rows["  difference (points)"] == "+1.3 to +5.3 over clusters (90%), the replay's own reach 0.4"
     served = {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0578,
               "savings_interval": [0.0274, 0.0927], "placement_reach": 0.0112}
     line = [(x, y) for x, y, _ in headline({"simulate": {"answer": {"1.82": a}, "served": {"1.82": served}}})
             if x.startswith("served policy's saving")]
     assert line == [("served policy's saving (182%)", "combined_cap30pct, 64 sockets: +5.8% [+2.7, +9.3]; reach 1.1")]
     assert len(to_text([(*line[0], "simulate")])) <= 100
+
+
+def test_the_report_says_whether_the_served_pool_pays_and_which_rule_kept_its_cap():
+    a = {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0248, "decided": False,
+         "local_gb_per_server": 316, "gb_per_pool": 1959, "realized_mispredictions": 0.0198,
+         "difference_interval": [-0.0071, 0.0094], "fallback": "30% cap kept: no cap beats it",
+         "undecided_between": ["combined_cap15pct_r1.82", "combined_cap20pct_r1.82"]}
+    served = {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0578,
+              "savings_interval": [0.0274, 0.0927], "placement_reach": 0.0031}
+
+    def rows(sv: dict) -> dict[str, str]:
+        return {x: y for x, y, _ in headline({"simulate": {"answer": {"1.82": a}, "served": {"1.82": sv}}})}
+
+    got = rows(served)
+    assert got["  verdict"] == "undecided: combined_cap15pct vs combined_cap20pct"
+    assert got["  the solver's own rule"] == "combined_cap30pct (30% cap kept: no cap beats it)"
+    assert got["  does the pool pay"] == "yes: low end +2.7, beyond 0 and the replay's own reach 0.3"
+    assert rows(served | {"placement_reach": 0.1263})["  does the pool pay"] == (
+        "not shown: low end +2.7 within the replay's own reach 12.6")
+    assert rows(served | {"savings_interval": [-0.0088, 0.0502]})["  does the pool pay"] == (
+        "not shown: interval spans 0 (low end -0.9)")
+    assert rows(served | {"placement_reach": None})["  does the pool pay"] == "yes: low end +2.7, beyond 0"
+    assert "  does the pool pay" not in rows(served | {"pool_sockets": 0})           # all local: nothing to pay
+    assert max(len(line) for line in to_text([(k, v, "simulate") for k, v in got.items()]).splitlines()) <= 100
 
 
 def test_an_answer_that_buys_no_pool_says_all_local():
