@@ -63,7 +63,7 @@ from pond.simulator.intervals import Savings, cluster_draws, with_intervals
 from pond.simulator.placement_reach import Sizer, reach
 from pond.simulator.sizing import Policy as SizedPolicy
 from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster
-from pond.simulator.sizing_report import cluster_scale, served, sizing_metrics, summarize_sizing
+from pond.simulator.sizing_report import cluster_scale, served, sizing_metrics, summarize_sizing, with_served_reach
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.telemetry.io import release_unused_memory
 from pond.telemetry.storage import Location, remove_tree
@@ -361,9 +361,7 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
                              int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings, moved)
     if nights is not None and params.optimize.serve == "answer":    # tonight's optimize serves this answer
         metrics["served"] = served(metrics["policies"], {r: a["policy"] for r, a in metrics["answer"].items()})
-    for sv in metrics["served"].values() if sp.reach_draws else ():  # how far the replay itself moves what it saves
-        if sv["pool_sockets"]:
-            sv["placement_reach"] = moved((sv["policy"], sv["pool_sockets"]), (ALL_LOCAL, 0))
+    metrics["served"] = with_served_reach(metrics["served"], moved if sp.reach_draws else None)
     metrics["cluster_scale"] = cluster_scale(table, question.pool_sockets, question.sockets_per_server,
                                              (judged[1] - judged[0]) / 86400)
     metrics["steady_state"] = steady if nights is not None else {"memory_hours_decided_pct": 100.0,

@@ -176,6 +176,13 @@ def served(policies: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def with_served_reach(served_rows: dict[str, Any], reach: Reach | None) -> dict[str, Any]:
+    """The served policy's saving per ratio with how far the replay itself moves it (``placement_reach`` against all
+    local), where the policy buys a pool: all local has no saving to move, and no ``reach`` asks nothing."""
+    return {r: sv | ({"placement_reach": reach((sv["policy"], sv["pool_sockets"]), (ALL_LOCAL, 0))}
+                     if reach is not None and sv.get("pool_sockets") else {}) for r, sv in served_rows.items()}
+
+
 def _interval(row: pd.Series, column: str) -> dict[str, list[float]]:
     """``{column}_interval: [lo, hi]`` where the row carries one (``simulator.intervals.with_intervals``)."""
     if f"{column}_lo" not in row.index:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pond.simulator.intervals import Savings, cluster_draws, percentiles, with_intervals
-from pond.simulator.sizing_report import answer
+from pond.simulator.sizing_report import answer, with_served_reach
 
 
 def _table(gb: dict[str, list[float]]) -> pd.DataFrame:
@@ -192,3 +192,19 @@ def test_every_accounting_asked_gets_its_interval_from_the_same_draws():
                            Savings(t, "kept_peak_required_gb", w, 0.9)).iloc[0]
     assert (three.savings_lo, three.savings_hi) == (pytest.approx(0.1), pytest.approx(0.1))
     assert (three.savings_kept_placement_lo, three.savings_kept_placement_hi) == (0.0, 0.0)
+
+
+def test_the_served_saving_carries_its_reach_only_where_it_buys_a_pool():
+    asked = []
+
+    def reach(a: tuple[str, int], b: tuple[str, int]) -> float:
+        asked.append((a, b))
+        return 0.0031
+
+    rows = {"1.82": {"policy": "combined_cap30pct_r1.82", "pool_sockets": 64, "savings": 0.0578},
+            "2.22": {"policy": "all_local", "pool_sockets": 0, "savings": 0.0}}
+    got = with_served_reach(rows, reach)
+    assert asked == [(("combined_cap30pct_r1.82", 64), ("all_local", 0))]       # against all local, once
+    assert got["1.82"]["placement_reach"] == 0.0031 and "placement_reach" not in got["2.22"]
+    assert "placement_reach" not in rows["1.82"]                                # the rows given stay as they were
+    assert with_served_reach(rows, None) == rows and len(asked) == 1            # reach_draws 0: nothing asked
