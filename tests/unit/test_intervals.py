@@ -154,6 +154,20 @@ def test_a_configured_cap_over_the_budget_or_not_replayed_is_not_served():
     assert got["policy"] == "combined_cap15pct_r1.82" and got["fallback"].startswith("point estimate")
 
 
+def test_a_configured_cap_that_buys_no_pool_and_is_not_beaten_serves_all_local():
+    # the 15% cap pools a little, on half the clusters only; the 30% cap buys no pool at any size
+    t = _table({"all_local": [100] * 8, "um_only_r1.82": [70, 70, 70, 70, 125, 125, 125, 125],
+                "combined_cap15pct_r1.82": [98, 98, 98, 98, 101, 101, 101, 101]})
+    s = Savings(t, "required_gb", cluster_draws(8, 2000, 5), 0.9)
+    policies = _policies({"um_only_r1.82": 0.025, "combined_cap15pct_r1.82": 0.005}) | \
+        _no_pool(["combined_cap30pct_r1.82"])
+    got = answer(policies, 0.02, s, fallback_cap=0.3)["1.82"]
+    assert got["policy"] == "all_local" and not got["decided"] and got["no_pool_for"] == "combined_cap30pct_r1.82"
+    assert got["fallback"] == "30% cap kept: no cap beats it" and got["savings"] == 0.0
+    # the point estimate would pool the 15% cap, whose saving the interval cannot tell from none
+    assert answer(policies, 0.02, s)["1.82"]["policy"] == "combined_cap15pct_r1.82"
+
+
 def _no_pool(names: list[str], pool_sockets: int = 0) -> dict:
     """Policies whose recommended pool is none: every pool size costs more DRAM than all local."""
     return {name: {"recommended_pool_sockets": pool_sockets,
