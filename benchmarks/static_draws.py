@@ -3,6 +3,7 @@
     python -m benchmarks.static_draws [--seeds 40 41 ... 49]      # about 55 s a seed on 2 cores
     python -m benchmarks.static_draws --buy-days 0                 # DRAM bought on the window it is judged on
     python -m benchmarks.static_draws --days 82 --buy-days 0       # Pond's 75 days after the 7-day warm-up
+    python -m benchmarks.static_draws --set generate.fleet.clusters_per_region=1   # any key of params.yaml
 
 Per seed, in a temporary folder: `pond generate` with ``base.seed`` set (every other key of params.yaml as
 committed), then `pond simulate --static-only` (every VM split, no models). One JSON line per seed: 50% of every VM
@@ -21,17 +22,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from benchmarks.backtest_variants import with_sets
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def one_seed(seed: int, work: Path, buy_days: str | None = None, days: int | None = None) -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+def one_seed(seed: int, work: Path, buy_days: str | None = None, days: int | None = None,
+             sets: Sequence[str] = ()) -> dict:
+    params = with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), sets)
     params["base"]["seed"] = seed
     if days is not None:
         params["generate"]["fleet"]["n_days"] = days
@@ -63,7 +68,7 @@ def one_seed(seed: int, work: Path, buy_days: str | None = None, days: int | Non
             "one_server_pools_kept_placement_max_abs": pct(one_server.savings_kept_placement.abs().max()),
             "largest_gap_to_pond": pct((static.savings - static.savings_kept_placement).abs().max()),
             "smallest_step_up_to_32": pct(min(steps)),
-            "all_local_premium": pct(metrics["all_local_uniform_premium"])}
+            "all_local_premium": pct(metrics["all_local_uniform_premium"]), "cluster_scale": metrics["cluster_scale"]}
 
 
 def main() -> None:
@@ -73,11 +78,14 @@ def main() -> None:
                     "it is judged on; the static replay's window (the trace after its warm-up) spans four weeks")
     ap.add_argument("--days", type=int, help="generate.fleet.n_days (default: params.yaml's); the static replay "
                     "measures the days after simulate.warmup_days, and a server's peak over more days is higher")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a params.yaml key to change in every draw (repeatable), e.g. generate.fleet.n_regions=2")
     args = ap.parse_args()
+    with_sets(yaml.safe_load((ROOT / "params.yaml").read_text()), args.sets)   # a typo fails before any draw
     rows = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(one_seed(seed, Path(tmp), args.buy_days, args.days))
+            rows.append(one_seed(seed, Path(tmp), args.buy_days, args.days, args.sets))
         print(json.dumps(rows[-1]), flush=True)
     for key in ("half_32_provider", "half_32_own_peaks", "half_32_kept_placement"):
         values = [r[key] for r in rows]

@@ -60,10 +60,18 @@ from pond.models.decision import LABELS, LOCAL_ONLY, ZNUMA, PolicyKnobs, decide,
 from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_policy_name
 from pond.models.policy import Policy, read_policy
 from pond.simulator.intervals import Savings, cluster_draws, with_intervals
-from pond.simulator.placement_reach import Sizer, reach
+from pond.simulator.placement_reach import Leaveout, Sizer, reach
 from pond.simulator.sizing import Policy as SizedPolicy
 from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster
-from pond.simulator.sizing_report import cluster_scale, served, sizing_metrics, summarize_sizing, with_served_reach
+from pond.simulator.sizing_report import (
+    Evidence,
+    Measured,
+    cluster_scale,
+    served,
+    sizing_metrics,
+    summarize_sizing,
+    with_served_reach,
+)
 from pond.simulator.trace import Span, Window, facts, gather_window, read_trace, seconds, span, split_trace, window_of
 from pond.telemetry.io import release_unused_memory
 from pond.telemetry.storage import Location, remove_tree
@@ -356,9 +364,10 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     fleet = with_intervals(summarize_sizing(table, sp), savings, Savings(table, "peak_required_gb", draws, sp.interval),
                            Savings(table, "kept_peak_required_gb", draws, sp.interval))
     moved = partial(_reach, size, trace, policies, question, table, sp, params.base.seed)
-    metrics = sizing_metrics(fleet, table, realized, sp, placement, label, params.optimize.budget,
-                             int(created_in.sum()), int((created_in & ~scored).sum()),
-                             int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()), names, savings, moved)
+    measured = Measured(label, int(created_in.sum()), int((created_in & ~scored).sum()),
+                        int(((start < judged[0]) & (end > judged[0]) & ~decided).sum()))
+    metrics = sizing_metrics(fleet, table, realized, sp, placement, measured, params.optimize.budget, names,
+                             Evidence(savings, moved))
     if nights is not None and params.optimize.serve == "answer":    # tonight's optimize serves this answer
         metrics["served"] = served(metrics["policies"], {r: a["policy"] for r, a in metrics["answer"].items()})
     metrics["served"] = with_served_reach(metrics["served"], moved if sp.reach_draws else None)
@@ -372,7 +381,7 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
 def _reach(size: Sizer, trace: Trace, policies: dict[str, SizedPolicy], q: Question, table: pd.DataFrame,
            sp: SimParams, seed: int, a: tuple[str, int], b: tuple[str, int]) -> float:
     """The pair's placement reach (``simulator.placement_reach``), printed: it costs a few sizings of the two."""
-    got = reach(size, trace, policies, q, table, a, b, sp.reach_share, sp.reach_draws, seed)
+    got = reach(size, trace, policies, q, table, a, b, Leaveout(sp.reach_share, sp.reach_draws, seed))
     print(f"simulate: {a[0]} ({a[1]} sockets) against {b[0]} ({b[1]}): {sp.reach_draws} draws leaving out "
           f"{sp.reach_share:.0%} of the VMs move the difference by up to {100 * got:.2f} points")
     return got

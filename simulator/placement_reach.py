@@ -15,7 +15,7 @@ against the one on every VM. The reach is the largest change over the draws: the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -36,24 +36,34 @@ def saving(table: pd.DataFrame, policy: str, pool_sockets: int, column: str = "r
     return 1.0 - float(rows[column].sum()) / base if base > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class Leaveout:
+    """How the reach is drawn: ``draws`` seeded draws (seeds ``seed``, ``seed + 1``, ...), each leaving out
+    ``share`` of the VMs (``simulate.reach_share``, ``simulate.reach_draws``; the seed is ``base.seed``)."""
+
+    share: float
+    draws: int
+    seed: int
+
+
 def kept(n: int, share: float, seed: int) -> np.ndarray:
     """A seeded mask that leaves out about ``share`` of ``n`` VMs."""
     return np.random.default_rng(seed).random(n) >= share
 
 
 def reach(size: Sizer, trace: Trace, policies: dict[str, Policy], q: Question, full: pd.DataFrame,
-          a: tuple[str, int], b: tuple[str, int], share: float, draws: int, seed: int) -> float:
-    """The largest change, over ``draws`` seeded draws that each leave out ``share`` of the VMs, of ``a``'s saving
-    minus ``b``'s (each (policy, pool sockets); all local: ``("all_local", 0)``) against the same difference in
-    ``full`` (the sizing on every VM). 0 when there is nothing to leave out or the two are the same policy."""
+          a: tuple[str, int], b: tuple[str, int], leave: Leaveout) -> float:
+    """The largest change, over ``leave``'s seeded draws, of ``a``'s saving minus ``b``'s (each (policy, pool
+    sockets); all local: ``("all_local", 0)``) against the same difference in ``full`` (the sizing on every VM).
+    0 when there is nothing to leave out or the two are the same policy."""
     names = {p for p, k in (a, b) if p != ALL_LOCAL and k}
-    if draws <= 0 or share <= 0 or a == b or not len(trace):
+    if leave.draws <= 0 or leave.share <= 0 or a == b or not len(trace):
         return 0.0
     on_every = saving(full, *a) - saving(full, *b)
     sockets = tuple(sorted({k for p, k in (a, b) if p != ALL_LOCAL and k}))
     moved = 0.0
-    for d in range(draws):
-        keep = kept(len(trace), share, seed + d)
+    for d in range(leave.draws):
+        keep = kept(len(trace), leave.share, leave.seed + d)
         table = size(trace.take(keep), {n: take_policy(policies[n], keep) for n in sorted(names)},
                      replace(q, pool_sockets=sockets))
         moved = max(moved, abs(saving(table, *a) - saving(table, *b) - on_every))

@@ -5,6 +5,7 @@ policy saves; printed, as metrics and as Fig. 21."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -190,12 +191,32 @@ def _interval(row: pd.Series, column: str) -> dict[str, list[float]]:
     return {f"{column}_interval": [round(float(row[f"{column}_lo"]), 5), round(float(row[f"{column}_hi"]), 5)]}
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What the sizing was measured on: the window's label, the VMs created in it, those of them no night scored,
+    and the VMs alive when it opened that no policy decided (the steady-state check wants 0)."""
+
+    label: str
+    vms: int
+    unscored: int
+    undecided_at_open: int
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a verdict is judged by: the cluster draws of every saving (none: point estimates decide) and the
+    replay's own reach for a pair (``simulator.placement_reach``; none: the interval alone decides)."""
+
+    savings: Savings | None = None
+    reach: Reach | None = None
+
+
 def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp: SimParams, placement: Placement,
-                   label: str, budget: float, window_vms: int, unscored: int, warm: int,
-                   served_names: dict[str, str] | None = None, savings: Savings | None = None,
-                   reach: Reach | None = None) -> dict[str, Any]:
+                   window: Measured, budget: float, served_names: dict[str, str] | None = None,
+                   evidence: Evidence = Evidence()) -> dict[str, Any]:
     """`simulate`'s metrics: per policy its recommended pool and savings at the headline size, the
-    sizing answer (``reach``: ``answer``'s) and what the served policy saves."""
+    sizing answer (judged by ``evidence``) and what the served policy saves."""
+    savings = evidence.savings
     head = fleet[fleet.pool_sockets == HEADLINE_SOCKETS].set_index("policy")
     base = table[table.policy == "all_local"]
     judged_rate = float(base.judged_moves.sum() / max(base.judged_vms.sum(), 1))
@@ -226,8 +247,8 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
                 "server_cost_saving",
                 "move_rate", "judged_move_rate", "local_gb_per_server", "gb_per_pool")} | _interval(r, "savings") | \
                 _interval(r, "savings_per_server_peaks") | _interval(r, "savings_kept_placement")
-    return {"window": label, "window_vms": window_vms, "window_vms_unscored": unscored,
-            "warmup_vms_alive_at_window_start": warm, "assignment": placement.assignment,
+    return {"window": window.label, "window_vms": window.vms, "window_vms_unscored": window.unscored,
+            "warmup_vms_alive_at_window_start": window.undecided_at_open, "assignment": placement.assignment,
             "oversized_vms": placement.oversized, "clusters": int(base.cluster.nunique()),
             "servers": int(base.servers.sum()), "max_move_rate": sp.max_move_rate,
             "all_local_gb": float(base.required_gb.sum()), "all_local_moves": int(base.moves.sum()),
@@ -242,7 +263,8 @@ def sizing_metrics(fleet: pd.DataFrame, table: pd.DataFrame, realized: dict, sp:
                                              for p, r in head.iterrows()},
             "interval": None if savings is None else {"level": savings.level, "draws": len(savings.weights),
                                                       "resampled": "clusters"},
-            "misprediction_budget": budget, "answer": answer(policies, budget, savings, reach, sp.fallback_cap),
+            "misprediction_budget": budget,
+            "answer": answer(policies, budget, savings, evidence.reach, sp.fallback_cap),
             "served": served(policies, served_names or {}), "policies": policies}
 
 

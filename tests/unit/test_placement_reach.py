@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pond.simulator.placement_reach import kept, reach, saving
+from pond.simulator.placement_reach import Leaveout, kept, reach, saving
 from pond.simulator.sizing import Question, Trace, fleet_sizing
 
 
@@ -20,7 +20,7 @@ def _trace(seed: int, n: int = 1500, servers: int = 16) -> Trace:
 
 def _ask(t: Trace, policies: dict, q: Question, a: tuple[str, int], b: tuple[str, int], share: float = 0.05,
          draws: int = 3, seed: int = 0) -> float:
-    return reach(fleet_sizing, t, policies, q, fleet_sizing(t, policies, q), a, b, share, draws, seed)
+    return reach(fleet_sizing, t, policies, q, fleet_sizing(t, policies, q), a, b, Leaveout(share, draws, seed))
 
 
 def test_the_mask_is_seeded_and_leaves_out_about_its_share():
@@ -51,9 +51,9 @@ def test_the_reach_is_the_largest_change_of_the_pair_s_difference_over_the_draws
         keep = kept(len(t), 0.05, 10 + d)
         table = fleet_sizing(t.take(keep), {k: v[keep] for k, v in policies.items()}, q)
         moved.append(abs(saving(table, "half", 8) - saving(table, "tenth", 8) - every))
-    got = reach(fleet_sizing, t, policies, q, full, ("half", 8), ("tenth", 8), 0.05, 3, 10)
+    got = reach(fleet_sizing, t, policies, q, full, ("half", 8), ("tenth", 8), Leaveout(0.05, 3, 10))
     assert got == pytest.approx(max(moved), abs=1e-5) and got > 0      # placed afresh, the first fit answers
-    assert got == reach(fleet_sizing, t, policies, q, full, ("half", 8), ("tenth", 8), 0.05, 3, 10)   # seeded
+    assert got == reach(fleet_sizing, t, policies, q, full, ("half", 8), ("tenth", 8), Leaveout(0.05, 3, 10))   # seeded
 
 
 @pytest.mark.parametrize("seed", [2, 3])
