@@ -230,7 +230,7 @@ def pool_scores(vms: pd.DataFrame, raw_dir: Location, ratio: float, monitor: Mon
     if mech is None or monitor is None:
         return None
     ids = vms["vm_id"].astype(str).to_numpy()
-    counts = own_counts(vms["vm_id"], counters_source(raw_dir)).reindex(ids)
+    counts = own_counts(vms["vm_id"], counters_source(raw_dir), monitor.events).reindex(ids)
     workload = vms["workload_id"].astype("string").to_numpy(dtype=object, na_value="")
     m = mech.reindex(workload).reset_index(drop=True)
     seen = counts.notna().any(axis=1).to_numpy() & m[m.columns[0]].notna().to_numpy()

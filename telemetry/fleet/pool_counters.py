@@ -132,15 +132,17 @@ def on_pool(counts: pd.DataFrame, mech: pd.DataFrame, ratio: float, spilled_pct:
     """Counts a VM showed on local DRAM (``counts``) as it shows them with ``spilled_pct`` of its memory on a pool at
     ``ratio``: each event times its workload's rate under the pool over its local rate (``mech``: ``mechanisms``'
     rows aligned with ``counts``, NaN where the workload is unknown). The VM's own cycles and counter noise carry
-    over; events the mechanisms do not know are left as counted."""
-    rates = mech.reindex(columns=[c for c in counts.columns if c in mech.columns and c not in MECHANISMS])
+    over; events the mechanisms do not know are left as counted. ``counts`` may carry a few events only: the rates
+    under the pool are worked out from all the workload's rates (cycles and stalls move the rest)."""
+    known = [c for c in mech.columns if c not in MECHANISMS and c != "workload_id"]
+    moved = [c for c in counts.columns if c in known]
     lat = mech[list(MECHANISMS)]
-    under = pool_rates(lat, rates.fillna(0.0), ratio, spilled_pct).to_numpy(np.float64)
-    local = rates.to_numpy(np.float64)
+    under = pool_rates(lat, mech[known].fillna(0.0), ratio, spilled_pct)[moved].to_numpy(np.float64)
+    local = mech[moved].fillna(0.0).to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(local > 0, under / local, 1.0)
     out = counts.copy()
-    out[list(rates.columns)] = counts[list(rates.columns)].to_numpy(np.float64) * factor
+    out[moved] = counts[moved].to_numpy(np.float64) * factor
     return out
 
 

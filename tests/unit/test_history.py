@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pond.features.history import history_counts, workload_history
+from pond.features.history import history_counts, own_counts, workload_history
 from pond.telemetry.events import lab_events
 
 T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
@@ -38,3 +38,19 @@ def test_snapshot_history_sums_counts():
     assert row.n_vms == 3  # a, b (ready 00:30 Jan 2), c
     assert row["rate:INST_RETIRED.ANY"] == 1.0
     assert (hist.region == "westus2").sum() == 0
+
+
+def test_own_counts_of_a_few_events_are_those_columns_of_every_event_s_read(tmp_path):
+    """The QoS monitor reads 12 events: a read of those (from a frame or a Parquet file) equals those columns of the
+    read of all, in the order asked, summed per VM; an event the table does not count is left out, not an error."""
+    _, counters, events = _fleet()
+    counters = pd.concat([counters, counters.iloc[[0]]], ignore_index=True)     # "a" exported in two rows
+    path = tmp_path / "vm_counters.parquet"
+    counters.to_parquet(path)
+    wanted = [events[3], events[0], "VENDOR.NOT_COUNTED", events[3]]
+    for source in (counters, path):
+        every = own_counts(pd.Series(["d", "a", "zz"]), source)
+        few = own_counts(pd.Series(["d", "a", "zz"]), source, wanted)
+        assert list(few.columns) == [events[3], events[0]] and list(few.index) == ["a", "d"]
+        pd.testing.assert_frame_equal(few, every[[events[3], events[0]]])
+        assert few.loc["a", events[0]] == 2e9

@@ -84,3 +84,14 @@ def test_a_vm_s_counts_on_the_pool_are_its_own_counts_changed_as_its_workload_s_
     assert got["VENDOR.ONLY_EVENT"].tolist() == [5.0, 7.0]
     unknown = on_pool(counts, mech.assign(**{c: np.nan for c in mech.columns if c != "workload_id"}), 2.22, 100.0)
     pd.testing.assert_frame_equal(unknown, counts)
+
+
+def test_a_few_events_on_the_pool_read_as_they_do_among_all():
+    """The monitor's 12 events alone move as they do among all 134: the rates under the pool come from all the
+    workload's rates, not from the columns counted."""
+    hand = pd.concat([_workload(), _workload(workload_id="hand/two", d=0.05, w=0.0)], ignore_index=True)
+    local = _rates(hand)
+    mech = mechanisms(hand, local)
+    counts = local * 3e10
+    few = [REMOTE, "CYCLE_ACTIVITY.STALLS_L3_MISS", "INST_RETIRED.ANY"]
+    pd.testing.assert_frame_equal(on_pool(counts[few], mech, 1.82, 60.0), on_pool(counts, mech, 1.82, 60.0)[few])
