@@ -11,17 +11,20 @@ UM fits of `train_um` and `backtest` to LightGBM's distributed learner, on rows 
 (``models.um_dask``, ``models.dask_fit``; close to the local model, not equal to it).
 The cluster is the one at ``DASK_SCHEDULER_ADDRESS`` (``pond --scheduler``), or else a ``LocalCluster`` of ``engine.workers`` processes with
 ``engine.worker_memory`` each, started here and stopped when the stage ends. Dask is imported
-only when it is asked for.
+only when it is asked for. With the local engine, `simulate`'s sizing tasks (the same ones) run on ``engine.workers``
+threads of this process (``run_threads``): their compiled replays release the GIL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pond.core.errors import ConfigError
 from pond.core.params import EngineParams
+from pond.core.progress import progress
 from pond.core.runtime import Runtime
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -61,3 +64,13 @@ def run_all(client: Any | None, fn: Callable[..., T], tasks: Iterable[tuple]) ->
         return [fn(*t) for t in tasks]
     futures = [client.submit(fn, *t, pure=False) for t in tasks]
     return client.gather(futures)
+
+
+def run_threads(workers: int, desc: str, fn: Callable[..., T], tasks: Iterable[tuple]) -> list[T]:
+    """``fn(*task)`` for every task, in order, on ``workers`` threads (one: here): for tasks that spend their time
+    in compiled code that releases the GIL, where processes would copy each task's arrays."""
+    tasks = list(tasks)
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(*t) for t in progress(tasks, len(tasks), desc=desc, unit="tasks")]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(progress(pool.map(lambda t: fn(*t), tasks), len(tasks), desc=desc, unit="tasks"))

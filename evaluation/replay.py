@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pond.core.cluster import run_all
+from pond.core.cluster import run_all, run_threads
 from pond.core.errors import ConfigError
 from pond.core.params import Params, SimParams
 from pond.evaluation.combined import realize, summarize
@@ -354,9 +354,13 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     question = Question(placement.sockets_per_host, sp.pool_sockets, bought, sp.sockets_per_server * sp.socket_vcpus,
                         sp.max_move_rate, placement.assignment != "trace" and sp.placement == "pool_aware",
                         None if judged == bought else judged, sp.search == "scan")
-    size = fleet_sizing if client is None else partial(fleet_sizing_by_cluster, partial(run_all, client))
-    if client is not None:
-        print(f"simulate: sizing on Dask, one task per cluster and policy ({len(np.unique(cluster))} clusters)")
+    size: Sizer = fleet_sizing
+    if client is not None or params.engine.workers > 1:   # the same tasks, the same table: one per cluster and policy
+        run = partial(run_all, client) if client is not None else \
+            partial(run_threads, params.engine.workers, "simulate: sizing")
+        size = partial(fleet_sizing_by_cluster, run)
+        print(f"simulate: sizing {'on Dask' if client is not None else f'on {params.engine.workers} threads'}, "
+              f"one task per cluster and policy ({len(np.unique(cluster))} clusters)")
     table = size(trace, policies, question)
     table.insert(3, "cluster_name", np.asarray(s.groups.astype(str))[table.cluster.to_numpy()])
     draws = cluster_draws(int(table.cluster.nunique()), sp.interval_draws, params.base.seed)

@@ -38,7 +38,7 @@ def _kernel():
     """The compiled replay; built on first use so importing this module stays cheap."""
     import numba
 
-    @numba.njit(cache=True)
+    @numba.njit(cache=True, nogil=True)
     def replay(ev_vm, ev_arrival, server, pool_of, share, cores, local, pool, counted,
                cap_local, cap_pool, cap_cores, max_moves):  # pragma: no cover - compiled
         n_srv = pool_of.shape[0]

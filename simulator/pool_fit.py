@@ -50,7 +50,7 @@ def _kernel():
     """The compiled replay; built on first use so importing this module stays cheap."""
     import numba
 
-    @numba.njit(cache=True)
+    @numba.njit(cache=True, nogil=True)
     def replay(ev_vm, ev_arrival, cores, local, pool, prev, n_srv, spp, cap_c, cap_l, cap_p,
                max_unplaced):  # pragma: no cover - compiled
         k = 0
@@ -139,7 +139,7 @@ def _kernel():
 def _peak_kernel():
     import numba
 
-    @numba.njit(cache=True)
+    @numba.njit(cache=True, nogil=True)
     def pool_peaks(ev_vm, ev_arrival, server, pool, spp, n_pools):  # pragma: no cover - compiled
         used = np.zeros(n_pools)
         peak = np.zeros(n_pools)

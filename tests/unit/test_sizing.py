@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from pond.core.cluster import run_threads
 from pond.simulator.cluster_sizing import approximate_frontier
 from pond.simulator.sizing import Question, Trace, fleet_sizing, fleet_sizing_by_cluster, returned
 
@@ -73,11 +76,7 @@ def test_a_full_pool_moves_the_vm_to_another_pool():
     assert (strict.required_gb, loose.required_gb) == (32.0, 20.0)
 
 
-@pytest.mark.parametrize("pool_aware", [False, True])
-def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
-    """One task per (cluster, distinct policy) and one per cluster's baseline, the largest cluster
-    first; put back together they are the single-process table, row for row, and a policy that
-    repeats another's pool GB gets the rows it would have been sized to."""
+def _two_clusters(pool_aware: bool) -> tuple[Trace, dict, Question]:
     rng = np.random.default_rng(7)
     n = 120
     cluster = np.r_[np.zeros(40, np.int64), np.ones(80, np.int64)]         # cluster 1 is the larger
@@ -88,7 +87,16 @@ def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
     back = np.where(np.arange(n) % 3 == 0, start + 60, -1)     # a third of the VMs get their pool memory back
     policies = {"half": memory / 2, "quarter": np.where(start > 400, memory / 4, 0.0), "again": memory / 2,
                 "returned": (memory / 2, back)}
-    t, q = Trace(start, end, cluster, host, cores, memory), Question(1, (1, 2), (300, 1000), 8.0, 0.05, pool_aware)
+    return Trace(start, end, cluster, host, cores, memory), policies, Question(1, (1, 2), (300, 1000), 8.0, 0.05,
+                                                                              pool_aware)
+
+
+@pytest.mark.parametrize("pool_aware", [False, True])
+def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
+    """One task per (cluster, distinct policy) and one per cluster's baseline, the largest cluster
+    first; put back together they are the single-process table, row for row, and a policy that
+    repeats another's pool GB gets the rows it would have been sized to."""
+    t, policies, q = _two_clusters(pool_aware)
     seen: list[tuple] = []
 
     def run(fn, tasks):
@@ -105,6 +113,15 @@ def test_by_cluster_and_policy_tasks_give_the_fleet_table(pool_aware):
     assert [(int(vms.cluster[0]), sorted(pols), baseline) for vms, pols, _, baseline in seen] == [
         (1, [], True), (1, ["half"], False), (1, ["quarter"], False), (1, ["returned"], False),
         (0, [], True), (0, ["half"], False), (0, ["quarter"], False), (0, ["returned"], False)]
+
+
+@pytest.mark.parametrize("pool_aware", [False, True])
+def test_the_tasks_on_threads_give_the_fleet_table(pool_aware):
+    """`simulate`'s local engine runs the same tasks on ``engine.workers`` threads: the table is the same, row for
+    row, whichever thread finishes first."""
+    t, policies, q = _two_clusters(pool_aware)
+    threaded = fleet_sizing_by_cluster(partial(run_threads, 3, "sizing"), t, policies, q)
+    pd.testing.assert_frame_equal(threaded, fleet_sizing(t, policies, q), check_exact=True)
 
 
 # Bought on one window, judged on the next. One cluster, two 1-socket servers, one pool of both.
