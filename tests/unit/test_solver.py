@@ -187,3 +187,13 @@ def test_a_threshold_the_lab_never_calls_is_charged_the_prior_not_zero():
     assert g.mean[1, 0] == pytest.approx(0.77 * 0.5) and g.bound[1, 0] > 0.7
     assert best(g.pool, g.bound, 0.02) == (0, 0)                  # LI off, not 80% of memory on the pool
     assert error_draws(np.array([0]), np.array([0]), np.array([0.5]))[0, 0] == pytest.approx(0.5)
+
+
+def test_error_draws_of_candidates_that_share_their_counts_are_drawn_once_and_the_same():
+    """Each row is the Jeffreys posterior's quantiles at the shared uniforms, whichever row repeats another's counts."""
+    called, errors = np.array([40, 10, 40, 0, 10]), np.array([2, 0, 2, 0, 1])
+    u = np.random.default_rng(5).random(300)
+    q = error_draws(called, errors, u)
+    want = stats.beta.ppf(u[None, :], errors[:, None] + 0.5, (called - errors)[:, None] + 0.5)
+    assert q.shape == (5, 300) and np.array_equal(q, want) and np.array_equal(q[0], q[2])
+    assert error_draws(np.array([], int), np.array([], int), u).shape == (0, 300)
