@@ -224,6 +224,9 @@ class UmParams(Section):
     train_days: int = Field(21, ge=1, description="days of ended VMs a nightly UM model trains on")
     calib_days: int = Field(3, ge=1, description="days held out for split-conformal calibration")
     calib_lag_days: int = Field(4, ge=0, description="lag of the calibration days, so that long-lived VMs have ended")
+    curve_lag_days: int | None = Field(0, ge=0, description=(
+        "days before base.as_of the solver's OP curve scores its last next day (on the outcomes known by the end "
+        "of as_of); null: calib_lag_days"))
     backtest_nights: int = Field(14, ge=1,
                                  description="rolling nights before base.as_of whose outcomes the solver reads")
     alphas: tuple[float, ...] = Field((0.002, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3), min_length=1,

@@ -18,7 +18,7 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, clie
     """Per night: realized OP and UM of the raw (alpha = target) and calibrated models on the
     next day; and per night and target OP, the calibrated model's UM and realized OP.
 
-    Strictly before ``as_of``: the last next day scored is ``calib_lag_days`` before it, and only
+    Strictly before ``as_of``: the last next day scored is ``curve_lag`` days before it, and only
     outcomes observed by the end of ``as_of`` count (the rest are censored and counted)."""
     nights, sweep = [], []
     for n in progress(backtest_nights(vm_features, as_of, p), p.backtest_nights, f"train_um night {as_of}: backtest",

@@ -81,7 +81,8 @@ def creation_days(as_of: str | pd.Timestamp, p: UmParams) -> tuple[date, date]:
     """The first and last creation day that ``as_of``'s nights read (its backtest nights, the nightly
     model and the next day it is scored on), with a day's margin: `train_um` reads only these."""
     a = day_of(as_of)
-    return a - timedelta(days=p.calib_lag_days + p.backtest_nights + p.train_days + 1), a + timedelta(days=1)
+    lag = max(p.calib_lag_days, curve_lag(p))
+    return a - timedelta(days=lag + p.backtest_nights + p.train_days + 1), a + timedelta(days=1)
 
 
 def usable(n: Night) -> bool:
@@ -89,11 +90,19 @@ def usable(n: Night) -> bool:
     return not (n.next_day.empty or n.train.empty or n.calib.empty)
 
 
+def curve_lag(p: UmParams) -> int:
+    """Days before ``as_of`` of the last next day the UM backtest scores (``curve_lag_days``, else the
+    calibration's lag)."""
+    return p.calib_lag_days if p.curve_lag_days is None else p.curve_lag_days
+
+
 def backtest_nights(vm_features: pd.DataFrame, as_of: str | pd.Timestamp, p: UmParams) -> Iterator[Night]:
     """``as_of``'s UM backtest nights, oldest first: strictly before it (the last next day scored is
-    ``calib_lag_days`` before it), with only the outcomes observed by the end of ``as_of``."""
+    ``curve_lag`` days before it; 0: the as-of day itself), with only the outcomes observed by the end of
+    ``as_of``. A short lag shows the solver tonight's drift on the VMs that have already ended (most VMs end
+    within a day of their creation); the VMs still running are censored and left out, as on every night."""
     known_by = end_of(as_of)
-    last = pd.Timestamp(as_of) - pd.Timedelta(days=p.calib_lag_days + 1)
+    last = pd.Timestamp(as_of) - pd.Timedelta(days=curve_lag(p) + 1)
     for k in range(p.backtest_nights - 1, -1, -1):
         yield night(vm_features, last - pd.Timedelta(days=k), p, known_by)
 

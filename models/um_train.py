@@ -24,7 +24,7 @@ from pond.models.runtime import sha256
 from pond.models.um import ConformalOffset, UntouchedModel
 from pond.models.um_backtest import backtest, solver_curve, tradeoff
 from pond.models.um_dask import WorkerRows, worker_rows
-from pond.models.um_protocol import fit_night, night
+from pond.models.um_protocol import curve_lag, fit_night, night
 from pond.telemetry.io import read_days
 
 
@@ -80,8 +80,9 @@ def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, c
     nights, sweep = backtest(rows, as_of, p, seed, client)
     if nights.empty:
         raise TooLittleHistory(f"no backtest night before {as_of} had VMs to train on and ended VMs to score "
-                          f"(nights end train_um.calib_lag_days={p.calib_lag_days} days before as_of): move "
-                          "base.as_of later, or lower train_um.calib_lag_days / calib_days")
+                          f"(the last one scores the day {curve_lag(p)} days before as_of, "
+                          "train_um.curve_lag_days): move base.as_of later, or lower train_um.calib_lag_days / "
+                          "calib_days")
     curve, metrics = tradeoff(rows, as_of, p, seed, client) if figure else (pd.DataFrame(), {})
     metrics.update({
         "backtest_nights": int(len(nights)), "target_op": p.target_op,

@@ -63,7 +63,7 @@ def um_candidates(nights: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
     """(targets, UM share per target and night, OP per target and night); row 0 = UM off."""
     if nights.empty:
         raise ModelError("the UM backtest scored no night before base.as_of: move as_of later or lower "
-                         "train_um.backtest_nights / calib_lag_days")
+                         "train_um.backtest_nights / calib_lag_days / curve_lag_days")
     um = nights.pivot_table(index="target_op", columns="as_of", values="um")
     op = nights.pivot_table(index="target_op", columns="as_of", values="op").reindex_like(um)
     zeros = np.zeros((1, um.shape[1]))

@@ -137,6 +137,36 @@ def test_no_leakage_from_the_future(vmf):
     assert cal.offset_ == cal2.offset_
 
 
+@pytest.mark.parametrize("lag", [0, 1, 2])
+def test_the_solvers_op_curve_ends_curve_lag_days_before_as_of_on_what_was_known_then(vmf, lag):
+    """``curve_lag_days`` moves the UM backtest's last next day to ``lag`` days before as_of (null: the
+    calibration's lag), and its scores still read no outcome observed after the end of as_of: scrambling every
+    later label changes no night's UM or OP."""
+    from pond.models.um_backtest import backtest
+
+    as_of, end = "2026-01-09", pd.Timestamp("2026-01-10", tz="UTC")
+    p = P.model_copy(update={"curve_lag_days": lag})
+    nights = list(backtest_nights(vmf, as_of, p))
+    assert len(nights) == P.backtest_nights
+    first_next = [n.next_day.created_at.min().normalize() for n in nights]
+    assert first_next[-1] == end - pd.Timedelta(days=lag + 1)
+    assert first_next == sorted(first_next) and len(set(first_next)) == len(first_next)
+    if lag == P.calib_lag_days:   # null is the calibration's lag
+        for a, b in zip(nights, backtest_nights(vmf, as_of, P.model_copy(update={"curve_lag_days": None}))):
+            pd.testing.assert_frame_equal(a.next_day, b.next_day)
+    for n in nights:   # scored: ended by the end of as_of; censored: created that day, not ended by then
+        assert (n.next_day.deleted_at < end).all()
+    future = vmf.deleted_at.isna() | (vmf.deleted_at >= end)
+    scrambled = vmf.copy()
+    scrambled.loc[future, "untouched_fraction"] = np.random.default_rng(0).random(future.sum())
+    got, sweep = backtest(vmf, as_of, p, seed=1)
+    got2, sweep2 = backtest(scrambled, as_of, p, seed=1)
+    pd.testing.assert_frame_equal(sweep, sweep2)
+    pd.testing.assert_frame_equal(got, got2)
+    if lag == 0:   # the as-of day's own VMs: some still run at its end, and are left out
+        assert got.censored.iloc[-1] > 0
+
+
 def test_a_nights_model_is_fit_once_and_other_rows_are_another_fit(vmf):
     """A backtest's nights share their training windows: the same rows (read again) give the model fit before, the
     model a fit of its own would give; another seed, quantile or label is another fit."""
