@@ -30,27 +30,28 @@ def test_built_in_fleet_feeds_every_command(small_raw, tmp_path, capsys):
 def test_a_night_outside_the_trace_names_the_days_that_fit(small_raw, tmp_path, capsys):
     """The small fleet's VMs were created 2026-01-01 to 01-12; with the small params a night needs a usable UM
     night before it (train, calibration and next-day VMs), and VMs created the day after it: the first such night
-    is 01-04, the last 01-11. Backtest nights before 01-04 are not replayed, and validate says how many are."""
+    is 01-03 (its UM backtest's last night scores the as-of day itself), the last 01-11. Backtest nights before
+    01-03 are not replayed, and validate says how many are."""
     late = small_params()
     late["base"]["as_of"] = "2026-03-01"
     _, problems = check(small_raw, Params(**late))
     assert problems[REPRO] == ["base.as_of 2026-03-01 cannot be a night on this trace (the trace's VMs were created "
                                "from 2026-01-01 to 2026-01-12). Fix: set base.as_of in params.yaml to a day from "
-                               "2026-01-04 to 2026-01-11"]
-    for day, ok in (("2026-01-03", False), ("2026-01-04", True), ("2026-01-11", True), ("2026-01-12", False)):
+                               "2026-01-03 to 2026-01-11"]
+    for day, ok in (("2026-01-02", False), ("2026-01-03", True), ("2026-01-11", True), ("2026-01-12", False)):
         late["base"]["as_of"] = day
         assert (check(small_raw, Params(**late))[1][REPRO] == []) is ok, day
     late["base"]["as_of"], late["backtest"]["nights"] = "2026-01-11", 40      # a month asked of 12 days
     state, problems = check(small_raw, Params(**late))
     assert problems[REPRO] == []
-    assert state["vms"].endswith("; 8 of the 40 backtest nights ending base.as_of have telemetry enough before them "
-                                 "to train on: `backtest` replays those 8")
+    assert state["vms"].endswith("; 9 of the 40 backtest nights ending base.as_of have telemetry enough before them "
+                                 "to train on: `backtest` replays those 9")
     late["train_um"].update(train_days=40, calib_lag_days=20, calib_days=5)
     _, problems = check(small_raw, Params(**late))
     assert "nor can any other day with these params" in problems[REPRO][0]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**small_params(), "base": {"seed": 5, "as_of": "2026-03-01"}}))
     assert run_pond(["--params", str(tmp_path / "params.yaml"), "validate", str(small_raw)]) == 1
-    assert "a day from 2026-01-04 to 2026-01-11" in capsys.readouterr().out
+    assert "a day from 2026-01-03 to 2026-01-11" in capsys.readouterr().out
 
 
 def test_vms_alone_names_what_each_command_lacks(small_tables, tmp_path, capsys):

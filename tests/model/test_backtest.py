@@ -64,8 +64,9 @@ def test_a_night_whose_next_day_has_no_vm_is_skipped_and_none_left_is_an_error(s
 def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_raw, small_bundle, tmp_path,
                                                                           monkeypatch, capsys):
     """A month of telemetry stopped the default nightly job at backtest, whose 14 nights need about 35 days. The
-    small fleet starts 2026-01-01: of 8 nights ending 01-08, the first with a UM night to train on is 01-04, so
-    backtest replays 5, says so, and simulate decides the window on them. A trace too short for one night still
+    small fleet starts 2026-01-01: of 8 nights ending 01-08, the first with a UM night to train on is 01-03 (its UM
+    backtest's last night scores the as-of day itself), so backtest replays 6, says so, and simulate decides the
+    window on them. A trace too short for one night still
     stops with train_um's own error."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     params = small_params()
@@ -73,22 +74,22 @@ def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_r
     p = ["--params", str(params_file(tmp_path / "params.yaml", params))]
     assert run_pond([*p, "backtest", *backtest_args(small_raw, small_bundle, tmp_path)]) == 0
     out = capsys.readouterr().out
-    for day in ("2026-01-01", "2026-01-02", "2026-01-03"):
+    for day in ("2026-01-01", "2026-01-02"):
         assert f"backtest: night {day} skipped: too little telemetry before it to train on" in out
-    assert "backtest: 5 nights of the 8 asked (3 at the start had too little telemetry before them to train on)" in out
+    assert "backtest: 6 nights of the 8 asked (2 at the start had too little telemetry before them to train on)" in out
     import json
 
     m = json.loads((tmp_path / "backtest.json").read_text())
-    assert (m["nights"], m["nights_asked"], m["nights_skipped_short_history"]) == (5, 8, 3)
+    assert (m["nights"], m["nights_asked"], m["nights_skipped_short_history"]) == (6, 8, 2)
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = mlflow.get_experiment_by_name("pond-backtest").experiment_id
     runs = mlflow.search_runs([exp], filter_string="status = 'FINISHED'")
-    assert len(runs) == 5 and runs["metrics.calibrated.mean_op"].notna().all()      # one UM run per night replayed
+    assert len(runs) == 6 and runs["metrics.calibrated.mean_op"].notna().all()      # one UM run per night replayed
     assert len(mlflow.search_logged_models(experiment_ids=[exp])) == 0       # its models stay in the night's folder
     nights = pd.read_csv(tmp_path / "out" / "nights.csv")
-    assert nights.as_of.tolist() == [f"2026-01-0{d}" for d in range(4, 9)]
+    assert nights.as_of.tolist() == [f"2026-01-0{d}" for d in range(3, 9)]
     assert sorted(d.name for d in (tmp_path / "out").iterdir() if d.is_dir()) == nights.as_of.tolist()
     # the QoS monitor's recall on the fleet: the nights' slowed insensitive calls and the share it flagged
     evs = [json.loads((tmp_path / "out" / d / "evaluate.json").read_text())["combined"] for d in nights.as_of]
@@ -102,11 +103,11 @@ def test_a_trace_shorter_than_the_nights_asked_replays_the_nights_it_has(small_r
                      str(tmp_path / "plots_sim")]) == 0
     assert json.loads((tmp_path / "simulate.json").read_text())["answer"]
 
-    params["base"]["as_of"] = "2026-01-03"          # no night with anything before it to train on
+    params["base"]["as_of"] = "2026-01-02"          # no night with anything before it to train on
     params["backtest"]["nights"] = 2
     assert run_pond(["--params", str(params_file(tmp_path / "short.yaml", params)), "backtest",
                      *backtest_args(small_raw, small_bundle, tmp_path / "short")]) == 2
-    assert "no backtest night before 2026-01-03 had VMs to train on" in capsys.readouterr().err
+    assert "no backtest night before 2026-01-02 had VMs to train on" in capsys.readouterr().err
 
 
 def test_with_touches_judged_a_zNUMA_is_moved_only_where_the_monitor_flags_its_spill(small_raw, small_bundle, tmp_path,
