@@ -231,7 +231,8 @@ class UmParams(Section):
                                  description="rolling nights before base.as_of whose outcomes the solver reads")
     alphas: tuple[float, ...] = Field((0.002, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3), min_length=1,
                                       description="quantiles trained for the trade-off curve")
-    target_grid: tuple[float, ...] = Field((0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3),
+    target_grid: tuple[float, ...] = Field((0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.055,
+                                            0.06, 0.065, 0.07, 0.075, 0.08, 0.09, 0.1, 0.125, 0.15, 0.2, 0.3),
                                            min_length=1, description="OP targets the solver may choose (shares of VMs)")
 
     @model_validator(mode="after")
