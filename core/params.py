@@ -263,6 +263,11 @@ class OptimizeParams(Section):
         "count what the QoS monitor flagged among the recent_days' VMs (their counters under the pool by the monitor "
         "model where the data allow, else their own counters at qos.threshold) as evidence of the LI error rate: it "
         "can only raise the rate the solver charges (optimize.monitor)"))
+    lab_floor: bool = Field(True, description=(
+        "the LI error rate charged per threshold is never below the lab's counts: the fleet's evidence can only "
+        "raise it. false: where the monitor model watched recent VMs called at a threshold, their flags divided by "
+        "the monitor's recall stand in place of the lab's counts (an experiment: it trusts the monitor's recall on "
+        "the fleet; docs/results/budget.md)"))
     credit_mitigation: bool = Field(True, description=(
         "bound what the QoS monitor leaves slowed: the zNUMA overpredictions it mitigates within "
         "qos.max_mitigated_share are not charged (optimize.solver). false: charge them too (on the footprint shape "

@@ -180,6 +180,19 @@ class MonitorEvidence:
     recall_counts: tuple[np.ndarray, np.ndarray] | None = None   # per LI candidate, the monitor model's held-out
     # (caught, errors) among the lab's LI errors at it, all on the pool (``band_recall``)
     divisor: np.ndarray | None = None  # per LI candidate, the recall tonight's flags were divided by
+    watched: tuple[np.ndarray, np.ndarray] | None = None  # per LI candidate, the watched VMs called at it and their
+    # flags (the monitor model's only)
+
+    def in_place_of(self, lab: pd.DataFrame) -> pd.DataFrame:
+        """The LI candidates' counts with the monitor model's in place of the lab's where it watched calls
+        (``optimize.lab_floor: false``): the VMs called at each threshold, and their flags divided by the recall as
+        errors. A threshold no watched VM reached keeps the lab's counts."""
+        if self.watched is None or self.divisor is None:
+            return lab
+        called, flagged = self.watched
+        errors = np.minimum(flagged / np.maximum(self.divisor, 1e-9), called)
+        seen = called > 0
+        return lab.assign(called=np.where(seen, called, lab.called), errors=np.where(seen, errors, lab.errors))
 
     def spare(self, params: Params, li_vm: np.ndarray, vms_per_day: float) -> np.ndarray | None:
         """Per LI candidate, the share of tonight's VMs the monitor can still mitigate once the LI calls' flags
@@ -267,7 +280,8 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
         counts = (np.full(len(thresholds), float(caught)), np.full(len(thresholds), float(sensitive)))
     divisor = np.full(len(thresholds), r) if near is None else (near[0] + 0.5) / (near[1] + 1.0)   # Jeffreys mean
     stats["recall_by_threshold"] = near is not None
-    return MonitorEvidence(over_recall(flags, divisor), flags, stats, counts, divisor)
+    watched = key_counts(recent.p[seen], flagged.astype(float), thresholds)
+    return MonitorEvidence(over_recall(flags, divisor), flags, stats, counts, divisor, watched)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -368,7 +382,7 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     li_next = more_cautious(fleet.tonight, monitor.tonight, level)
     spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
     credit = monitor.credit(params, len(recent.vms) / o.recent_days)
-    li = fleet.add_to(lab)
+    li = fleet.add_to(lab) if o.lab_floor else monitor.in_place_of(fleet.add_to(lab))
     g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
                                             pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare, credit)
     budget = o.budget

@@ -194,3 +194,29 @@ def test_with_touches_judged_no_capacity_is_counted_on_for_zNUMA_overpredictions
     assert (seen.spare(every, np.array([0.0, 0.4]), 350.0) > 0).all()
     np.testing.assert_array_equal(seen.spare(judged, np.array([0.0, 0.4]), 350.0), [0.0, 0.0])
     assert seen.credit(every, 350.0).touches_mitigated and not seen.credit(judged, 350.0).touches_mitigated
+
+
+def test_without_the_lab_floor_the_monitors_watched_calls_stand_in_place_of_the_lab_s_counts():
+    """``optimize.lab_floor: false``: per threshold the watched VMs called at it and their flags over the recall are
+    the counts the solver charges; a threshold no watched VM reached keeps the lab's, and the first-hour monitor
+    (no ``watched``) changes nothing."""
+    from pond.optimize.evidence import key_counts
+    from pond.optimize.solver import error_rate
+    from pond.optimize.tonight import MonitorEvidence
+
+    lab = _curves()
+    p = np.array([0.9, 0.8, 0.6, 0.3, 0.2, 0.95])
+    flagged = np.array([0, 1, 0, 1, 1, 0], float)
+    watched = key_counts(p, flagged, lab.threshold.to_numpy())
+    # inf: none called; 0.0: all 6, 3 flagged; 0.25: 5, 2; 0.5: 4, 1; 0.75: 3 (0.8, 0.9, 0.95), 1
+    assert watched[0].tolist() == [0, 6, 5, 4, 3] and watched[1].tolist() == [0, 3, 2, 1, 1]
+    divisor = np.full(5, 0.5)
+    got = MonitorEvidence(None, None, {}, None, divisor, watched).in_place_of(lab)
+    assert got.called.tolist() == [0, 6, 5, 4, 3]
+    # flags over a recall of one half, never more errors than calls; the "off" row keeps the lab's
+    assert got.errors.tolist() == [0, 6, 4, 2, 2]
+    assert got.n.tolist() == lab.n.tolist()
+    # the lab's 0 errors of 2 at 0.75 would charge less than the fleet's flags say: the floor is not a ceiling
+    assert error_rate(got.called, got.errors)[4] > error_rate(lab.called, lab.errors)[4]
+    pd.testing.assert_frame_equal(MonitorEvidence(None, None, {}).in_place_of(lab), lab)
+    pd.testing.assert_frame_equal(MonitorEvidence(None, None, {}, None, None, watched).in_place_of(lab), lab)
