@@ -136,3 +136,42 @@ def test_the_pool_monitor_s_flags_move_the_li_threshold_without_reading_truth(sm
     assert b["fleet_monitor"]["vms_flagged"] == b["fleet_monitor"]["vms_watched"] > a["fleet_monitor"]["vms_flagged"]
     assert not b["li"]["enabled"] or b["li"]["threshold"] > a["li"]["threshold"]
     assert b["li"]["expected_li"] < a["li"]["expected_li"]
+
+
+def test_without_the_lab_floor_a_monitor_that_flags_no_watched_call_charges_less_than_the_lab(small_bundle, small_raw,
+                                                                                                tmp_path):
+    """``optimize.lab_floor``: every recent VM given the counts and the pool's response of the VM the monitor model
+    scores lowest, so it flags none of the thousands of calls it watches. With the floor (the default) the rate
+    charged is never below the lab's posterior mean at the chosen threshold; without it the monitor's counts stand in
+    place of the lab's, the charge falls below it, and the solver calls no fewer VMs insensitive."""
+    from pond.models.monitor_runtime import MonitorModel
+    from pond.optimize.monitor import pool_scores
+    from pond.telemetry.contract import POOL_FILE
+
+    p = Params(**small_params())
+    monitor = MonitorModel.load(small_bundle / "monitor")
+    vms = pd.read_parquet(small_raw / "vms.parquet")
+    low = int(np.nanargmin(pool_scores(vms, small_raw, p.optimize.latency_ratio, monitor)))
+    calm, workload = vms.vm_id.iloc[low], vms.workload_id.iloc[low]
+    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
+    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
+    raw = _with_counters(small_raw, tmp_path / "raw", recent.vm_id, calm)
+    mech = pd.read_parquet(raw / POOL_FILE)
+    cols = [c for c in mech.columns if c != "workload_id"]
+    mech[cols] = mech.loc[mech.workload_id == workload, cols].to_numpy()[0]
+    mech.to_parquet(raw / POOL_FILE, index=False)
+
+    floor = _optimize(small_bundle, raw, tmp_path / "floor", monitor=small_bundle / "monitor")
+    lifted = _uncredited()
+    lifted["optimize"]["lab_floor"] = False
+    free = _optimize(small_bundle, raw, tmp_path / "free", lifted, monitor=small_bundle / "monitor")
+    for got in (floor, free):
+        assert got["fleet_monitor"]["monitor"] == "pool_counters" and got["fleet_monitor"]["vms_watched"] > 100
+        assert got["fleet_monitor"]["vms_flagged"] <= 0.01 * got["fleet_monitor"]["vms_watched"]
+        assert got["li"]["enabled"]
+    lab_mean = (floor["li"]["lab_errors"] + 0.5) / (floor["li"]["lab_called"] + 1.0)
+    assert floor["li"]["error_rate"] >= lab_mean
+    assert free["li"]["error_rate"] < (free["li"]["lab_errors"] + 0.5) / (free["li"]["lab_called"] + 1.0)
+    assert free["li"]["expected_li"] >= floor["li"]["expected_li"]
+    assert free["expected"]["mispredictions_bound"] <= free["misprediction_budget"]
