@@ -57,6 +57,29 @@ def _with_counters(raw: Path, out: Path, ids: pd.Series, source: pd.Series) -> P
     return out
 
 
+def _recent_as(bundle: Path, raw: Path, out: Path, pick) -> tuple[Path, str]:
+    """A copy of ``raw`` without the fleet's truth whose recent VMs (``optimize.recent_days`` up to as_of) have the
+    counts and the pool's response of the VM the monitor model scores ``pick`` (``np.nanargmax``: highest) under the
+    pool; with that VM's id."""
+    from pond.models.monitor_runtime import MonitorModel
+    from pond.optimize.monitor import pool_scores
+    from pond.telemetry.contract import POOL_FILE
+
+    p = Params(**small_params())
+    vms = pd.read_parquet(raw / "vms.parquet")
+    at = int(pick(pool_scores(vms, raw, p.optimize.latency_ratio, MonitorModel.load(bundle / "monitor"))))
+    vm, workload = vms.vm_id.iloc[at], vms.workload_id.iloc[at]
+    vmf = pd.read_parquet(bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
+    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
+    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
+    copy = _with_counters(raw, out, recent.vm_id, vm)
+    mech = pd.read_parquet(copy / POOL_FILE)
+    cols = [c for c in mech.columns if c != "workload_id"]
+    mech[cols] = mech.loc[mech.workload_id == workload, cols].to_numpy()[0]
+    mech.to_parquet(copy / POOL_FILE, index=False)
+    return copy, vm
+
+
 def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bundle, small_raw, tmp_path):
     p = Params(**small_params())
     model = li_model(small_bundle / "li", p.optimize.latency_ratio, p.optimize.pdm)
@@ -109,27 +132,9 @@ def test_the_pool_monitor_s_flags_move_the_li_threshold_without_reading_truth(sm
     """The monitor model on the recent VMs' counters under the pool (``optimize.monitor.pool_scores``): given the
     counts and the pool's response of the VM it scores highest, every watched VM is flagged, and the solver calls
     fewer VMs insensitive. Neither data set holds any truth."""
-    from pond.models.monitor_runtime import MonitorModel
-    from pond.optimize.monitor import pool_scores
-    from pond.telemetry.contract import POOL_FILE
-
-    p = Params(**small_params())
-    monitor = MonitorModel.load(small_bundle / "monitor")
-    vms = pd.read_parquet(small_raw / "vms.parquet")
-    scores = pool_scores(vms, small_raw, p.optimize.latency_ratio, monitor)
-    top = int(np.nanargmax(scores))
-    slowed, workload = vms.vm_id.iloc[top], vms.workload_id.iloc[top]
-    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
-    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
-    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
-
+    raw_b, slowed = _recent_as(small_bundle, small_raw, tmp_path / "raw_b", np.nanargmax)
     a = _optimize(small_bundle, _with_counters(small_raw, tmp_path / "raw_a", [], slowed), tmp_path / "a",
                   monitor=small_bundle / "monitor")
-    raw_b = _with_counters(small_raw, tmp_path / "raw_b", recent.vm_id, slowed)
-    mech = pd.read_parquet(raw_b / POOL_FILE)
-    cols = [c for c in mech.columns if c != "workload_id"]
-    mech[cols] = mech.loc[mech.workload_id == workload, cols].to_numpy()[0]
-    mech.to_parquet(raw_b / POOL_FILE, index=False)
     b = _optimize(small_bundle, raw_b, tmp_path / "b", monitor=small_bundle / "monitor")
     assert a["fleet_monitor"]["monitor"] == b["fleet_monitor"]["monitor"] == "pool_counters"
     assert a["li"]["enabled"] and a["fleet_monitor"]["vms_watched"] > 100
@@ -144,24 +149,7 @@ def test_without_the_lab_floor_a_monitor_that_flags_no_watched_call_charges_less
     scores lowest, so it flags none of the thousands of calls it watches. With the floor (the default) the rate
     charged is never below the lab's posterior mean at the chosen threshold; without it the monitor's counts stand in
     place of the lab's, the charge falls below it, and the solver calls no fewer VMs insensitive."""
-    from pond.models.monitor_runtime import MonitorModel
-    from pond.optimize.monitor import pool_scores
-    from pond.telemetry.contract import POOL_FILE
-
-    p = Params(**small_params())
-    monitor = MonitorModel.load(small_bundle / "monitor")
-    vms = pd.read_parquet(small_raw / "vms.parquet")
-    low = int(np.nanargmin(pool_scores(vms, small_raw, p.optimize.latency_ratio, monitor)))
-    calm, workload = vms.vm_id.iloc[low], vms.workload_id.iloc[low]
-    vmf = pd.read_parquet(small_bundle / "features" / "vm_features.parquet", columns=["vm_id", "created_at"])
-    end = pd.Timestamp(p.base.as_of, tz="UTC") + pd.Timedelta(days=1)
-    recent = vmf[(vmf.created_at >= end - pd.Timedelta(days=p.optimize.recent_days)) & (vmf.created_at < end)]
-    raw = _with_counters(small_raw, tmp_path / "raw", recent.vm_id, calm)
-    mech = pd.read_parquet(raw / POOL_FILE)
-    cols = [c for c in mech.columns if c != "workload_id"]
-    mech[cols] = mech.loc[mech.workload_id == workload, cols].to_numpy()[0]
-    mech.to_parquet(raw / POOL_FILE, index=False)
-
+    raw, _ = _recent_as(small_bundle, small_raw, tmp_path / "raw", np.nanargmin)
     floor = _optimize(small_bundle, raw, tmp_path / "floor", monitor=small_bundle / "monitor")
     lifted = _uncredited()
     lifted["optimize"]["lab_floor"] = False
