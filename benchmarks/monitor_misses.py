@@ -9,6 +9,8 @@ pool (``false_positive``), and the replay's flag of each (``seen_slowed``: the m
 pool, ``optimize.monitor``). Per workload it reports:
 
 - ``calls``: its slowed calls over the nights, ``flagged``: the share the monitor flagged;
+- ``mechanism``: which of the four gives it the most extra cycles on the pool (demand misses, late prefetches, page
+  walks served by the pool, bandwidth queueing);
 - ``truth_pct``: its slowdown with the whole footprint on the pool (the population truth, read here only to judge);
 - ``visible_pct``: the part of that slowdown its counters can show, the four mechanisms' extra cycles
   (``telemetry.fleet.pool_counters.extra_cycles``) without the unexplained part ``eta`` that no counter carries
@@ -17,8 +19,8 @@ pool, ``optimize.monitor``). Per workload it reports:
 Then one line: recall over all slowed calls (what ``backtest_variants`` reports), the share of them from the most
 frequent workload, recall without it, recall counting each slowed workload once (flagged on most of its calls), and
 the share of the missed calls whose visible slowdown is within 1 point of the PDM (borderline: the counters show a
-slowdown at the PDM, and the rest is ``eta``), the missed calls' mean true slowdown, and recall over the calls past
-that border.
+slowdown at the PDM, and the rest is ``eta``), the missed calls' mean true slowdown, recall over the calls past
+that border, and the misses past it by mechanism.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def by_workload(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ra
     c = calls.merge(vms[["vm_id", "workload_id"]], on="vm_id", how="left")
     per = c.groupby("workload_id").agg(calls=("vm_id", "size"), flagged=("seen_slowed", "mean"))
     lat = latent.set_index("workload_id").reindex(per.index)
-    visible = 100.0 * sum(extra_cycles(lat, ratio, np.ones(len(lat))).values())
-    per = per.assign(visible_pct=np.round(visible, 2),
+    extra = pd.DataFrame(extra_cycles(lat, ratio, np.ones(len(lat))), index=per.index)
+    visible = 100.0 * extra.sum(axis=1).to_numpy()
+    per = per.assign(mechanism=extra.idxmax(axis=1), visible_pct=np.round(visible, 2),
                      truth_pct=np.round(visible * (1.0 + lat.eta.to_numpy(float)), 2),
                      eta=np.round(lat.eta.to_numpy(float), 3))
     return per.sort_values(["calls", "truth_pct"], ascending=[False, False])
@@ -77,7 +80,9 @@ def summary(per: pd.DataFrame, pdm: float) -> dict:
             "missed_borderline_share": round(borderline, 4),
             "missed_mean_truth_pct": round(float((missed * per.truth_pct).sum()) / max(float(missed.sum()), 1e-9), 2),
             "recall_past_border": round(float((past.calls * past.flagged).sum()) / max(int(past.calls.sum()), 1), 4),
-            "calls_past_border": int(past.calls.sum())}
+            "calls_past_border": int(past.calls.sum()),
+            "missed_past_border_by_mechanism": {str(k): int(v) for k, v in
+                                                missed[~border].groupby(per.mechanism[~border]).sum().round().items()}}
 
 
 def workloads(backtest: Path, raw: Path, params_path: Path) -> tuple[pd.DataFrame, float]:

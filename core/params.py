@@ -209,6 +209,11 @@ class MonitorParams(Section):
         "runs all on the pool of the workloads an LI model that never saw them calls at this P(insensitive) or "
         "above; null: at the threshold set on every spill run (on the built-in draws the called workloads' "
         "threshold rose on 4 of 7 and no acceptance target gained)"))
+    stall_rule: bool = Field(True, description=(
+        "score a VM by the larger of the forest's P(exceeds) and a logistic fit on the stall cycles the pool's extra "
+        "latency explains (DRAM-bound stalls and page walks, times the remote share of the misses and (r-1)/r): the "
+        "forest alone missed the fleet's VMs slowed by page walks served by the pool, a mechanism few lab "
+        "workloads show"))
     events: tuple[str, ...] | None = Field(MONITOR_EVENTS, min_length=1, description=(
         "the PMU events the monitor reads while a VM runs (each one's rate per cycle, the TMA metrics they give, "
         "the allocation): the hypervisor counts these and `POST /v1/qos` needs only these; those the lab does not "

@@ -7,7 +7,8 @@ from typing import Any
 
 METHODS = (("monitor", "the monitor's model (counters under the allocation)"),
            ("li_model", "the LI model on the same counters"),
-           ("l3_miss_latency", "the L3 miss latency alone (Memstrata's counter)"))
+           ("l3_miss_latency", "the L3 miss latency alone (Memstrata's counter)"),
+           ("pool_stalls", "the stalls the pool explains alone"))
 
 
 def _pct(x: float | None) -> str:
@@ -24,7 +25,9 @@ def monitor_table(m: dict[str, Any]) -> str:
              "| --- | --- | --- | --- | --- |"]
     for r in ratios:
         for key, label in METHODS:
-            f = m[r].get(key, {})
+            if key not in m[r]:             # metrics of a model trained before the method was judged
+                continue
+            f = m[r][key]
             lines.append(f"| x{r} | {label} | {_pct(f.get('recall'))} of {m[r]['runs_exceeding']:,} | "
                          f"{_pct(f.get('false_alarm'))} of {m[r]['runs_within']:,} | "
                          f"{_pct(f.get('recall_at_max_false_alarm'))} |")
@@ -71,6 +74,8 @@ def monitor_verdict(m: dict[str, Any], target: float = 0.85, camp: tuple[float, 
         f"{_pct(cap)} false alarms, thresholds set on other workloads): {each('monitor')}.",
         f"- **The LI model on the same counters**: {each('li_model')}.",
         f"- **The L3 miss latency alone**: {each('l3_miss_latency')}.",
+        *([f"- **The stalls the pool explains alone**: {each('pool_stalls')}."]
+          if all("pool_stalls" in m[r] for r in ratios) else []),
         "- **The slowdown estimate**: " + ", ".join(
             f"{_pct(e.get('within_10_points'))} of the held-out runs within 10 points, "
             f"{_pct(e.get('full_pool_within_10_points'))} with the whole footprint on the pool (x{r})"

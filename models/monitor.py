@@ -5,7 +5,9 @@ on counters of runs on local DRAM, to predict what the whole pool would do. This
 records of every spill run (``spill_counters``: the PMU events with part of the footprint on the pool, at a latency
 ratio), labelled by that run's own measured slowdown, with the allocation as two more inputs
 (``models.monitor_features``): the share of the memory on the pool and the latency ratio. The forest and its
-imputer are the LI model's (``models.li``), so it exports to ONNX the same way.
+imputer are the LI model's (``models.li``), so it exports to ONNX the same way. Beside it, a logistic fit scores
+the stalls the pool explains (``monitor_features.StallRule``), for the mechanisms too few lab workloads show for a
+forest to learn.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pandas as pd
 
 from pond.core.errors import ContractError
 from pond.models.li import exceeds_pdm
+from pond.models.monitor_features import StallRule
 
 RUN_KEYS = ["workload_id", "latency_ratio", "spilled_pct", "repetition"]
 
@@ -58,3 +61,16 @@ def flag_threshold(scores: np.ndarray, exceeds: np.ndarray, max_false_alarm: flo
     # flags at >= t take the runs within the PDM scored >= t: at most `allowed` of them above the cut
     cut = within[n - allowed - 1] if allowed < n else -np.inf
     return float(np.nextafter(cut, np.inf))
+
+
+def fit_stall_rule(stalls: np.ndarray, exceeds: np.ndarray) -> StallRule | None:
+    """The logistic fit of ``exceeds`` on the runs' pool stalls; None without both classes among the counted runs."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.asarray(stalls, np.float64)
+    ok = np.isfinite(x)
+    y = np.asarray(exceeds)[ok]
+    if len(set(y.tolist())) < 2:
+        return None
+    model = LogisticRegression(C=1e4, max_iter=1000).fit(100.0 * x[ok, None], y)
+    return StallRule(float(model.coef_[0, 0]), float(model.intercept_[0]))

@@ -1,10 +1,12 @@
 """The monitor's inputs, as training and serving build them: the LI model's features of the counts (event rates,
-TMA metrics) and the allocation they were counted under. Kept apart from the training code so that the service,
-whose install has no scikit-learn, builds them with the same function."""
+TMA metrics), the stalls the pool explains (and the rule that scores them) and the allocation they were counted
+under. Kept apart from the training code so that the service, whose install has no scikit-learn, builds them with
+the same function."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,9 @@ from pond.features.tma import CLKS, REQUIRED_EVENTS, TMA_COLUMNS, event_rates, p
 POOL_SHARE = "alloc:pool_share"          # share of the memory on the pool, 0-1 (a lab run: its spilled share)
 LATENCY_RATIO = "alloc:latency_ratio"    # the pool's latency over local DRAM's
 ALLOCATION = (POOL_SHARE, LATENCY_RATIO)
+POOL_STALLS = "pool_stalls"              # stall cycles per cycle the pool's extra latency explains (``pool_stalls``)
+LOCAL_DRAM, REMOTE_DRAM = "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM", "MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"
+STALL_EVENTS = ("CYCLE_ACTIVITY.STALLS_L3_MISS", "DTLB_LOAD_MISSES.WALK_ACTIVE")    # DRAM-bound stalls, page walks
 
 
 def tma_columns_from(events: Sequence[str]) -> list[str]:
@@ -47,6 +52,48 @@ def monitor_features(counts: pd.DataFrame, events: Sequence[str], pool_share: np
     fewer events selects only the metrics they give) and the allocation the counts were counted under."""
     f = pd.concat([event_rates(counts, [e for e in events if e != CLKS]), partial_tma_metrics(counts)], axis=1)
     f = f.astype(np.float32)
+    f[POOL_STALLS] = pool_stalls(counts, latency_ratio).astype(np.float32)
     f[POOL_SHARE] = np.asarray(pool_share, dtype=np.float32)
     f[LATENCY_RATIO] = np.asarray(latency_ratio, dtype=np.float32)
     return f
+
+
+def pool_stalls(counts: pd.DataFrame, latency_ratio: np.ndarray | pd.Series) -> np.ndarray:
+    """Per row of raw counts, the stall cycles per cycle that the pool's extra latency explains: the DRAM-bound
+    stalls and the page-walk cycles, times the share of the L3-missing loads served remotely (by the pool) and the
+    share of a pool access's latency that is extra, ``(r - 1) / r``. A first-order analytic estimate, as CAMP and
+    Memstrata reason: it reads the mechanisms a forest trained on a few lab workloads may not have seen slow a VM
+    (page walks served by the pool). NaN where the counts lack an event it reads."""
+    n = len(counts)
+    def rate(e: str) -> np.ndarray:
+        if e not in counts.columns or CLKS not in counts.columns:
+            return np.full(n, np.nan)
+        c, clk = counts[e].to_numpy(np.float64), counts[CLKS].to_numpy(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(clk > 0, c / clk, np.nan)
+    local, remote = rate(LOCAL_DRAM), rate(REMOTE_DRAM)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(local + remote > 0, remote / (local + remote), 0.0)
+    r = np.asarray(latency_ratio, dtype=np.float64)
+    extra = np.where(np.isnan(local) | np.isnan(remote), np.nan, share) * np.clip((r - 1.0) / r, 0.0, 1.0)
+    return (rate(STALL_EVENTS[0]) + rate(STALL_EVENTS[1])) * extra
+
+
+@dataclass(frozen=True)
+class StallRule:
+    """P(exceeds the PDM) from the pool-stall estimate alone (``pool_stalls``, in % of cycles): a
+    logistic fit on the lab's spill runs. Monotone in the stalls the pool explains, so a VM slowed by a mechanism the
+    forest saw on too few lab workloads to learn (page walks served by the pool) still scores by what it shows. The
+    monitor scores a VM by the larger of the forest's P and this one (``train_monitor.stall_rule``)."""
+    coef: float
+    intercept: float
+
+    def p(self, stalls: np.ndarray) -> np.ndarray:
+        z = self.coef * 100.0 * np.asarray(stalls, np.float64) + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))
+
+
+def either(forest: np.ndarray, rule: StallRule | None, stalls: np.ndarray) -> np.ndarray:
+    """The monitor's score: the forest's P(exceeds), or the stall rule's where that is higher (NaN stalls: the
+    forest's alone)."""
+    return forest if rule is None else np.fmax(forest, rule.p(stalls))

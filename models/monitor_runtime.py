@@ -13,7 +13,7 @@ import pandas as pd
 
 from pond.core.errors import ContractError, ModelError
 from pond.models.inference import load_verified
-from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, monitor_features
+from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, POOL_STALLS, StallRule, either, monitor_features
 from pond.models.runtime import onnx_p_insensitive
 
 MANIFEST = "manifest.json"
@@ -31,6 +31,7 @@ class MonitorModel:
     events: list[str] | None = None    # the PMU events its features read; None: every event the lab counts
     workload_flags: dict[float, dict[str, float]] = field(default_factory=dict)  # held-out, per workload, all on pool
     whole_pool: dict[float, float] = field(default_factory=dict)   # latency ratio -> threshold of a VM all on the pool
+    stall_rule: StallRule | None = None   # scored beside the forest, the larger P kept (``models.monitor.either``)
 
     @classmethod
     def load(cls, directory: Path | None) -> "MonitorModel | None":
@@ -52,7 +53,9 @@ class MonitorModel:
                    events=list(entry["events"]) if entry.get("events") else None,
                    workload_flags={float(k): {str(w): float(f) for w, f in v.items()}
                                    for k, v in entry.get("full_pool_workloads", {}).items()},
-                   whole_pool={float(k): float(v) for k, v in (entry.get("whole_pool_thresholds") or {}).items()})
+                   whole_pool={float(k): float(v) for k, v in (entry.get("whole_pool_thresholds") or {}).items()},
+                   stall_rule=StallRule(float(rule["coef"]), float(rule["intercept"]))
+                   if (rule := entry.get("stall_rule")) else None)
 
     def threshold(self, latency_ratio: float, whole: bool = False) -> float:
         """The threshold of the judged ratio nearest ``latency_ratio`` (a pool latency it was not judged at). With
@@ -91,7 +94,8 @@ class MonitorModel:
         f = monitor_features(counts, read, pool_share, latency_ratio)
         X = f.reindex(columns=self.features).to_numpy(np.float32)
         # class 1 is "exceeds the PDM" here; the helper reads the probability of class 1
-        return onnx_p_insensitive(self.session, X, self.classes)
+        forest = onnx_p_insensitive(self.session, X, self.classes)
+        return either(forest, self.stall_rule, f[POOL_STALLS].to_numpy(np.float64))
 
 
 def _nearest(by_ratio: dict[float, object], latency_ratio: float) -> float:

@@ -26,12 +26,12 @@ import pandas as pd
 from pond.core.errors import ContractError
 from pond.core.params import MonitorParams
 from pond.models.li import li_labels, make_li_model
-from pond.models.monitor import flag_threshold
-from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE
+from pond.models.monitor import fit_stall_rule, flag_threshold
+from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, POOL_STALLS, either
 from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, nan_rows
 from pond.models.runtime import sha256
 
-METHODS = ("monitor", "li_model", "l3_miss_latency")
+METHODS = ("monitor", "li_model", "l3_miss_latency", "pool_stalls")
 FA_GRID = np.round(np.arange(0.0, 0.2001, 0.005), 3)
 Scorer = Callable[[np.ndarray], np.ndarray]          # rows of the runs -> flag score (higher: more likely slowed)
 
@@ -47,7 +47,8 @@ class Lab:
     ratio: np.ndarray
     spilled: np.ndarray
     li_X: np.ndarray                 # the same runs' LI features (every event the lab counts, the LI model's)
-    latency_column: int              # the column of X holding the L3 miss latency
+    latency: np.ndarray              # each run's L3 miss latency (cycles; NaN: not counted)
+    stalls: np.ndarray               # each run's pool stalls (``monitor_features.pool_stalls``; NaN: not counted)
     local: pd.DataFrame
     li: dict[float, pd.Series]
 
@@ -62,12 +63,13 @@ class TrainedMonitor:
     importances: pd.Series
 
 
-def _fitters(lab: Lab, seed: int) -> dict[str, Callable[[np.ndarray], Scorer]]:
+def _fitters(lab: Lab, seed: int, stall_rule: bool = True) -> dict[str, Callable[[np.ndarray], Scorer]]:
     """Per method: from the training workloads, the scorer it judges held-out runs with."""
     def monitor(train: np.ndarray) -> Scorer:
         rows = np.isin(lab.workload, train)
         model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X[rows], lab.exceeds[rows])
-        return lambda idx: model.predict_proba(lab.X[idx])[:, 1]
+        rule = fit_stall_rule(lab.stalls[rows], lab.exceeds[rows]) if stall_rule else None
+        return lambda idx: either(model.predict_proba(lab.X[idx])[:, 1], rule, lab.stalls[idx])
 
     def li_model(train: np.ndarray) -> Scorer:
         models = {}
@@ -87,9 +89,12 @@ def _fitters(lab: Lab, seed: int) -> dict[str, Callable[[np.ndarray], Scorer]]:
         return score
 
     def rule(train: np.ndarray) -> Scorer:
-        return lambda idx: np.nan_to_num(lab.X[idx, lab.latency_column].astype(float), nan=0.0)
+        return lambda idx: np.nan_to_num(lab.latency[idx].astype(float), nan=0.0)
 
-    return {"monitor": monitor, "li_model": li_model, "l3_miss_latency": rule}
+    def stalls(train: np.ndarray) -> Scorer:
+        return lambda idx: np.nan_to_num(lab.stalls[idx].astype(float), nan=0.0)
+
+    return {"monitor": monitor, "li_model": li_model, "l3_miss_latency": rule, "pool_stalls": stalls}
 
 
 def _folds(workloads: np.ndarray, k: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -163,7 +168,7 @@ class Heldout:
 
 def heldout(lab: Lab, p: MonitorParams, seed: int) -> Heldout:
     rng = np.random.default_rng([seed, 65])
-    fitters = _fitters(lab, seed)
+    fitters = _fitters(lab, seed, p.stall_rule)
     n = len(lab.exceeds)
     scores = {m: np.full(n, np.nan) for m in METHODS}
     flags = {m: np.zeros(n, dtype=np.int8) for m in METHODS}
@@ -292,6 +297,7 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
             whole[f"{r:g}"] = call_threshold(scores["monitor"], lab, runs, p, thresholds[f"{r:g}"])
             metrics[f"{r:g}"]["calls"] = called_figures(lab, runs, flags["monitor"], h.calls)
     model = make_li_model(seed).set_params(forest__n_jobs=-1).fit(lab.X, lab.exceeds)
+    rule = fit_stall_rule(lab.stalls, lab.exceeds) if p.stall_rule else None
     onnx_bytes = export_li(model, len(names))
     rows = np.vstack([lab.X, boundary_rows(forest_splits(model), lab.X, seed=seed), nan_rows(lab.X, seed)])
     parity = check_parity(model, onnx_bytes, rows)
@@ -304,6 +310,8 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
              "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, h.calls, p.latency_ratios),
              "full_pool_workloads": workload_flags(lab, h.calls, p.latency_ratios),
              "onnx_parity_max_abs_diff": parity,
+             "stall_rule": None if rule is None else {"feature": POOL_STALLS, "coef": rule.coef,
+                                                      "intercept": rule.intercept},
              "top_importances": {k: round(float(v), 4) for k, v in importances.head(15).items()}}
     metrics["onnx_parity_max_abs_diff"] = parity
     return TrainedMonitor(metrics, curves, model, onnx_bytes, entry, importances)
@@ -323,4 +331,5 @@ def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], li_nam
                slowdown=runs["slowdown_pct"].to_numpy(float),
                workload=runs["workload_id"].astype(str).to_numpy(), ratio=runs["latency_ratio"].to_numpy(float),
                spilled=runs["spilled_pct"].to_numpy(float), li_X=features[li_names].to_numpy(np.float32),
-               latency_column=names.index("l3_miss_latency"), local=local[li_names], li=li)
+               latency=features["l3_miss_latency"].to_numpy(float),
+               stalls=features[POOL_STALLS].to_numpy(float), local=local[li_names], li=li)

@@ -95,3 +95,18 @@ def test_a_few_events_on_the_pool_read_as_they_do_among_all():
     counts = local * 3e10
     few = [REMOTE, "CYCLE_ACTIVITY.STALLS_L3_MISS", "INST_RETIRED.ANY"]
     pd.testing.assert_frame_equal(on_pool(counts[few], mech, 1.82, 60.0), on_pool(counts, mech, 1.82, 60.0)[few])
+
+
+def test_the_pool_stalls_are_the_dram_and_walk_stalls_times_the_remote_share_and_the_extra_latency():
+    from pond.models.monitor_features import pool_stalls
+
+    counts = pd.DataFrame({"CPU_CLK_UNHALTED.THREAD": [100.0, 100.0, 100.0, 0.0],
+                           "CYCLE_ACTIVITY.STALLS_L3_MISS": [20.0, 20.0, 20.0, 20.0],
+                           "DTLB_LOAD_MISSES.WALK_ACTIVE": [10.0, 10.0, 10.0, 10.0],
+                           "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM": [0.0, 3.0, 0.0, 1.0],
+                           REMOTE: [4.0, 1.0, 0.0, 1.0]})
+    s = pool_stalls(counts, np.array([2.0, 2.0, 2.0, 2.0]))
+    # all remote at twice the latency: half of the 30% stalled; a quarter remote: an eighth; no DRAM load: none
+    assert s[:3].tolist() == pytest.approx([0.15, 0.0375, 0.0]) and np.isnan(s[3])      # no cycles counted
+    assert pool_stalls(counts, np.ones(4))[:3].tolist() == [0.0, 0.0, 0.0]              # the pool as fast as DRAM
+    assert np.isnan(pool_stalls(counts.drop(columns=[REMOTE]), np.full(4, 2.0))).all()  # an event not counted
