@@ -21,6 +21,12 @@ LOCAL_DRAM, REMOTE_DRAM = "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM", "MEM_LOAD_L3_MI
 STALL_EVENTS = ("CYCLE_ACTIVITY.STALLS_L3_MISS", "DTLB_LOAD_MISSES.WALK_ACTIVE")    # DRAM-bound stalls, page walks
 
 
+def reads_stalls(names: Sequence[str]) -> bool:
+    """Whether a monitor with these inputs (``monitor_feature_names``) reads every event ``pool_stalls`` needs: where
+    it does not, the service cannot score the stalls, so no rule is fit on them."""
+    return {rate_name(e) for e in (LOCAL_DRAM, REMOTE_DRAM, *STALL_EVENTS)} <= set(names)
+
+
 def tma_columns_from(events: Sequence[str]) -> list[str]:
     """The TMA metrics these events give on their own: those whose formula reads no other event."""
     have = set(events)

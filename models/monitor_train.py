@@ -27,7 +27,7 @@ from pond.core.errors import ContractError
 from pond.core.params import MonitorParams
 from pond.models.li import li_labels, make_li_model
 from pond.models.monitor import fit_stall_rule, flag_threshold
-from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, POOL_STALLS, either
+from pond.models.monitor_features import LATENCY_RATIO, POOL_SHARE, POOL_STALLS, either, reads_stalls
 from pond.models.onnx_export import boundary_rows, check_parity, export_li, forest_splits, nan_rows
 from pond.models.runtime import sha256
 
@@ -327,9 +327,10 @@ def lab_for(runs: pd.DataFrame, features: pd.DataFrame, names: list[str], li_nam
             li[r] = li_labels(slowdowns, r, p.pdm)
         except ContractError:      # no full-pool runs at r: the LI model has no label there, and is not judged
             continue
+    stalls = features[POOL_STALLS].to_numpy(float) if reads_stalls(names) else np.full(len(runs), np.nan)
     return Lab(X=features[names].to_numpy(np.float32), exceeds=runs["exceeds"].to_numpy(np.int8),
                slowdown=runs["slowdown_pct"].to_numpy(float),
                workload=runs["workload_id"].astype(str).to_numpy(), ratio=runs["latency_ratio"].to_numpy(float),
                spilled=runs["spilled_pct"].to_numpy(float), li_X=features[li_names].to_numpy(np.float32),
                latency=features["l3_miss_latency"].to_numpy(float),
-               stalls=features[POOL_STALLS].to_numpy(float), local=local[li_names], li=li)
+               stalls=stalls, local=local[li_names], li=li)

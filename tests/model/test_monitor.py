@@ -115,6 +115,17 @@ def test_a_vm_slowed_by_page_walks_on_the_pool_is_flagged_by_the_stall_rule_wher
     assert fit_stall_rule(np.array([0.1, 0.2]), np.array([0, 0])) is None     # one class: no rule
 
 
+def test_a_monitor_that_does_not_read_the_stall_events_fits_no_stall_rule(lab_runs):
+    lab, runs, features, names = lab_runs
+    p = MonitorParams(folds=2, inner_folds=2)
+    local = features.set_index(runs.workload_id)[names].groupby(level=0).first()
+    study = monitor_train.lab_for(runs, features, names, names[:-2], local, lab.slowdowns, p)
+    assert np.isfinite(study.stalls).all()
+    few = monitor_feature_names(["CPU_CLK_UNHALTED.THREAD", "CYCLE_ACTIVITY.STALLS_L3_MISS"])
+    blind = monitor_train.lab_for(runs, features, few, names[:-2], local, lab.slowdowns, p)
+    assert np.isnan(blind.stalls).all() and fit_stall_rule(blind.stalls, blind.exceeds) is None
+
+
 def test_every_run_is_judged_by_models_that_never_saw_its_workload(lab_runs, monkeypatch):
     lab, runs, features, names = lab_runs
     p = MonitorParams(folds=3, inner_folds=2, call_level=0.5)
