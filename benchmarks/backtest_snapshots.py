@@ -78,7 +78,8 @@ def main() -> None:
                 outs[engine].mkdir()
                 t = time.perf_counter()
                 res = subprocess.run([sys.executable, "-c", STEP, str(a.params), engine, a.raw, str(a.nights),
-                                      str(outs[engine]), tmp], capture_output=True, text=True, env=env, cwd=ROOT)
+                                      str(outs[engine]), tmp], capture_output=True, text=True, env=env, cwd=ROOT,
+                                     check=False)
                 row = {"engine": engine, "nights": a.nights, "exit_code": res.returncode,
                        "wall_s": round(time.perf_counter() - t, 1), "cores": os.cpu_count()}
                 peak = [int(x.split()[1]) for x in res.stdout.splitlines() if x.startswith("PEAK_RSS_KB")]

@@ -39,10 +39,10 @@ def render(chromium: str, url: str, shot: Path, budget_ms: int = 20000) -> str:
              "--window-size=1600,1000", f"--virtual-time-budget={budget_ms}"]
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run([chromium, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
-                             capture_output=True, text=True, timeout=180).stdout
+                             capture_output=True, text=True, timeout=180, check=False).stdout
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([chromium, *flags, f"--user-data-dir={profile}", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=180)
+                       capture_output=True, text=True, timeout=180, check=False)
     return dom
 
 

@@ -101,7 +101,7 @@ def main() -> None:
 
     def line(v: pd.DataFrame, name: str) -> dict:
         s, w = v[v.slowed], v[~v.slowed]
-        share = lambda x: round(100 * float(x.mean()), 2) if len(x) else None   # noqa: E731
+        share = lambda x: round(100 * float(x.mean()), 2) if len(x) else None
         return {"night": name, "pooled": len(v), "slowed": len(s), "monitor_flags_slowed_pct": share(s.monitor),
                 "replay_flags_slowed_pct": share(s["replay"]), "monitor_false_alarm_pct": share(w.monitor),
                 "replay_false_alarm_pct": share(w["replay"]), "called": int(v.called.sum()),

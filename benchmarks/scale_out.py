@@ -61,7 +61,8 @@ def run_stage(stage: str, wd: Path, engine: str, client) -> dict:
         client.restart()
         env["DASK_SCHEDULER_ADDRESS"] = client.scheduler.address
     t = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, env=env, cwd=ROOT)
+    res = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, env=env, cwd=ROOT,
+                         check=False)
     wall = time.perf_counter() - t
     row = {"engine": engine, "stage": stage, "exit_code": res.returncode, "wall_s": round(wall, 1)}
     peak = [int(x.split()[1]) for x in res.stdout.splitlines() if x.startswith("PEAK_RSS_KB")]

@@ -141,7 +141,7 @@ def in_process(engine: Engine, vms: pd.DataFrame, repeats: int = 3) -> dict:
 
 
 def _start(cmd: list[str], env: dict, ready_url: str, timeout: float = 180) -> subprocess.Popen:
-    log = tempfile.TemporaryFile("w+")
+    log = tempfile.TemporaryFile("w+")   # noqa: SIM115  the server's log, read until it stops
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -281,8 +281,8 @@ def main() -> None:
                 base[2] = start("pond_2w", [*pond, "2"], "/readyz")
                 out["pond_http_2w"] = load_json(base[2] + "/v1/allocations", bodies, args.connections, args.duration)
             url = base[workers] + "/v1/allocations/batch"
-            for fmt, load in (("json", lambda: load_json(url, batches, 2, args.duration)),
-                              ("arrow", lambda: load_files(url, ARROW, arrow, 2, args.duration))):
+            for fmt, load in (("json", lambda url=url: load_json(url, batches, 2, args.duration)),
+                              ("arrow", lambda url=url: load_files(url, ARROW, arrow, 2, args.duration))):
                 b = load()
                 b["vm_decisions_per_s"] = round(b["throughput_rps"] * 1000)
                 out[f"pond_http_batch_1000_{fmt}_{workers}w"] = b

@@ -76,7 +76,7 @@ def main() -> None:
         table = pd.concat([distinct_sizing(trace, pool, asked(s), False) for s in sizes], ignore_index=True)
         out[label] = {"replays": runs[0], "wall_s": round(time.perf_counter() - t, 2), "table": table}
     first = next(iter(out.values()))["table"]
-    print(json.dumps({"cluster_vms": int(len(i)), "policy": name, "pool_sockets": list(sp.pool_sockets),
+    print(json.dumps({"cluster_vms": len(i), "policy": name, "pool_sockets": list(sp.pool_sockets),
                       **{k: {"replays": v["replays"], "wall_s": v["wall_s"]} for k, v in out.items()},
                       "tables_equal": all(v["table"].equals(first) for v in out.values())}))
 

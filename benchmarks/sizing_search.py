@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -51,7 +50,7 @@ def main() -> None:
         none = np.zeros(len(ev.cores))
         run = pool_fit.Replays(ev, none)
 
-        def ok(cap: float) -> bool:
+        def ok(cap: float, run: pool_fit.Replays = run, budget: float = budget) -> bool:
             return run(1, cap, 0.0, budget)[0] <= budget
 
         bisected = pool_fit.least_whole_gb(ok, hi, least)

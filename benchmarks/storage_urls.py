@@ -26,7 +26,8 @@ TABLES = ("vm_features.parquet", "snapshot/customer_percentiles.parquet", "snaps
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    r = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], env=env, capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], env=env, capture_output=True, text=True, cwd=ROOT,
+                       check=False)
     if r.returncode:
         sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     wall, kb = r.stderr.strip().splitlines()[-1].split()

@@ -9,9 +9,9 @@ import argparse
 import os
 import subprocess
 import sys
+import types
 from collections.abc import Iterable
 from pathlib import Path
-import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
@@ -115,7 +115,7 @@ def variable_rows(model: type[BaseModel], more: Iterable[tuple[str, str, str]] =
 
 
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    cell = lambda v: str(v).replace("|", "\\|")   # noqa: E731
+    cell = lambda v: str(v).replace("|", "\\|")
     return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + \
            ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
 

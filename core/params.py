@@ -173,7 +173,7 @@ class LiParams(Section):
     oof_repeats: int = Field(3, ge=1, description="out-of-fold scores averaged: the solver's FP counts")
 
     @model_validator(mode="after")
-    def _band(self) -> "LiParams":
+    def _band(self) -> LiParams:
         lo, hi = self.select_band
         if not (0 < lo <= 1 <= hi and hi * self.select_fp_pct < 100):
             raise ValueError("select_band must be [lo, hi] with 0 < lo <= 1 <= hi and hi x select_fp_pct < 100")
@@ -241,7 +241,7 @@ class UmParams(Section):
                                            min_length=1, description="OP targets the solver may choose (shares of VMs)")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "UmParams":
+    def _consistent(self) -> UmParams:
         if self.calib_days + self.calib_lag_days >= self.train_days:
             raise ValueError("calib_days + calib_lag_days must be < train_days (the window holds both)")
         if not all(0 < x < 1 for x in (*self.alphas, *self.target_grid)):
@@ -482,7 +482,7 @@ with warnings.catch_warnings():
             return data
 
         @model_validator(mode="after")
-        def _consistent(self) -> "Params":
+        def _consistent(self) -> Params:
             li = self.train_li
             if self.optimize.latency_ratio not in li.latency_ratios or self.optimize.pdm not in li.pdms:
                 raise ValueError(f"optimize asks for latency_ratio {self.optimize.latency_ratio:g} and pdm "
@@ -494,7 +494,7 @@ with warnings.catch_warnings():
                                  f"train_li.latency_ratios {list(li.latency_ratios)}")
             return self
 
-        def with_as_of(self, as_of: str, latency_ratio: float | None = None) -> "Params":
+        def with_as_of(self, as_of: str, latency_ratio: float | None = None) -> Params:
             """The same parameters for another night (``pond backtest``), optionally its policy
             for another latency ratio."""
             data = self.model_dump()
@@ -508,7 +508,7 @@ with warnings.catch_warnings():
                 data["optimize"]["latency_ratio"] = latency_ratio
             return Params(**data)
 
-        def with_backend(self, backend: str | None) -> "Params":
+        def with_backend(self, backend: str | None) -> Params:
             """The same parameters on another engine (``pond --engine``); None keeps the file's."""
             if backend is None:
                 return self

@@ -66,7 +66,7 @@ class Runtime(BaseModel):
         return value or None
 
     @classmethod
-    def now(cls, environ: Mapping[str, str] | None = None) -> "Runtime":
+    def now(cls, environ: Mapping[str, str] | None = None) -> Runtime:
         """The variables as the process's environment (or ``environ``) holds them now."""
         env = os.environ if environ is None else environ
         return cls.model_validate({f.alias: env[f.alias] for f in cls.model_fields.values() if f.alias in env})

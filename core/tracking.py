@@ -12,9 +12,10 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pond.core import night_run
 from pond.core.night_run import HOST_TAG, PID_TAG

@@ -54,7 +54,7 @@ def _ratio_col(table: pd.DataFrame, ratio: float) -> pd.Series:
 def lab_checks(workloads: pd.DataFrame, slowdowns: pd.DataFrame) -> list[Check]:
     s = full_pool_slowdown(slowdowns)
     a, b = _ratio_col(s, 1.82), _ratio_col(s, 2.22)
-    pct = lambda m: float(100 * np.mean(m))  # noqa: E731
+    pct = lambda m: float(100 * np.mean(m))
     out = [
         Check("lt1pct_at_182", pct(a < 1), 26, 6, "Pond §3.3 Fig. 5"),
         Check("1to5pct_at_182", pct((a >= 1) & (a < 5)), 17, 6, "Pond §3.3 Fig. 5"),
@@ -62,7 +62,7 @@ def lab_checks(workloads: pd.DataFrame, slowdowns: pd.DataFrame) -> list[Check]:
         Check("lt1pct_at_222", pct(b < 1), 23, 6, "Pond §3.3 Fig. 5"),
         Check("1to5pct_at_222", pct((b >= 1) & (b < 5)), 14, 6, "Pond §3.3 Fig. 5"),
         Check("gt25pct_at_222", pct(b > 25), 37, 6, "Pond §3.3 Fig. 5", kind="min"),
-        Check("fine_at_182_still_lt5_at_222", pct((b[a < 1] < 5)) if (a < 1).any() else np.nan, 100, 10,
+        Check("fine_at_182_still_lt5_at_222", pct(b[a < 1] < 5) if (a < 1).any() else np.nan, 100, 10,
               "Pond §3.3: workloads fine at 182% tend to be fine at 222%", kind="min"),
     ]
     meta = workloads.set_index("workload_id")

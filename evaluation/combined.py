@@ -117,7 +117,7 @@ def summarize(out: pd.DataFrame, fp_estimate_rate: float = 0.0) -> dict[str, flo
     confirmed = float((out["false_positive"] | out["overpredicted"]).mean()) if len(out) else 0.0
     truth = float(out["lab_truth"].mean()) if len(out) else 0.0
     return {
-        "vms": int(len(out)),
+        "vms": len(out),
         "pool_share": float(out["pool_gb"].sum() / gb) if gb else 0.0,
         "li_share": float(out.loc[pool_only, "pool_gb"].sum() / gb) if gb else 0.0,
         "um_share": float(out.loc[~pool_only, "znuma_gb"].sum() / gb) if gb else 0.0,

@@ -70,8 +70,8 @@ def monitor_verdict(m: dict[str, Any], target: float = 0.85, camp: tuple[float, 
                f"meets the lab target at {', '.join('x' + r for r in met) or 'no ratio'}")
     est = [m[r].get("slowdown_estimate", {}) for r in ratios]
     return "\n".join([
-        f"- **The monitor's model {verdict}** ({_pct(target)} of the runs past the PDM flagged at no more than "
-        f"{_pct(cap)} false alarms, thresholds set on other workloads): {each('monitor')}.",
+        (f"- **The monitor's model {verdict}** ({_pct(target)} of the runs past the PDM flagged at no more than "
+        f"{_pct(cap)} false alarms, thresholds set on other workloads): {each('monitor')}."),
         f"- **The LI model on the same counters**: {each('li_model')}.",
         f"- **The L3 miss latency alone**: {each('l3_miss_latency')}.",
         *([f"- **The stalls the pool explains alone**: {each('pool_stalls')}."]

@@ -126,9 +126,9 @@ def report_lines(metrics: dict[str, Any], qos: QosParams) -> list[str]:
     """What the stage prints: the policy served, then one line per policy."""
     how = ("the monitor model on their counters under the pool" if metrics.get("monitor") == POOL_COUNTERS else
            f"the LI model on their first-hour counters, at P(exceed) >= {qos.threshold:g}")
-    lines = [f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row "
+    lines = [(f"evaluate: the service applies {metrics['served_policy']} (optimize.serve, optimize.pool_cap): the row "
              f"'served'; the QoS monitor mitigates up to {qos.max_mitigated_share:.0%} of the VMs, flagging insensitive "
-             f"calls by {how}"]
+             f"calls by {how}")]
     for r in metric_rows(metrics).itertuples():
         lines.append(f"evaluate {r.policy:12s} pool {100 * r.pool_share:5.1f}%  mispredicted "
                      f"{100 * r.mispredictions_conservative:5.2f}% (severe {100 * r.mispredictions_severe:5.2f}%), "

@@ -76,12 +76,12 @@ def timeline(vms: pd.DataFrame, params: Params) -> list[str]:
                  if _ready(vms, days, d, params)), None) if first is not None else None
     trace = f"the trace's VMs were created from {start.date()} to {end.date()}"
     if first is None:
-        return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}), nor can any other day with "
+        return [(f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}), nor can any other day with "
                 f"these params: a night needs VMs that ended within train_um.train_days "
                 f"({params.train_um.train_days}) and train_um.calib_days before it, and VMs created the next day. "
-                "Fix: a longer trace, or lower train_um.calib_lag_days / calib_days"]
-    return [f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}). Fix: set base.as_of in "
-            f"params.yaml to a day from {first.date()} to {last.date()}"]
+                "Fix: a longer trace, or lower train_um.calib_lag_days / calib_days")]
+    return [(f"base.as_of {as_of.date()} cannot be a night on this trace ({trace}). Fix: set base.as_of in "
+            f"params.yaml to a day from {first.date()} to {last.date()}")]
 
 
 def _reports_left_out(reports: pd.DataFrame, vms: pd.DataFrame) -> str:

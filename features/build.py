@@ -80,7 +80,7 @@ def facts(vm_feats: pd.DataFrame, customer_columns: list[str]) -> dict[str, Any]
     """What ``summary`` and ``empty_inputs`` need from VM features, in a form that adds up over parts
     of the fleet (``merge_facts``): the dask engine never holds the whole table in one process."""
     ended = vm_feats["untouched_fraction"].notna()
-    return {"vms": int(len(vm_feats)), "vm_type_counts": vm_feats["vm_type"].astype(str).value_counts(),
+    return {"vms": len(vm_feats), "vm_type_counts": vm_feats["vm_type"].astype(str).value_counts(),
             "vm_types": pd.Series(vm_feats["vm_type"].unique()),
             "with_history": int(vm_feats["has_history"].sum()),
             "with_customer": int((vm_feats["cust_n"] > 0).sum()),
@@ -136,10 +136,20 @@ def summary(vm_feats: pd.DataFrame | dict[str, Any], cust: pd.DataFrame, hist: p
         "vms_with_history_share": f["with_history"] / n if n else float("nan"),
         "vms_with_customer_percentiles_share": f["with_customer"] / n if n else float("nan"),
         "untouched_median": float(pd.Series(f["untouched_ended"], dtype="float64").median()),
-        "snapshot_customers": int(len(cust)),
-        "snapshot_history_keys": int(len(hist)),
+        "snapshot_customers": len(cust),
+        "snapshot_history_keys": len(hist),
     }
 
 
-__all__ = ["FeatureParams", "KEY", "empty_inputs", "lab_features", "request_shapes", "snapshot",
-           "facts", "merge_facts", "summary", "vm_features"]
+__all__ = [
+    "KEY",
+    "FeatureParams",
+    "empty_inputs",
+    "facts",
+    "lab_features",
+    "merge_facts",
+    "request_shapes",
+    "snapshot",
+    "summary",
+    "vm_features",
+]

@@ -95,7 +95,7 @@ def partial_tma_metrics(counts: pd.DataFrame) -> pd.DataFrame:
     mem_stalls = c["CYCLE_ACTIVITY.STALLS_MEM_ANY"] + c["EXE_ACTIVITY.BOUND_ON_STORES"]
     be_cycles = (c["EXE_ACTIVITY.EXE_BOUND_0_PORTS"] + c["EXE_ACTIVITY.1_PORTS_UTIL"]
                  + ret * c["EXE_ACTIVITY.2_PORTS_UTIL"] + mem_stalls)
-    share = lambda a, b=clk: np.clip(_div(a, b), 0.0, 1.0)  # noqa: E731
+    share = lambda a, b=clk: np.clip(_div(a, b), 0.0, 1.0)
     out = {
         "tma_frontend_bound": fe, "tma_bad_speculation": bs, "tma_retiring": ret, "tma_backend_bound": be,
         "tma_memory_bound": np.clip(_div(mem_stalls, be_cycles) * be, 0.0, 1.0),

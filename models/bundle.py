@@ -40,7 +40,7 @@ class BundlePaths:
     monitor_dir: Path | None = None     # None, or a folder without a model: /v1/qos falls back to the LI model
 
     @classmethod
-    def of(cls, bundle_dir: Path) -> "BundlePaths":
+    def of(cls, bundle_dir: Path) -> BundlePaths:
         d = Path(bundle_dir)
         return cls(d / "policy.json", d / "li", d / "um", d / "snapshot", d / "monitor")
 

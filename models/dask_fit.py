@@ -66,7 +66,7 @@ def workers_of(client: Any, timeout: float = 60) -> list[str]:
 
 
 def fit_regressor(client: Any, X: np.ndarray, y: np.ndarray, *, seed: int, feature_name: Sequence[str],
-                  categorical_feature: Sequence[int], **params: Any) -> "lgb.Booster":
+                  categorical_feature: Sequence[int], **params: Any) -> lgb.Booster:
     """A ``LGBMRegressor(**params)`` booster trained on ``client``'s workers, one shuffled part each."""
     workers = workers_of(client)[:max(1, len(X))]   # never a worker without rows
     order = np.random.default_rng(seed).permutation(len(X))
@@ -90,7 +90,7 @@ class Part:
 
 
 def fit_parts(client: Any, parts: Sequence[Part], *, seed: int, feature_name: Sequence[str],
-              categorical_feature: Sequence[int], **params: Any) -> "lgb.Booster":
+              categorical_feature: Sequence[int], **params: Any) -> lgb.Booster:
     """A ``LGBMRegressor(**params)`` booster trained where ``parts`` are, part ``k`` on rank ``k``
     (each part a random sample of the rows: see the module's docstring). Parts without rows are left out."""
     import dask.array as da

@@ -126,7 +126,7 @@ def _li_nodes(li_model: onnx.ModelProto, classes: list[int]) -> tuple[list[onnx.
     return nodes, list(m.graph.initializer)
 
 
-def _const(name: str, value: float | int | bool, dtype: int = TensorProto.DOUBLE) -> onnx.NodeProto:
+def _const(name: str, value: float | bool, dtype: int = TensorProto.DOUBLE) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, [], [value]))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class ModelFiles:
     um_customer_columns: list[str]
 
     @classmethod
-    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> "ModelFiles":
+    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> ModelFiles:
         um_manifest = json.loads((um_dir / "manifest.json").read_text())
         features = um_manifest["features"]
         if features[:len(HEAD)] != HEAD:
@@ -53,7 +54,7 @@ class ModelFiles:
                    policy.li.classes, read_verified(um_dir / policy.um.model, policy.um.sha256),
                    um_manifest["vocabulary"], features[len(HEAD):])
 
-    def load(self) -> "Models":
+    def load(self) -> Models:
         return Models(session(self.li), self.li_features, self.li_classes, session(self.um),
                       UmEncoder(self.um_vocabulary, self.um_customer_columns))
 
@@ -67,7 +68,7 @@ class Models:
     um_encoder: UmEncoder
 
     @classmethod
-    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> "Models":
+    def from_policy(cls, policy: Policy, li_dir: Path, um_dir: Path) -> Models:
         return ModelFiles.from_policy(policy, li_dir, um_dir).load()
 
     def p_insensitive(self, history_features: pd.DataFrame) -> np.ndarray:
@@ -118,7 +119,7 @@ def score_in_parts(run: Callable[[Callable, list[tuple]], list], files: ModelFil
     cluster's workers), joined in order: every score is a function of its own row (the history join,
     both ONNX models), so the answer is the one ``score`` gives on the whole."""
     bounds = np.unique(np.linspace(0, len(vms), max(parts, 1) + 1).astype(int))
-    got = run(score_files, [(files, vms.iloc[a:b], history) for a, b in zip(bounds[:-1], bounds[1:])])
+    got = run(score_files, [(files, vms.iloc[a:b], history) for a, b in itertools.pairwise(bounds)])
     if not got:
         return score(files.load(), vms, history)
     return Scores(*(np.concatenate([getattr(g, f) for g in got]) for f in ("has_history", "p_insensitive", "um_raw")))

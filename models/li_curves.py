@@ -8,8 +8,8 @@ Curves come from repeated random 50/50 splits: fit on one half, score the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy import stats

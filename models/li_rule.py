@@ -30,7 +30,7 @@ class CounterRule(ClassifierMixin, BaseEstimator):
         x = np.asarray(X, dtype=np.float32)[:, self.feature]
         return np.where(np.isnan(x), np.float32(0.0), x)
 
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> "CounterRule":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> CounterRule:
         med = np.float32(np.median(np.maximum(self._column(X), 0))) if len(X) else np.float32(0)
         self.scale_ = med if med > 0 else np.float32(1.0)
         self.classes_ = np.array([0, 1])

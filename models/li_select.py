@@ -9,9 +9,9 @@ figure reported for the selected model is not the one its selection was made on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import numpy as np
 from joblib import Parallel, delayed

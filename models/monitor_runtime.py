@@ -34,7 +34,7 @@ class MonitorModel:
     stall_rule: StallRule | None = None   # scored beside the forest, the larger P kept (``models.monitor.either``)
 
     @classmethod
-    def load(cls, directory: Path | None) -> "MonitorModel | None":
+    def load(cls, directory: Path | None) -> MonitorModel | None:
         """None where there is no monitor (no folder, or a lab without spill runs: the manifest says so)."""
         if directory is None or not (Path(directory) / MANIFEST).exists():
             return None

@@ -283,7 +283,7 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
             "within_10_points": _share(error <= 10.0), "within_5_points": _share(error <= 5.0),
             "full_pool_within_10_points": _share(error[full] <= 10.0),
             "median_abs_error_points": round(float(np.median(error)), 3) if len(error) else None}
-    metrics.update({"runs": int(len(lab.exceeds)), "workloads": int(len(np.unique(lab.workload))),
+    metrics.update({"runs": len(lab.exceeds), "workloads": len(np.unique(lab.workload)),
                     "pdm": p.pdm, "max_false_alarm": p.max_false_alarm})
     everything = np.arange(len(lab.exceeds))
     thresholds, whole = {}, {}
@@ -307,7 +307,7 @@ def train(lab: Lab, names: list[str], p: MonitorParams, seed: int) -> TrainedMon
              "classes": [int(c) for c in model.classes_], "pdm": p.pdm, "allocation": [POOL_SHARE, LATENCY_RATIO],
              "thresholds": thresholds, "whole_pool_thresholds": whole,
              "call_level": p.call_level, "max_false_alarm": p.max_false_alarm, "fa_confidence": p.fa_confidence,
-             "runs": int(len(lab.exceeds)), "full_pool": full_pool_counts(lab, h.calls, p.latency_ratios),
+             "runs": len(lab.exceeds), "full_pool": full_pool_counts(lab, h.calls, p.latency_ratios),
              "full_pool_workloads": workload_flags(lab, h.calls, p.latency_ratios),
              "onnx_parity_max_abs_diff": parity,
              "stall_rule": None if rule is None else {"feature": POOL_STALLS, "coef": rule.coef,

@@ -46,7 +46,7 @@ class LiPolicy(_Strict):
     fleet_errors: float = Field(0.0, ge=0, allow_inf_nan=False)   # their shares of sensitive VMs, summed
 
     @model_validator(mode="after")
-    def _threshold_iff_enabled(self) -> "LiPolicy":
+    def _threshold_iff_enabled(self) -> LiPolicy:
         if self.enabled != (self.threshold is not None):
             raise ValueError("threshold must be a number exactly when enabled is true")
         return self

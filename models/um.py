@@ -11,9 +11,9 @@ compares) and ONNX Runtime (float32 thresholds) take the same branch for every f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -166,7 +166,7 @@ class UntouchedModel:
         self.seed = seed
         self.client = client
 
-    def fit(self, vms: pd.DataFrame | Any, untouched: np.ndarray | None = None) -> "UntouchedModel":
+    def fit(self, vms: pd.DataFrame | Any, untouched: np.ndarray | None = None) -> UntouchedModel:
         """``vms``: a frame of VMs and their ``untouched`` fractions; or the rows Dask workers hold, labels
         included (``models.um_dask.TrainRows``), encoded and trained where they are."""
         on_workers = not isinstance(vms, pd.DataFrame)
@@ -213,7 +213,7 @@ class ConformalOffset:
     def __init__(self, target: float) -> None:
         self.target = target
 
-    def fit(self, predicted: np.ndarray, untouched: np.ndarray) -> "ConformalOffset":
+    def fit(self, predicted: np.ndarray, untouched: np.ndarray) -> ConformalOffset:
         scores = np.sort(np.asarray(predicted, float) - np.asarray(untouched, float))
         n = len(scores)
         if n == 0:

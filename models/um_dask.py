@@ -86,7 +86,7 @@ class TrainRows:
             self._encoded = (encoder.vocabulary, parts)
         return self._encoded[1]
 
-    def fit(self, encoder: UmEncoder, *, seed: int, **params: Any) -> "lgb.Booster":
+    def fit(self, encoder: UmEncoder, *, seed: int, **params: Any) -> lgb.Booster:
         """A booster trained where the rows are (``models.dask_fit.fit_parts``)."""
         return fit_parts(self.client, self.parts(encoder), seed=seed, feature_name=encoder.features,
                          categorical_feature=[encoder.features.index(c) for c in CATEGORICAL], **params)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pond.core.errors import ConfigError, TooLittleHistory
+from pond.core.errors import TooLittleHistory
 from pond.core.params import UmParams
 from pond.models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
 from pond.models.runtime import sha256
@@ -85,7 +85,7 @@ def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, c
                           "calib_days")
     curve, metrics = tradeoff(rows, as_of, p, seed, client) if figure else (pd.DataFrame(), {})
     metrics.update({
-        "backtest_nights": int(len(nights)), "target_op": p.target_op,
+        "backtest_nights": len(nights), "target_op": p.target_op,
         "backtest_censored_vms": int(nights.censored.sum()), "backtest_scored_vms": int(nights.vms.sum()),
         "raw.nights_within_target": float((nights.op_raw <= p.target_op).mean()),
         "calibrated.nights_within_target": float((nights.op_calibrated <= p.target_op).mean()),

@@ -383,7 +383,7 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
     spare = monitor.spare(params, li_vm, len(recent.vms) / o.recent_days)
     credit = monitor.credit(params, len(recent.vms) / o.recent_days)
     li = fleet.add_to(lab) if o.lab_floor else monitor.in_place_of(fleet.add_to(lab))
-    g, choice, targets, um_n, op_n = choose(params, li, li_vm, li_gb,
+    g, choice, targets, um_n, _op_n = choose(params, li, li_vm, li_gb,
                                             pd.read_parquet(um_dir / "heldout_nights.parquet"), li_next, spare, credit)
     budget = o.budget
     if choice is None:

@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _params_if_any(path: Path) -> "Params | None":
+def _params_if_any(path: Path) -> Params | None:
     """params.yaml when there is one (then base.as_of is checked against the trace's days); a params file named
     with --params must exist."""
     from pond.core.params import load

@@ -115,7 +115,7 @@ class Engine:
     policy_summary: dict[str, Any]              # what each allocation echoes
 
     @classmethod
-    def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> "Engine":
+    def load(cls, paths: BundlePaths, qos_threshold: float = 0.5, label: str | None = None) -> Engine:
         """Load and verify (sha256) both models, score the history table, warm both sessions."""
         policy, policy_bytes = load_policy(paths.policy)
         snapshot, manifest_bytes = verify_snapshot(paths.snapshot_dir)
@@ -288,7 +288,7 @@ class Engine:
     # -- QoS ----------------------------------------------------------------------------------
 
     def qos(self, counters: dict[str, float], memory_gb: float, pool_gb: float,
-            latency_ratio: float | None = None) -> "QosVerdict":
+            latency_ratio: float | None = None) -> QosVerdict:
         """P(the VM exceeds the PDM where it runs now) from counters counted under its allocation, and whether to
         act: by the monitor's model, or, in a bundle without one, by the LI model on the same counters."""
         events = list(self.snapshot.get("events", []))

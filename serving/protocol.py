@@ -30,7 +30,7 @@ class CoalescedWrites:
     written once the transport is closing (the peer left before the turn ended).
     """
 
-    __slots__ = ("_transport", "_loop", "_pending")
+    __slots__ = ("_loop", "_pending", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport, self._loop, self._pending = transport, loop, []

@@ -14,7 +14,7 @@ import importlib.util
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -88,7 +88,7 @@ class RegistrySource:
                         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(REGISTRY_BACKOFF_S),
                         "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"})
 
-    def _version(self):  # noqa: ANN202 - an mlflow ModelVersion
+    def _version(self):   # an mlflow ModelVersion
         import mlflow
         from mlflow import MlflowClient
 
@@ -139,7 +139,7 @@ class EngineHolder:
     def swap(self, engine: Engine) -> None:
         gc.unfreeze()                   # the engine replaced goes back to the collector, which frees it below
         self.engine = engine
-        self.loaded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.loaded_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.last_error = None
         settle_heap()
         self.metrics.ready.set(1)
@@ -150,7 +150,7 @@ class EngineHolder:
             if self.engine is not None and self.source.current() == self.engine.version:
                 return False
             engine = self.source.load()
-        except Exception as exc:   # a half-written bundle (pipeline mid-run) must not stop serving
+        except Exception as exc:   # noqa: BLE001  a half-written bundle (pipeline mid-run) must not stop serving
             self.last_error = f"{type(exc).__name__}: {exc}"
             self.metrics.reloads.labels("failed").inc()
             log.warning("bundle not loaded from %s: %s", self.source.description, self.last_error)

@@ -22,7 +22,7 @@ def json_response(obj: Any, status: int = 200) -> Response:
 
 def allocation_rows(cols: dict[str, list], out: dict[str, np.ndarray], engine: Engine) -> list[dict[str, Any]]:
     """Response objects, in request order (NaN P(insensitive) -> null)."""
-    p = [None if x != x else x for x in out["p_insensitive"].tolist()]
+    p = [None if x != x else x for x in out["p_insensitive"].tolist()]   # noqa: PLR0124  NaN, without a call
     cols_out = [out[k].tolist() for k in ALLOCATION_FIELDS]
     policy = engine.policy_summary
     return [{"vm_id": vm, **dict(zip(ALLOCATION_FIELDS, vals)), "p_insensitive": pi, "untouched_fraction": u,
@@ -34,7 +34,8 @@ def allocation_rows(cols: dict[str, list], out: dict[str, np.ndarray], engine: E
 def allocation_row(vm_id: str, out: dict[str, Any], engine: Engine) -> dict[str, Any]:
     """The response object of ``Engine.allocate_one`` (the same fields, in the same order, as a batch's)."""
     p = out["p_insensitive"]
-    return {"vm_id": vm_id, **{k: out[k] for k in ALLOCATION_FIELDS}, "p_insensitive": None if p != p else p,
+    nan = p != p   # noqa: PLR0124  NaN, without a call
+    return {"vm_id": vm_id, **{k: out[k] for k in ALLOCATION_FIELDS}, "p_insensitive": None if nan else p,
             "untouched_fraction": out["untouched_fraction"], "has_history": out["has_history"],
             "customer_history": out["customer_history"], "model_version": engine.version,
             "policy": engine.policy_summary}

@@ -71,7 +71,7 @@ class QosAllocation(BaseModel):
                                         description="the pool's latency over local DRAM's; null: the served policy's")
 
     @model_validator(mode="after")
-    def _within(self) -> "QosAllocation":
+    def _within(self) -> QosAllocation:
         if self.pool_gb > self.memory_gb:
             raise ValueError(f"pool_gb ({self.pool_gb:g}) exceeds memory_gb ({self.memory_gb:g})")
         return self

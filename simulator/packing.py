@@ -16,6 +16,7 @@ lowest-numbered fitting server in O(log servers) per arrival in practice.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,8 +87,7 @@ def _kernel():
                     tc[leaf] = -1.0
                     tm[leaf] = -1.0
                 unit[v] = found
-                if found + 1 > n_open:
-                    n_open = found + 1
+                n_open = max(n_open, found + 1)
             else:
                 leaf = unit[v] + size
                 if oversized[v]:
@@ -134,7 +134,7 @@ def assign_servers(vms: pd.DataFrame, start_s: np.ndarray, end_s: np.ndarray, sh
     oversized = np.empty(len(vms), bool)
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0, True])
-    for lo, hi in zip(bounds[:-1], bounds[1:]):   # one compiled replay per cluster
+    for lo, hi in itertools.pairwise(bounds):   # one compiled replay per cluster
         idx = order[lo:hi]
         unit[idx], oversized[idx] = first_fit(start_s[idx], end_s[idx], vms["vcpus"].to_numpy(float)[idx],
                                               vms["memory_gb"].to_numpy(float)[idx], shape, rule)

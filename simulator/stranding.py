@@ -125,7 +125,7 @@ def by_utilization(days: pd.DataFrame) -> dict[int, dict[str, float]]:
     out = {}
     for level, (lo, hi) in BINS.items():
         s = days.stranded[(days.cores_scheduled >= lo) & (days.cores_scheduled < hi)]
-        out[level] = {"cluster_days": int(len(s)), "mean_pct": float(100 * s.mean()) if len(s) else np.nan,
+        out[level] = {"cluster_days": len(s), "mean_pct": float(100 * s.mean()) if len(s) else np.nan,
                       "p5_pct": float(100 * s.quantile(0.05)) if len(s) else np.nan,
                       "p95_pct": float(100 * s.quantile(0.95)) if len(s) else np.nan}
     return out

@@ -12,8 +12,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pond.core.errors import ConfigError, name_full_disk
 

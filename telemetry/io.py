@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -18,8 +19,15 @@ import pyarrow.parquet as pq
 
 from pond.core.errors import ContractError
 from pond.telemetry.atomic import AtomicDir
-from pond.telemetry.contract import (OPTIONAL_TABLES, POOL_FILE, TABLES, TRUTH_FILE, text_columns, validate_table,
-                                     validate_tables)
+from pond.telemetry.contract import (
+    OPTIONAL_TABLES,
+    POOL_FILE,
+    TABLES,
+    TRUTH_FILE,
+    text_columns,
+    validate_table,
+    validate_tables,
+)
 from pond.telemetry.request import near_names
 from pond.telemetry.storage import Location, arrow_source, child, is_url, location, pandas_source, storage_failure
 
@@ -65,7 +73,7 @@ def _near_names(directory: Location, table: str) -> list[str]:
     return sorted(near_names(names, wanted))
 
 
-def _dataset(path: Location) -> "ds.Dataset":
+def _dataset(path: Location) -> ds.Dataset:
     source, fs = arrow_source(path)
     return ds.dataset(source, filesystem=fs, format="parquet", partitioning=ds.partitioning(
         pa.schema([(DAY_KEY, pa.string())]), flavor="hive"))
@@ -153,8 +161,8 @@ _READ_FIXES = (  # (error type, what it means, how to fix it), the first match w
     (PermissionError, "the file is not readable", "give the importing user read access"),
     (UnicodeDecodeError, "the file is not UTF-8 text", "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"),
     (pd.errors.EmptyDataError, "the file is empty", "export the table again, with its header and rows"),
-    (pd.errors.ParserError, "a row does not match the header", "quote values that contain commas, "
-                                                                "and give every row the header's fields"),
+    (pd.errors.ParserError, "a row does not match the header", ("quote values that contain commas, "
+                                                                "and give every row the header's fields")),
     (pa.ArrowException, "not a readable Parquet file (empty, truncated or another format)", "export it again"),
     (EOFError, "the compressed file is truncated", "export or download it again"),
     (OSError, "the file cannot be read", "check the path and the disk"),
@@ -291,7 +299,7 @@ class Partitions:
     day: pd.Series
     cluster: pd.Series | None = None
 
-    def of(self, vm_ids: pd.Series, vms: pd.DataFrame | pd.Index) -> "Partitions":
+    def of(self, vm_ids: pd.Series, vms: pd.DataFrame | pd.Index) -> Partitions:
         """The partitions of rows that belong to ``vms``' VMs by ``vm_ids`` (``vm_counters``). ``vms``: the table,
         or ``pd.Index`` of its ``vm_id`` where a caller asks for many parts: the index hashes its ids once (built
         again for each part, it made ``generate --partitioned`` quadratic: 848 s at 10M VMs, 366 s with one)."""

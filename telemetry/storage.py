@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -23,7 +23,7 @@ from upath import UPath
 
 from pond.core.errors import ConfigError
 
-Location = Union[Path, UPath]
+Location = Path | UPath
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://")
 
 

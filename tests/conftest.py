@@ -246,10 +246,13 @@ def params_reads():
     whole by the stage, which this cannot check."""
     import sys
 
+    from pond.core import params as params_module
     from pond.core.params import INJECTED, Section
 
     paths, injected = params_paths(), {(".".join(p), k) for p, k in INJECTED.items()}
-    root, own = str(ROOT), str(ROOT / "core" / "params.py")
+    # Where the imported package lives, not this checkout: a worktree's tests run against the venv's install.
+    own = str(Path(params_module.__file__))
+    root = str(Path(own).parents[1])
     reads: dict[str, set[str]] = {}
     current: list[set[str]] = []
     plain, had = Section.__getattribute__, "__getattribute__" in Section.__dict__

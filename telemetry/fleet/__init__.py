@@ -16,7 +16,7 @@ from pond.telemetry.fleet.pool_counters import mechanisms
 from pond.telemetry.fleet.vms import FleetParams, build_vm_slowdowns, build_vms, iter_counters
 from pond.telemetry.io import holds_tables, vm_partitions, write_partitioned
 
-__all__ = ["TRUTH_FILE", "FleetParams", "LabParams", "Lab", "build_lab", "build_vms", "generate"]
+__all__ = ["TRUTH_FILE", "FleetParams", "Lab", "LabParams", "build_lab", "build_vms", "generate"]
 
 
 

@@ -199,7 +199,7 @@ def pool_slowdown(lat: pd.DataFrame, ratio: float, spilled_pct: np.ndarray | flo
 def event_rates(lat: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """Counts per unhalted cycle of every lab event, computed from the latent behaviour."""
     n = len(lat)
-    U = lambda lo, hi: rng.uniform(lo, hi, n)  # noqa: E731
+    U = lambda lo, hi: rng.uniform(lo, hi, n)
     d, h, w, q, u, mlp = (lat[k].to_numpy() for k in ("d", "h", "w", "q", "u", "mlp"))
     l1b = U(0.02, 0.10) + 0.7 * w
     l2b = U(0.0, 0.05)

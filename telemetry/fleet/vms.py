@@ -25,7 +25,7 @@ Mechanisms rather than marginals:
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd

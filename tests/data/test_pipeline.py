@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def _run(cmd: list[str], cwd: Path) -> str:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     assert res.returncode == 0, f"{cmd} failed:\n{res.stdout}\n{res.stderr}"
     return res.stdout + res.stderr
 

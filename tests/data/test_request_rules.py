@@ -26,7 +26,7 @@ CLUSTER = [None, "null", '"c1"', '" "', '""', '" c1 "', f'"{"x" * (LONG + 1)}"',
 
 def _bodies(n: int, seed: int) -> list[bytes]:
     rng = np.random.default_rng(seed)
-    pick = lambda pool: pool[rng.integers(len(pool))]   # noqa: E731
+    pick = lambda pool: pool[rng.integers(len(pool))]
     bodies = []
     for _ in range(n):
         fields = {"vm_id": pick(TEXT), "customer_id": pick(TEXT), "vm_type": pick(TEXT), "vcpus": pick(VCPUS),

@@ -134,7 +134,7 @@ def test_files_of_any_name_are_read_as_the_local_engine_reads_them(tmp_path, par
     days = _copy(partitioned_raw, tmp_path / "raw")
     f = _file(days[3])
     f.rename(f.with_suffix(""))
-    done, out = _run(tmp_path / "raw", tmp_path, fp, _events(partitioned_raw))
+    _done, out = _run(tmp_path / "raw", tmp_path, fp, _events(partitioned_raw))
     vms = read_tables(tmp_path / "raw", ["vms"])["vms"]
     assert len(pd.read_parquet(out)) == len(vms) == len(read_tables(partitioned_raw, ["vms"])["vms"])
     assert pd.read_parquet(out)["vm_id"].tolist() == vms["vm_id"].tolist()

@@ -32,7 +32,7 @@ def fleet(tmp_path_factory) -> dict[str, pd.DataFrame]:
 def _both(tables: dict[str, pd.DataFrame], tmp: Path, partitions: int, pack_by: str = "cluster_id"):
     raw = tmp / "raw"
     write_tables(raw, tables, partitioned=True)              # one unit (split task) per creation day
-    window = lambda s: (5 * 86400, 9 * 86400)                # noqa: E731 - days 5 to 8 of the trace
+    window = lambda s: (5 * 86400, 9 * 86400)
     whole = read_trace(raw)
     s = span([facts(whole, pack_by)])
     local = window_of(whole, s, window(s), SimParams(), pack_by)

@@ -35,9 +35,9 @@ def test_a_night_outside_the_trace_names_the_days_that_fit(small_raw, tmp_path, 
     late = small_params()
     late["base"]["as_of"] = "2026-03-01"
     _, problems = check(small_raw, Params(**late))
-    assert problems[REPRO] == ["base.as_of 2026-03-01 cannot be a night on this trace (the trace's VMs were created "
+    assert problems[REPRO] == [("base.as_of 2026-03-01 cannot be a night on this trace (the trace's VMs were created "
                                "from 2026-01-01 to 2026-01-12). Fix: set base.as_of in params.yaml to a day from "
-                               "2026-01-03 to 2026-01-11"]
+                               "2026-01-03 to 2026-01-11")]
     for day, ok in (("2026-01-02", False), ("2026-01-03", True), ("2026-01-11", True), ("2026-01-12", False)):
         late["base"]["as_of"] = day
         assert (check(small_raw, Params(**late))[1][REPRO] == []) is ok, day
@@ -143,9 +143,9 @@ def test_a_lab_without_full_pool_runs_blocks_the_nightly_job_before_it_runs(smal
     full = small_tables["slowdowns"].query("spilled_pct == 100 and latency_ratio == 2.22")
     pd.concat([tables["slowdowns"], full]).to_parquet(d / "slowdowns.parquet")
     _, problems = check(d, Params(**small_params()))
-    assert problems[REPRO] == ["train_li.latency_ratios 1.82: table 'slowdowns', column 'latency_ratio': no runs "
+    assert problems[REPRO] == [("train_li.latency_ratios 1.82: table 'slowdowns', column 'latency_ratio': no runs "
                                "entirely on pool (spilled_pct=100) at latency_ratio 1.82. Fix: measure it, or train "
-                               "on the ratios with full-pool runs: [2.22]"]
+                               "on the ratios with full-pool runs: [2.22]")]
 
 
 def test_an_azure_v1_vmtable_feeds_the_static_simulation_and_says_why_nothing_else(tmp_path, capsys):
@@ -166,7 +166,7 @@ def test_an_azure_v1_vmtable_feeds_the_static_simulation_and_says_why_nothing_el
     assert run_pond(["--quiet", "import", "--azure-vmtable", str(tmp_path / "vmtable.csv"), "--out", str(raw)]) == 0
     assert sorted(pd.read_parquet(raw / "vms.parquet").memory_gb.unique().tolist()) == [0.75, 1.75, 3.5, 7.0, 14.0]
     capsys.readouterr()
-    state, problems = check(raw, Params(**small_params()))
+    _state, problems = check(raw, Params(**small_params()))
     assert problems[STATIC] == []
     assert "vms has no untouched_fraction on any VM" in " ".join(problems[REPRO])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(small_params()))
@@ -187,10 +187,10 @@ def test_every_blocked_line_names_its_reason(small_tables, tmp_path):
     bad = small_tables["workloads"].copy()
     bad.loc[0, "footprint_gb"] = -1.0
     bad.to_csv(d / "workloads.csv", index=False)
-    state, problems = check(d, Params(**small_params()))
-    for cmd, lines in problems.items():
+    _state, problems = check(d, Params(**small_params()))
+    for lines in problems.values():
         for line in lines:
-            table, reason = line.split(": ", 1)
+            _table, reason = line.split(": ", 1)
             assert reason.strip() and reason != "", line
     assert any("footprint_gb must lie in" in line for line in problems[REPRO])
     assert any(line.startswith("vm_counters is missing: ") for line in problems[REPRO])

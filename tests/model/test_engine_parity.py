@@ -21,7 +21,7 @@ from pond.simulator.trace import cluster_partitions
 from pond.telemetry.contract import TRUTH_FILE
 from pond.telemetry.fleet import FleetParams, LabParams, generate
 from pond.telemetry.io import cluster_bytes, read_tables, write_tables
-from tests.conftest import SMALL_GRID, SMALL_AS_OF, backtest_args, own_mlflow, run_pond, small_params
+from tests.conftest import SMALL_AS_OF, SMALL_GRID, backtest_args, own_mlflow, run_pond, small_params
 
 pytestmark = pytest.mark.slow
 
@@ -237,7 +237,7 @@ def test_the_workers_night_is_the_local_night(client, small_bundle, monkeypatch)
     """train_um on Dask (models.um_dask): the process reads one creation day at a time and the workers'
     shares of a night hold the local night's rows, training rows included, encoded with the same
     vocabulary to the same values; a seeded random split, every worker a share."""
-    import pond.models.um_dask as um_dask
+    from pond.models import um_dask
     from pond.models.um import UmEncoder, customer_columns_of, fit_vocabulary
     from pond.models.um_protocol import backtest_nights, creation_days, night_columns
     from pond.telemetry.io import read_days, table_columns

@@ -12,8 +12,15 @@ from pond.features.tma import TMA_COLUMNS, rate_name
 from pond.models import monitor_train
 from pond.models.li import li_feature_names, make_li_model
 from pond.models.monitor import fit_stall_rule, flag_threshold, spill_runs
-from pond.models.monitor_features import (ALLOCATION, POOL_STALLS, either, monitor_events, monitor_feature_names,
-                                         monitor_features, pool_stalls)
+from pond.models.monitor_features import (
+    ALLOCATION,
+    POOL_STALLS,
+    either,
+    monitor_events,
+    monitor_feature_names,
+    monitor_features,
+    pool_stalls,
+)
 from pond.models.monitor_train import heldout
 from pond.telemetry.events import lab_events
 from pond.telemetry.fleet import LabParams, build_lab
@@ -107,7 +114,7 @@ def test_a_vm_slowed_by_page_walks_on_the_pool_is_flagged_by_the_stall_rule_wher
     stalls = pool_stalls(counts, np.array([1.82, 1.82]))
     assert stalls[0] > 0.05 and stalls[1] < 0.01
     p = rule.p(stalls)
-    assert p[0] > 0.9 > 0.1 > p[1]
+    assert p[0] > 0.9 and p[1] < 0.1
     forest = np.array([0.2, 0.3])
     assert either(forest, rule, stalls).tolist() == [p[0], 0.3]      # the larger P of the two
     assert either(forest, rule, np.array([np.nan, np.nan])).tolist() == [0.2, 0.3]   # no stalls counted: the forest

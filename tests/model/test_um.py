@@ -226,7 +226,7 @@ def test_membership_graph_agrees_with_onnxmltools_and_is_smaller(vmf):
     b = session(theirs).run(None, {"X": rows})[0].ravel()
     assert np.max(np.abs(a - b)) < 1e-5
     assert check_regressor_parity(model.booster_, ours, rows) < 1e-4
-    count = lambda m: sum(len(a.ints) for nd in onnx.load_from_string(m).graph.node  # noqa: E731
+    count = lambda m: sum(len(a.ints) for nd in onnx.load_from_string(m).graph.node
                           for a in nd.attribute if a.name == "nodes_featureids")
     assert count(ours) < count(theirs)
 

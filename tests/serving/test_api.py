@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from pond.core.errors import ConfigError, ContractError
 from pond.features.tma import pmu_features
-from pond.serving.app import create_app
 from pond.models.bundle import BundlePaths
+from pond.serving.app import create_app
 from tests.conftest import run_pond
 from tests.serving.conftest import bundle_paths, request_of, settings_for
 

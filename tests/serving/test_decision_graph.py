@@ -90,7 +90,7 @@ def test_a_deployed_single_counter_rule_is_embedded_as_it_is(engine, inputs, sma
     from pond.models.li_rule import CounterRule, export_rule
     from pond.models.runtime import onnx_p_insensitive
 
-    cols, feeds = inputs
+    _cols, feeds = inputs
     policy, p = engine.policy, bundle_paths(small_bundle)
     known = feeds["li_X"][~np.isnan(feeds["li_X"]).all(axis=1)]
     rule = CounterRule(feature=3).fit(known)

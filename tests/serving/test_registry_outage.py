@@ -135,7 +135,7 @@ def _pid_namespace() -> bool:
     """Whether this machine lets the test start a process as PID 1 of a PID namespace of its own."""
     try:
         out = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", "echo $$"],
-                             capture_output=True, text=True, timeout=10)
+                             capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and out.stdout.strip() == "1"
@@ -164,7 +164,7 @@ def _serve(relay: Relay, tmp: Path, log_name: str, as_pid1: bool, **env: str) ->
 
 
 def _failed_reloads(base: str) -> float:
-    m = re.search(r'^pond_reloads_total\{outcome="failed"\} (\S+)$', httpx.get(f"{base}/metrics").text, re.M)
+    m = re.search(r'^pond_reloads_total\{outcome="failed"\} (\S+)$', httpx.get(f"{base}/metrics").text, re.MULTILINE)
     return float(m.group(1)) if m else 0.0
 
 
@@ -231,7 +231,7 @@ def test_an_outage_is_counted_at_once_and_the_next_champion_picked_up(registry, 
         for mode in ("hang", "refuse"):
             before = _failed_reloads(base)
             relay.set(mode)
-            took = _until(lambda: _failed_reloads(base) > before, 2 * interval + 1.0,
+            took = _until(lambda before=before: _failed_reloads(base) > before, 2 * interval + 1.0,
                           f"a poll against a registry that does {mode} counted as failed")
             print(f"registry that does {mode}: failed poll counted {took:.1f} s after the outage began")
             assert httpx.get(f"{base}/readyz").status_code == 200

@@ -90,7 +90,7 @@ def test_hostile_bodies_do_not_stall_good_requests(small_bundle):
     p99 stays under 500 ms (before bounded parsing, one 4 MB bad body stalled every client for 33 s)."""
     res = subprocess.run([sys.executable, "-m", "benchmarks.hostile_load", "--seconds", "3",
                           "--bundle-dir", str(small_bundle), "--json"], capture_output=True, text=True, timeout=600,
-                         cwd=ROOT)
+                         cwd=ROOT, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["server_alive"] and set(out["good_statuses"]) == {"200"}

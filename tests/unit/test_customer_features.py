@@ -8,7 +8,7 @@ import pytest
 
 from pond.features.customer import attach_customer_features, customer_percentiles
 
-T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
+T = lambda s: pd.Timestamp(s, tz="UTC")
 
 
 def _vms(rows):

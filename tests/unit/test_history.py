@@ -7,7 +7,7 @@ import pandas as pd
 from pond.features.history import history_counts, own_counts, workload_history
 from pond.telemetry.events import lab_events
 
-T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
+T = lambda s: pd.Timestamp(s, tz="UTC")
 KEY = dict(customer_id="c", vm_type="Standard_D4s_v5", region="eastus")
 
 

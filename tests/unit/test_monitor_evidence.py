@@ -131,7 +131,7 @@ def test_the_credit_is_the_monitor_models_recall_and_its_flags_within_a_days_cap
     np.testing.assert_allclose(c.flags_hi, flags.mean)
     at95 = seen.credit(Params(optimize={"credit_caught_calls": True}), 350.0)
     assert (at95.recall < c.recall).all()                                    # its lower bound at optimize.confidence
-    assert at95.recall[2] < 0.1 < 0.6 < at95.recall[1] < at95.recall[0]      # no LI error judged: next to no credit
+    assert at95.recall[2] < 0.1 and 0.6 < at95.recall[1] < at95.recall[0]  # no LI error judged: next to no credit
     assert (at95.flags_lo <= flags.mean).all() and (at95.flags_hi >= flags.mean).all()
     assert (at95.flags_lo[1:] < at95.flags_hi[1:]).all()
     assert seen.credit(Params(optimize={"credit_caught_calls": False}), 350.0) is None   # the operator's switch

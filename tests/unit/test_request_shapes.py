@@ -8,7 +8,7 @@ import pytest
 from pond.core.errors import ConfigError
 from pond.features.build import FeatureParams, request_shapes
 
-T = lambda s: pd.Timestamp(s, tz="UTC")  # noqa: E731
+T = lambda s: pd.Timestamp(s, tz="UTC")
 
 
 def _vm(vm_id: str, customer: str, created: str, vm_type: str = "Standard_D2s_v3", cluster: str | None = "c0") -> dict:

@@ -115,9 +115,8 @@ def test_a_stage_that_fails_ends_its_run_failed(tmp_path, monkeypatch):
     import pytest
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    with pytest.raises(ValueError):
-        with start_run("train_li", {"a": 1}) as run:
-            raise ValueError("a stage's own error")
+    with pytest.raises(ValueError), start_run("train_li", {"a": 1}) as run:
+        raise ValueError("a stage's own error")
     assert mlflow.get_run(run.info.run_id).info.status == "FAILED"
     with start_run("train_li", {"a": 1}) as run:
         pass
