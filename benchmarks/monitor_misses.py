@@ -21,6 +21,11 @@ frequent workload, recall without it, recall counting each slowed workload once 
 the share of the missed calls whose visible slowdown is within 1 point of the PDM (borderline: the counters show a
 slowdown at the PDM, and the rest is ``eta``), the missed calls' mean true slowdown, recall over the calls past
 that border, and the misses past it by mechanism.
+
+``--oracle`` adds what no monitor that reads counters can beat, on the same calls: a monitor that knows each call's
+visible slowdown exactly and flags it where that is at least some level, set so that it flags no larger a share of
+the calls within the PDM than the replay's monitor did (``oracle_recall``); and the same at the level that flags
+every call whose visible slowdown is past the PDM (``visible_past_pdm_recall``, with its false alarms).
 """
 
 from __future__ import annotations
@@ -48,6 +53,37 @@ def slowed_calls(backtest: Path) -> pd.DataFrame:
     if not rows:
         raise SystemExit(f"no nights in {backtest}: run `dvc repro backtest`")
     return pd.concat(rows, ignore_index=True)
+
+
+def all_calls(backtest: Path) -> pd.DataFrame:
+    """Every night's insensitive calls: ``vm_id``, ``slowed`` (the scorer's), ``seen_slowed`` (the monitor's flag)."""
+    rows = [pd.read_parquet(p, columns=["vm_id", "li_called", "false_positive", "seen_slowed"])
+            for p in sorted(backtest.glob("*/evaluation/decisions.parquet"))]
+    d = pd.concat(rows, ignore_index=True)
+    d = d[d.li_called.astype(bool)]
+    return pd.DataFrame({"vm_id": d.vm_id, "slowed": d.false_positive.astype(bool),
+                         "seen_slowed": d.seen_slowed.astype(bool)})
+
+
+def oracle(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ratio: float, pdm: float) -> dict:
+    """The recall of a monitor that knows each call's visible slowdown (module doc), against the replay's."""
+    c = calls.merge(vms[["vm_id", "workload_id"]], on="vm_id", how="left")
+    lat = latent.set_index("workload_id").reindex(c.workload_id)
+    visible = 100.0 * pd.DataFrame(extra_cycles(lat, ratio, np.ones(len(lat)))).sum(axis=1).to_numpy()
+    slowed, seen = c.slowed.to_numpy(), c.seen_slowed.to_numpy()
+    within = ~slowed
+    fa = float(seen[within].mean()) if within.any() else 0.0
+    # the lowest level whose flags among the calls within the PDM are no more than the monitor's
+    order = np.sort(visible[within])[::-1]
+    allowed = int(np.floor(fa * within.sum()))
+    level = order[allowed] if allowed < len(order) else -np.inf
+    flag = visible > level
+    past = visible > pdm
+    share = lambda m, w: round(float(m[w].mean()), 4) if w.any() else None
+    return {"calls": len(c), "slowed": int(slowed.sum()), "monitor_recall": share(seen, slowed),
+            "monitor_false_alarms": round(fa, 4), "oracle_level_pct": round(float(level), 2),
+            "oracle_recall": share(flag, slowed), "oracle_false_alarms": share(flag, within),
+            "visible_past_pdm_recall": share(past, slowed), "visible_past_pdm_false_alarms": share(past, within)}
 
 
 def by_workload(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ratio: float) -> pd.DataFrame:
@@ -104,10 +140,16 @@ def main() -> None:
     ap.add_argument("--raw", type=Path, default=Path("data/raw"))
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--top", type=int, default=10, help="workloads to list")
+    ap.add_argument("--oracle", action="store_true", help="also the recall of a monitor that knows the visible part")
     args = ap.parse_args()
     per, pdm = workloads(args.backtest, args.raw, args.params)
     print(per.head(args.top).to_string())
     print(json.dumps(summary(per, pdm)))
+    if args.oracle:
+        params = load(args.params)
+        lab = build_lab(params.generate.lab, params.generate.variant)
+        vms = read_tables(args.raw, ["vms"], validate=False)["vms"]
+        print(json.dumps(oracle(all_calls(args.backtest), vms, lab.latent, params.optimize.latency_ratio, pdm)))
 
 
 if __name__ == "__main__":
