@@ -43,26 +43,24 @@ from pond.telemetry.fleet.pool_counters import extra_cycles
 from pond.telemetry.io import read_tables
 
 
-def slowed_calls(backtest: Path) -> pd.DataFrame:
-    """Every night's slowed insensitive calls: ``vm_id``, ``seen_slowed``, ``night``."""
+def all_calls(backtest: Path) -> pd.DataFrame:
+    """Every night's insensitive calls: ``vm_id``, ``slowed`` (the scorer's), ``seen_slowed`` (the monitor's flag),
+    ``night``."""
     rows = []
     for path in sorted(backtest.glob("*/evaluation/decisions.parquet")):
         d = pd.read_parquet(path, columns=["vm_id", "li_called", "false_positive", "seen_slowed"])
-        d = d[d.li_called & d.false_positive.astype(bool)]
-        rows.append(d[["vm_id", "seen_slowed"]].assign(night=path.parent.parent.name))
+        d = d[d.li_called.astype(bool)]
+        rows.append(pd.DataFrame({"vm_id": d.vm_id, "slowed": d.false_positive.astype(bool),
+                                  "seen_slowed": d.seen_slowed.astype(bool), "night": path.parent.parent.name}))
     if not rows:
         raise SystemExit(f"no nights in {backtest}: run `dvc repro backtest`")
     return pd.concat(rows, ignore_index=True)
 
 
-def all_calls(backtest: Path) -> pd.DataFrame:
-    """Every night's insensitive calls: ``vm_id``, ``slowed`` (the scorer's), ``seen_slowed`` (the monitor's flag)."""
-    rows = [pd.read_parquet(p, columns=["vm_id", "li_called", "false_positive", "seen_slowed"])
-            for p in sorted(backtest.glob("*/evaluation/decisions.parquet"))]
-    d = pd.concat(rows, ignore_index=True)
-    d = d[d.li_called.astype(bool)]
-    return pd.DataFrame({"vm_id": d.vm_id, "slowed": d.false_positive.astype(bool),
-                         "seen_slowed": d.seen_slowed.astype(bool)})
+def slowed_calls(backtest: Path) -> pd.DataFrame:
+    """Every night's slowed insensitive calls: ``vm_id``, ``seen_slowed``, ``night``."""
+    calls = all_calls(backtest)
+    return calls.loc[calls.slowed, ["vm_id", "seen_slowed", "night"]].reset_index(drop=True)
 
 
 def oracle(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ratio: float, pdm: float) -> dict:
