@@ -19,6 +19,7 @@ ALLOCATION = (POOL_SHARE, LATENCY_RATIO)
 POOL_STALLS = "pool_stalls"              # stall cycles per cycle the pool's extra latency explains (``pool_stalls``)
 LOCAL_DRAM, REMOTE_DRAM = "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM", "MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"
 STALL_EVENTS = ("CYCLE_ACTIVITY.STALLS_L3_MISS", "DTLB_LOAD_MISSES.WALK_ACTIVE")    # DRAM-bound stalls, page walks
+DEMAND_CYCLES = "OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_L3_MISS_DEMAND_DATA_RD"   # cycles a demand miss is out
 
 
 def reads_stalls(names: Sequence[str]) -> bool:
@@ -65,11 +66,18 @@ def monitor_features(counts: pd.DataFrame, events: Sequence[str], pool_share: np
 
 
 def pool_stalls(counts: pd.DataFrame, latency_ratio: np.ndarray | pd.Series) -> np.ndarray:
-    """Per row of raw counts, the stall cycles per cycle that the pool's extra latency explains: the DRAM-bound
-    stalls and the page-walk cycles, times the share of the L3-missing loads served remotely (by the pool) and the
-    share of a pool access's latency that is extra, ``(r - 1) / r``. A first-order analytic estimate, as CAMP and
-    Memstrata reason: it reads the mechanisms a forest trained on a few lab workloads may not have seen slow a VM
-    (page walks served by the pool). NaN where the counts lack an event it reads."""
+    """Per row of raw counts, the stall cycles per cycle that the pool's extra latency explains, times the share of
+    the L3-missing loads served remotely (by the pool). A first-order analytic estimate, as CAMP and Memstrata
+    reason: it reads the mechanisms a forest trained on a few lab workloads may not have seen slow a VM.
+
+    - The DRAM-bound stalls while a demand miss is outstanding (at most ``DEMAND_CYCLES``) and the page-walk
+      cycles: a load that waited locally waits longer, so ``(r - 1) / r`` of them is the pool's.
+    - The DRAM-bound stalls past the cycles with a demand miss outstanding: loads waiting on a prefetch that the
+      pool made late. A prefetch hides local DRAM's latency, so all of that stall is the pool's (counting it at
+      ``(r - 1) / r`` as well halved a late-prefetch workload's estimate). Without ``DEMAND_CYCLES`` every stall is
+      counted as a demand miss's.
+
+    NaN where the counts lack an event the first part reads."""
     n = len(counts)
     def rate(e: str) -> np.ndarray:
         if e not in counts.columns or CLKS not in counts.columns:
@@ -80,9 +88,12 @@ def pool_stalls(counts: pd.DataFrame, latency_ratio: np.ndarray | pd.Series) -> 
     local, remote = rate(LOCAL_DRAM), rate(REMOTE_DRAM)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(local + remote > 0, remote / (local + remote), 0.0)
+    share = np.where(np.isnan(local) | np.isnan(remote), np.nan, share)
     r = np.asarray(latency_ratio, dtype=np.float64)
-    extra = np.where(np.isnan(local) | np.isnan(remote), np.nan, share) * np.clip((r - 1.0) / r, 0.0, 1.0)
-    return (rate(STALL_EVENTS[0]) + rate(STALL_EVENTS[1])) * extra
+    stalls, demand = rate(STALL_EVENTS[0]), rate(DEMAND_CYCLES)
+    waited = np.where(np.isnan(demand), stalls, np.fmin(stalls, demand))
+    late = (stalls - waited) * (r > 1.0)          # no prefetch is late on a pool as fast as local DRAM
+    return ((waited + rate(STALL_EVENTS[1])) * np.clip((r - 1.0) / r, 0.0, 1.0) + late) * share
 
 
 @dataclass(frozen=True)

@@ -110,3 +110,28 @@ def test_the_pool_stalls_are_the_dram_and_walk_stalls_times_the_remote_share_and
     assert s[:3].tolist() == pytest.approx([0.15, 0.0375, 0.0]) and np.isnan(s[3])      # no cycles counted
     assert pool_stalls(counts, np.ones(4))[:3].tolist() == [0.0, 0.0, 0.0]              # the pool as fast as DRAM
     assert np.isnan(pool_stalls(counts.drop(columns=[REMOTE]), np.full(4, 2.0))).all()  # an event not counted
+
+
+def test_stalls_past_the_cycles_with_a_demand_miss_out_are_late_prefetches_and_all_of_them_the_pools():
+    from pond.models.monitor_features import DEMAND_CYCLES, pool_stalls
+
+    counts = pd.DataFrame({"CPU_CLK_UNHALTED.THREAD": [100.0] * 3, "CYCLE_ACTIVITY.STALLS_L3_MISS": [20.0] * 3,
+                           "DTLB_LOAD_MISSES.WALK_ACTIVE": [0.0] * 3, "MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM": [0.0] * 3,
+                           REMOTE: [4.0] * 3, DEMAND_CYCLES: [30.0, 12.0, 0.0]})
+    # all 20 while a demand miss is out: half of them at twice the latency; 12: 6, and the 8 past them in full
+    assert pool_stalls(counts, np.full(3, 2.0)).tolist() == pytest.approx([0.10, 0.14, 0.20])
+    assert pool_stalls(counts, np.ones(3)).tolist() == [0.0, 0.0, 0.0]       # the pool as fast as DRAM: none late
+
+
+def test_the_pool_stalls_of_a_late_prefetch_workload_are_what_the_pool_adds():
+    from pond.models.monitor_features import DEMAND_CYCLES, pool_stalls
+    from pond.telemetry.fleet.pool_counters import extra_cycles
+
+    lat = _workload(d=0.01, h=0.1, c=1.3, w=0.0, u=0.0, cold=0.0)     # late: 0.1 x (1.82 - 1.3) = 5.2% more cycles
+    counts = pool_rates(lat, event_rates(lat, np.random.default_rng(1)), 1.82, 100.0) * 1e11
+    extra = sum(v[0] for v in extra_cycles(lat, 1.82, access_share(lat, 100.0)).values())
+    added = extra / (1.0 + extra)                                    # per cycle of the run on the pool
+    assert pool_stalls(counts, np.array([1.82]))[0] == pytest.approx(added, rel=0.05)
+    # read as demand misses' stalls, about (r - 1) / r of them: the estimate the monitor missed a workload with
+    blind = pool_stalls(counts.drop(columns=[DEMAND_CYCLES]), np.array([1.82]))[0]
+    assert blind < 0.6 * added
