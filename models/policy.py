@@ -101,6 +101,7 @@ class FleetMonitor(_Strict):
     li_error_workloads: Annotated[float, Field(ge=0)] | None = None   # the lab's LI errors that recall rests on
     recall_by_threshold: bool = False       # the flags divided by the recall near the threshold (optimize.recall_errors)
     recall_divisor: Share | None = None     # the recall the flags were divided by at the chosen LI threshold
+    false_alarm_discount: Share | None = None   # the false-alarm rate taken off the flag rate there (optimize)
 
 
 class Policy(_Strict):

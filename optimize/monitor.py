@@ -27,11 +27,16 @@ fleet's VMs called insensitive err. The monitor flags every VM after its first w
 - **Misses.** A VM the monitor does not flag may still be slowed: the flag rate is divided by the monitor's recall,
   measured on lab workloads it never saw (the monitor model's, with the whole footprint on the pool; the LI model's
   out-of-fold curves for the first-hour monitor).
-- **False alarms** are counted as errors: cautious, and the lab's false-alarm rate is reported beside (taking the
-  lab's rate off the flag rate was tried: on a draw whose calls the monitor flags less than the lab's, it left no
-  evidence and the budget broke). The flags only
-  ever make the solver more cautious (``optimize.solver.more_cautious``): they raise the charged rate where the
-  fleet errs more than the lab, never lower it.
+- **False alarms** are counted as errors by default: cautious, and the lab's false-alarm rate is reported beside
+  (taking the lab's rate over every run within the PDM off the flag rate was tried: on a draw whose calls the
+  monitor flags less than the lab's, it left no evidence and the budget broke). With
+  ``optimize.discount_false_alarms`` and the monitor model, its held-out false-alarm rate among
+  the lab's workloads within the PDM that the LI model calls at each threshold (``false_alarm_counts``, its
+  posterior mean) comes off first: a flag rate ``f`` says the error rate ``(f - phi) / (rho - phi)``
+  (``over_recall``).
+
+The flags only ever make the solver more cautious (``optimize.solver.more_cautious``): they raise the charged rate
+where the fleet errs more than the lab, never lower it.
 """
 
 from __future__ import annotations
@@ -90,20 +95,43 @@ def recall(caught: int, sensitive: int) -> float:
     return float(error_rate(np.array([sensitive]), np.array([caught]))[0])
 
 
+def _called_flags(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray, insensitive: int
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per LI threshold, over the lab workloads of class ``insensitive`` that the LI model calls out of fold at it
+    (P(insensitive) >= threshold): the monitor's flags and the workloads, each counted once with its share of runs
+    all on the pool flagged. Runs of one workload are not independent evidence. None where either input is missing
+    (a model trained before they were kept)."""
+    if scores is None or shares is None or scores.empty or shares.empty:
+        return None
+    rows = scores[scores.insensitive.to_numpy() == insensitive]
+    share = shares.reindex(rows.workload_id.astype(str).to_numpy()).to_numpy(float)
+    judged = ~np.isnan(share)                      # a workload without runs all on the pool was not judged
+    called = rows.p_insensitive.to_numpy(float)[judged][None, :] >= np.asarray(thresholds, float)[:, None]
+    return (called * share[judged][None, :]).sum(axis=1), called.sum(axis=1).astype(float)
+
+
 def band_recall(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per LI threshold, the monitor's held-out recall among the lab's LI errors at it, as (caught, errors): the
-    workloads the LI model calls out of fold (``scores``: ``train_li``'s ``heldout_scores``, P(insensitive) >=
-    threshold) yet sensitive, each counted once with its share of runs all on the pool the monitor flags
-    (``shares``: ``MonitorModel.flag_shares``). Runs of one workload are not independent evidence, so a workload
-    counts once. None where either is missing (a model trained before they were kept)."""
-    if scores is None or shares is None or scores.empty or shares.empty:
-        return None
-    errs = scores[scores.insensitive.to_numpy() == 0]
-    share = shares.reindex(errs.workload_id.astype(str).to_numpy()).to_numpy(float)
-    judged = ~np.isnan(share)                      # a workload without runs all on the pool was not judged
-    called = errs.p_insensitive.to_numpy(float)[judged][None, :] >= np.asarray(thresholds, float)[:, None]
-    return (called * share[judged][None, :]).sum(axis=1), called.sum(axis=1).astype(float)
+    workloads the LI model calls out of fold (``scores``: ``train_li``'s ``heldout_scores``) yet sensitive, with
+    their shares of runs flagged (``shares``: ``MonitorModel.flag_shares``)."""
+    return _called_flags(scores, shares, thresholds, 0)
+
+
+def false_alarm_counts(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per LI threshold, the monitor's held-out false alarms among the lab workloads within the PDM that the LI
+    model calls at it, as (flagged, called): the calls the fleet's flags come from are these, not every run within
+    the PDM, and the higher the threshold the further they sit from the border."""
+    return _called_flags(scores, shares, thresholds, 1)
+
+
+def false_alarm_rate(counts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The false-alarm rate per LI threshold, the Jeffreys posterior mean of ``false_alarm_counts`` (an estimate,
+    not a bound: the nights' spread of the flags already gives the charged rate its quantile); 0 where no called
+    workload was judged."""
+    k, n = (np.asarray(x, float) for x in counts)
+    return np.where(n > 0, (k + 0.5) / (n + 1.0), 0.0)
 
 
 def nearest_counts(scores: pd.DataFrame | None, shares: pd.Series | None, thresholds: np.ndarray, at_least: int
@@ -127,11 +155,16 @@ def nearest_counts(scores: pd.DataFrame | None, shares: pd.Series | None, thresh
     return caught[n], n.astype(float)
 
 
-def over_recall(flags: NextNight, monitor_recall: float | np.ndarray) -> NextNight:
-    """Tonight's error rate among the VMs the model calls, per LI threshold: tonight's share of them the monitor
-    flags (``evidence.tonight`` of the flags), divided by its recall (one, or one per threshold)."""
-    scale = 1.0 / np.maximum(np.asarray(monitor_recall, float), 1e-9)
-    return NextNight(flags.center * scale, flags.scale * scale, flags.df)
+def over_recall(flags: NextNight, monitor_recall: float | np.ndarray, false_alarm: float | np.ndarray = 0.0
+                ) -> NextNight:
+    """Tonight's error rate among the VMs the model calls, per LI threshold, from tonight's share of them the
+    monitor flags (``evidence.tonight`` of the flags): ``f = rho e + phi (1 - e)``, so ``e = (f - phi) / (rho -
+    phi)`` with its recall ``rho`` and false-alarm rate ``phi`` (one, or one per threshold). Where ``phi`` reaches
+    ``rho`` the flags cannot tell errors from alarms, and every flag counts as an error."""
+    rho = np.maximum(np.asarray(monitor_recall, float), 1e-9)
+    phi = np.asarray(false_alarm, float)
+    phi = np.where(phi < rho, phi, 0.0)
+    return NextNight((flags.center - phi) / (rho - phi), flags.scale / (rho - phi), flags.df)
 
 
 POOL_COUNTERS, RECORDED, FIRST_HOUR = "pool_counters", "vm_pool_counters", "first_hour"

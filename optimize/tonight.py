@@ -33,6 +33,8 @@ from pond.optimize.monitor import (
     POOL_COUNTERS,
     RECORDED,
     band_recall,
+    false_alarm_counts,
+    false_alarm_rate,
     lab_recall,
     nearest_counts,
     over_recall,
@@ -182,6 +184,8 @@ class MonitorEvidence:
     divisor: np.ndarray | None = None  # per LI candidate, the recall tonight's flags were divided by
     watched: tuple[np.ndarray, np.ndarray] | None = None  # per LI candidate, the watched VMs called at it and their
     # flags (the monitor model's only)
+    false_alarm: np.ndarray | None = None  # per LI candidate, the false-alarm rate taken off the flag rate
+    # (``optimize.discount_false_alarms``; None: every flag counted as an error)
 
     def in_place_of(self, lab: pd.DataFrame) -> pd.DataFrame:
         """The LI candidates' counts with the monitor model's in place of the lab's where it watched calls
@@ -190,7 +194,9 @@ class MonitorEvidence:
         if self.watched is None or self.divisor is None:
             return lab
         called, flagged = self.watched
-        errors = np.minimum(flagged / np.maximum(self.divisor, 1e-9), called)
+        rho = np.maximum(self.divisor, 1e-9)
+        phi = np.zeros_like(rho) if self.false_alarm is None else np.where(self.false_alarm < rho, self.false_alarm, 0)
+        errors = np.clip((flagged - phi * called) / (rho - phi), 0.0, called)
         seen = called > 0
         return lab.assign(called=np.where(seen, called, lab.called), errors=np.where(seen, errors, lab.errors))
 
@@ -280,8 +286,11 @@ def monitor_evidence(params: Params, raw_dir: Location | None, recent: Recent, s
         counts = (np.full(len(thresholds), float(caught)), np.full(len(thresholds), float(sensitive)))
     divisor = np.full(len(thresholds), r) if near is None else (near[0] + 0.5) / (near[1] + 1.0)   # Jeffreys mean
     stats["recall_by_threshold"] = near is not None
+    alarms_called = false_alarm_counts(lab_scores, shares, thresholds) if o.discount_false_alarms else None
+    phi = None if alarms_called is None else false_alarm_rate(alarms_called)
     watched = key_counts(recent.p[seen], flagged.astype(float), thresholds)
-    return MonitorEvidence(over_recall(flags, divisor), flags, stats, counts, divisor, watched)
+    return MonitorEvidence(over_recall(flags, divisor, 0.0 if phi is None else phi), flags, stats, counts, divisor,
+                           watched, phi)
 
 
 def night_days(nights: pd.DataFrame, as_of: str) -> np.ndarray:
@@ -409,6 +418,8 @@ def solve(params: Params, li_dir: Path, um_dir: Path, features_dir: Path, raw_di
         "fleet_monitor": {**monitor.stats, "flag_rate": (float(monitor.tonight.mean[i]) if monitor.tonight is not None
                                                           else None),
                           "recall_divisor": None if monitor.divisor is None else float(monitor.divisor[i]),
+                          "false_alarm_discount": (None if monitor.false_alarm is None
+                                                   else float(monitor.false_alarm[i])),
                           "mitigation_spare": None if spare is None else float(spare[i]),
                           **({} if credit is None else
                              {"li_errors_caught": credit.caught_share(i, float(li_vm[i]), float(q[i]), float(g.op[j])),

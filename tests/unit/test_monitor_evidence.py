@@ -220,3 +220,28 @@ def test_without_the_lab_floor_the_monitors_watched_calls_stand_in_place_of_the_
     assert error_rate(got.called, got.errors)[4] > error_rate(lab.called, lab.errors)[4]
     pd.testing.assert_frame_equal(MonitorEvidence(None, None, {}).in_place_of(lab), lab)
     pd.testing.assert_frame_equal(MonitorEvidence(None, None, {}, None, None, watched).in_place_of(lab), lab)
+
+
+def test_the_false_alarms_taken_off_are_the_monitors_among_the_lab_s_calls_within_the_pdm():
+    """``false_alarm_counts``: per LI threshold, the workloads within the PDM called out of fold, each once with its
+    share of runs flagged; ``false_alarm_rate``: the rate's Jeffreys mean, 0 where none was judged."""
+    from pond.optimize.monitor import false_alarm_counts, false_alarm_rate
+
+    scores = pd.DataFrame({"workload_id": ["a", "b", "c", "d", "e"],
+                           "p_insensitive": [0.9, 0.7, 0.5, 0.3, 0.8], "insensitive": [1, 1, 1, 0, 1]})
+    shares = pd.Series({"a": 0.0, "b": 0.5, "c": 1.0, "d": 1.0})                   # e: not judged, left out
+    flagged, called = false_alarm_counts(scores, shares, np.array([0.0, 0.6, 0.95]))
+    assert flagged.tolist() == [1.5, 0.5, 0.0] and called.tolist() == [3, 2, 0]
+    assert false_alarm_rate((flagged, called)).tolist() == pytest.approx([2.0 / 4.0, 1.0 / 3.0, 0.0])
+
+
+def test_flags_less_the_false_alarms_over_recall_less_false_alarms_are_the_error_rate():
+    """``over_recall``: f = rho e + phi (1 - e). A monitor at recall 0.8 and 2% false alarms flagging
+    5.9% of the calls says 5% erring (4% caught, and alarms on 2% of the 95%); counted as errors, 7.4%; where phi reaches rho
+    every flag is an error."""
+    flags = NextNight(np.array([0.059, 0.059, 0.059, 0.01]), np.array([0.01] * 4), np.array([5.0] * 4))
+    got = over_recall(flags, np.array([0.8, 0.8, 0.1, 0.8]), np.array([0.02, 0.0, 0.2, 0.02]))
+    assert got.center.tolist() == pytest.approx([0.05, 0.059 / 0.8, 0.59, -0.01 / 0.78])
+    assert got.scale.tolist() == pytest.approx([0.01 / 0.78, 0.01 / 0.8, 0.1, 0.01 / 0.78])
+    assert got.mean[3] == 0.0                                   # fewer flags than false alarms: no evidence of errors
+    assert over_recall(flags, 0.8).center.tolist() == pytest.approx(over_recall(flags, 0.8, 0.0).center.tolist())
