@@ -293,7 +293,8 @@ class OptimizeParams(Section):
         "with the monitor model: take its held-out false-alarm rate among the lab's workloads within the PDM that the "
         "LI model calls at each threshold (their posterior mean: an estimate, not a bound) off the flag rate "
         "before dividing by its recall, so that flags on VMs within the PDM are not charged as LI errors "
-        "(optimize.monitor.over_recall). false: every flag counts as an error"))
+        "(optimize.monitor.over_recall; an experiment: on seed 43 it broke the budget, docs/monitor.md). false: "
+        "every flag counts as an error"))
     serve: Literal["answer", "combined", "li_only", "um_only", "all_local"] = Field("answer",
         description="the policy the service applies: answer (simulate's sizing answer at the policy's latency ratio, "
                     "with its pool cap; all local where it buys no pool; the solver's combined rule where simulate "
