@@ -1,7 +1,7 @@
 """Which slowed insensitive calls the replay's QoS monitor misses, and why, over the backtest's nights:
 
     python -m benchmarks.monitor_misses [--backtest data/backtest] [--raw data/raw]
-                                        [--params params.yaml] [--top 10]
+                                        [--params params.yaml] [--top 10] [--oracle | --false-alarms]
 
 For every night's next day (``<backtest>/<night>/evaluation/decisions.parquet``, the served policy's decisions) it
 takes the VMs the LI model called insensitive that the scorer finds slowed past the PDM with all their memory on the
@@ -26,6 +26,9 @@ that border, and the misses past it by mechanism.
 visible slowdown exactly and flags it where that is at least some level, set so that it flags no larger a share of
 the calls within the PDM than the replay's monitor did (``oracle_recall``); and the same at the level that flags
 every call whose visible slowdown is past the PDM (``visible_past_pdm_recall``, with its false alarms).
+
+``--false-alarms`` lists instead the workloads of the calls within the PDM that the monitor flagged, most flags first
+(``false_alarms``: how many; the same columns otherwise): the flags the solver charges as LI errors.
 """
 
 from __future__ import annotations
@@ -97,6 +100,13 @@ def by_workload(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ra
     return per.sort_values(["calls", "truth_pct"], ascending=[False, False])
 
 
+def false_alarms(calls: pd.DataFrame, vms: pd.DataFrame, latent: pd.DataFrame, ratio: float) -> pd.DataFrame:
+    """``by_workload`` of the calls within the PDM, with the monitor's flags among them, most flags first."""
+    per = by_workload(calls[~calls.slowed], vms, latent, ratio)
+    per.insert(0, "false_alarms", np.round(per.calls * per.flagged).astype(int))
+    return per[per.false_alarms > 0].sort_values("false_alarms", ascending=False)
+
+
 def summary(per: pd.DataFrame, pdm: float) -> dict:
     """Recall four ways (module doc)."""
     n = int(per.calls.sum())
@@ -139,7 +149,17 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--top", type=int, default=10, help="workloads to list")
     ap.add_argument("--oracle", action="store_true", help="also the recall of a monitor that knows the visible part")
+    ap.add_argument("--false-alarms", action="store_true", help="list the workloads of the flags within the PDM")
     args = ap.parse_args()
+    if args.false_alarms:
+        params = load(args.params)
+        lab = build_lab(params.generate.lab, params.generate.variant)
+        vms = read_tables(args.raw, ["vms"], validate=False)["vms"]
+        calls = all_calls(args.backtest)
+        per = false_alarms(calls, vms, lab.latent, params.optimize.latency_ratio)
+        print(per.head(args.top).to_string())
+        print(json.dumps({"calls_within": int((~calls.slowed).sum()), "flagged": int(per.false_alarms.sum())}))
+        return
     per, pdm = workloads(args.backtest, args.raw, args.params)
     print(per.head(args.top).to_string())
     print(json.dumps(summary(per, pdm)))
