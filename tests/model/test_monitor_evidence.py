@@ -109,7 +109,8 @@ def test_the_monitors_flags_move_the_li_threshold_without_reading_truth(small_bu
     off["optimize"]["use_monitor"] = False
     c = _optimize(small_bundle, tmp_path / "raw_b", tmp_path / "c", off)
     _optimize(small_bundle, small_raw, tmp_path / "e", off)
-    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None, "mitigation_spare": None, "recall_divisor": None}
+    assert c["fleet_monitor"] == {"vms_watched": 0, "flag_rate": None, "mitigation_spare": None, "recall_divisor": None,
+                                  "false_alarm_discount": None}
     assert (tmp_path / "c" / "policy.json").read_bytes() == (tmp_path / "e" / "policy.json").read_bytes()
     # credited, the monitor's capacity is what the LI calls' flags leave of 1% of a day's VMs, and the solver
     # lets more zNUMAs overpredict within the same budget
@@ -141,6 +142,14 @@ def test_the_pool_monitor_s_flags_move_the_li_threshold_without_reading_truth(sm
     assert b["fleet_monitor"]["vms_flagged"] == b["fleet_monitor"]["vms_watched"] > a["fleet_monitor"]["vms_flagged"]
     assert not b["li"]["enabled"] or b["li"]["threshold"] > a["li"]["threshold"]
     assert b["li"]["expected_li"] < a["li"]["expected_li"]
+    # the lab's false alarms among its calls taken off the flags: a lower charge, so no smaller a pool
+    discounted = _uncredited()
+    discounted["optimize"]["discount_false_alarms"] = True
+    d = _optimize(small_bundle, tmp_path / "raw_a", tmp_path / "d", discounted, monitor=small_bundle / "monitor")
+    assert a["fleet_monitor"]["false_alarm_discount"] is None and d["li"]["enabled"]
+    assert 0.0 < d["fleet_monitor"]["false_alarm_discount"] < 1.0
+    assert d["fleet_monitor"]["vms_flagged"] == a["fleet_monitor"]["vms_flagged"]
+    assert d["expected"]["pool_share"] >= a["expected"]["pool_share"]
 
 
 def test_without_the_lab_floor_a_monitor_that_flags_no_watched_call_charges_less_than_the_lab(small_bundle, small_raw,
