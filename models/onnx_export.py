@@ -91,6 +91,18 @@ def check_regressor_parity(booster: lgb.Booster, onnx_bytes: bytes, X: np.ndarra
     return diff
 
 
+PARITY_ROWS = 100_000   # seen rows a parity check runs on: all of the built-in fleet's 72,000, a sample beyond
+
+
+def parity_sample(X: np.ndarray, seed: int, n: int = PARITY_ROWS) -> np.ndarray:
+    """At most ``n`` of the rows, seeded, in their order: at 16,000 VMs a day a night's 286,000 training and
+    calibration rows took ONNX Runtime and LightGBM 1.8 s, 14 times a backtest, for a check the split-threshold
+    rows (``boundary_rows``) make sharper than more of the same rows would."""
+    if len(X) <= n:
+        return X
+    return X[np.sort(np.random.default_rng(seed).choice(len(X), n, replace=False))]
+
+
 def nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
     """Rows with missing counters, for the parity check: the service sees them."""
     rng = np.random.default_rng(seed)

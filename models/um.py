@@ -214,14 +214,20 @@ class ConformalOffset:
         self.target = target
 
     def fit(self, predicted: np.ndarray, untouched: np.ndarray) -> ConformalOffset:
-        scores = np.sort(np.asarray(predicted, float) - np.asarray(untouched, float))
-        n = len(scores)
-        if n == 0:
-            raise ModelError("no calibration VMs: widen train_um.calib_days or check that VMs end in the window")
-        k = int(np.ceil((n + 1) * (1.0 - self.target)))
-        self.offset_ = float(scores[min(k, n) - 1])  # k > n (tiny target, few VMs): the largest score
-        self.n_ = n
+        self.offset_ = float(conformal_offsets(predicted, untouched, [self.target])[0])
+        self.n_ = len(predicted)
         return self
 
     def apply(self, predicted: np.ndarray) -> np.ndarray:
         return np.clip(np.asarray(predicted, float) - self.offset_, 0.0, 1.0)
+
+
+def conformal_offsets(predicted: np.ndarray, untouched: np.ndarray, targets: Any) -> np.ndarray:
+    """``ConformalOffset``'s offset for each target from one sort of the scores (a UM backtest night fits one per
+    target of the solver's grid)."""
+    scores = np.sort(np.asarray(predicted, float) - np.asarray(untouched, float))
+    n = len(scores)
+    if n == 0:
+        raise ModelError("no calibration VMs: widen train_um.calib_days or check that VMs end in the window")
+    k = np.ceil((n + 1) * (1.0 - np.asarray(targets, float))).astype(int)
+    return scores[np.minimum(k, n) - 1]        # k > n (tiny target, few VMs): the largest score

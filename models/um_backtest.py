@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from pond.core.progress import progress
-from pond.models.um import ConformalOffset
+from pond.models.um import conformal_offsets
 from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
-from pond.models.um_protocol import UmParams, backtest_nights, fit_night, labels, night, usable
+from pond.models.um_protocol import UmParams, backtest_nights, fit_night, fit_night_scored, labels, night, usable
 
 
 def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, client: Any = None
@@ -25,7 +25,7 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, clie
                       "nights"):
         if not usable(n):
             continue  # before the data starts, or a day without VMs: nothing to learn or score
-        model, cal = fit_night(n, p.target_op, p.target_op, seed, client)
+        model, cal, calib_pred = fit_night_scored(n, p.target_op, p.target_op, seed, client)
         raw = model.predict(n.next_day)
         u, mem = labels(n.next_day)
         um_raw, op_raw = um_op(raw, u, mem)
@@ -34,9 +34,7 @@ def backtest(vm_features: pd.DataFrame, as_of: str, p: UmParams, seed: int, clie
                        "censored": n.censored,
                        "train_vms": len(n.train), "calib_vms": len(n.calib), "offset": cal.offset_,
                        "um_raw": um_raw, "op_raw": op_raw, "um_calibrated": um_cal, "op_calibrated": op_cal})
-        calib_pred = model.predict(n.calib)
-        offsets = np.array([ConformalOffset(t).fit(calib_pred, n.calib["untouched_fraction"]).offset_
-                            for t in p.target_grid])
+        offsets = conformal_offsets(calib_pred, n.calib["untouched_fraction"].to_numpy(), p.target_grid)
         um_t, op_t = um_op(np.clip(raw[None, :] - offsets[:, None], 0, 1), u, mem)
         sweep.append(pd.DataFrame({"as_of": n.as_of.date().isoformat(), "target_op": p.target_grid,
                                    "um": um_t, "op": op_t, "vms": len(u), "censored": n.censored}))

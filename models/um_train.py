@@ -19,12 +19,12 @@ import pandas as pd
 
 from pond.core.errors import TooLittleHistory
 from pond.core.params import UmParams
-from pond.models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits
+from pond.models.onnx_export import boundary_rows, check_regressor_parity, export_um, lightgbm_splits, parity_sample
 from pond.models.runtime import sha256
 from pond.models.um import ConformalOffset, UntouchedModel
 from pond.models.um_backtest import backtest, solver_curve, tradeoff
 from pond.models.um_dask import WorkerRows, worker_rows
-from pond.models.um_protocol import curve_lag, fit_night, night
+from pond.models.um_protocol import curve_lag, fit_night_scored, night
 from pond.telemetry.io import read_days
 
 
@@ -93,8 +93,7 @@ def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, c
         "raw.mean_um": float(nights.um_raw.mean()), "calibrated.mean_um": float(nights.um_calibrated.mean()),
     })
     n = night(rows, as_of, p)
-    model, cal = fit_night(n, p.target_op, p.target_op, seed, client)
-    calib_pred = model.predict(n.calib)
+    model, cal, calib_pred = fit_night_scored(n, p.target_op, p.target_op, seed, client)
     offsets = {f"{t:g}": ConformalOffset(t).fit(calib_pred, n.calib.untouched_fraction).offset_
                for t in sorted({*p.target_grid, p.target_op})}
     x_train = (model.transform_input(n.train) if isinstance(n.train, pd.DataFrame)
@@ -102,7 +101,7 @@ def train(rows: pd.DataFrame | WorkerRows, as_of: str, p: UmParams, seed: int, c
     x_calib = model.transform_input(n.calib) if len(n.calib) else x_train[:0]
     nan_rows = x_train[:200].copy()
     nan_rows[:, ::2] = np.nan  # unknown categories and missing customer history
-    parity_rows = np.vstack([x_train, x_calib, nan_rows,
+    parity_rows = np.vstack([parity_sample(np.vstack([x_train, x_calib]), seed), nan_rows,
                              boundary_rows(lightgbm_splits(model.booster_), x_train, seed=seed)])
     onnx_bytes = export_um(model.booster_)
     parity = check_regressor_parity(model.booster_, onnx_bytes, parity_rows)

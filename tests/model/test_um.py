@@ -14,16 +14,34 @@ from pond.core.errors import ConfigError
 from pond.features.build import FeatureParams, vm_features
 from pond.models.decision import pool_gb
 from pond.models.onnx_export import (
+    PARITY_ROWS,
     boundary_rows,
     check_regressor_parity,
     export_um,
     export_um_onnxmltools,
     lightgbm_splits,
+    parity_sample,
 )
 from pond.models.runtime import session
-from pond.models.um import HEAD, ConformalOffset, UmEncoder, UntouchedModel, fit_vocabulary, float32_thresholds
+from pond.models.um import (
+    HEAD,
+    ConformalOffset,
+    UmEncoder,
+    UntouchedModel,
+    conformal_offsets,
+    fit_vocabulary,
+    float32_thresholds,
+)
 from pond.models.um_curves import op_at_um, static_curve, um_at_op, um_op
-from pond.models.um_protocol import UmParams, backtest_nights, creation_days, fit_night, night, night_columns
+from pond.models.um_protocol import (
+    UmParams,
+    backtest_nights,
+    creation_days,
+    fit_night,
+    fit_night_scored,
+    night,
+    night_columns,
+)
 from pond.telemetry import request
 from tests.conftest import params_file, run_pond
 
@@ -135,6 +153,34 @@ def test_no_leakage_from_the_future(vmf):
     model2, cal2 = fit_night(n2, 0.04, 0.04, seed=1)
     np.testing.assert_array_equal(model.predict(n.next_day), model2.predict(n.next_day))
     assert cal.offset_ == cal2.offset_
+
+
+def test_the_scored_fit_gives_the_calibration_predictions_its_offset_was_fit_on(vmf):
+    n = night(vmf, "2026-01-09", P)
+    model, cal, calib_pred = fit_night_scored(n, 0.04, 0.04, seed=1)
+    np.testing.assert_array_equal(calib_pred, model.predict(n.calib))
+    assert cal.offset_ == ConformalOffset(0.04).fit(calib_pred, n.calib.untouched_fraction).offset_
+    assert fit_night(n, 0.04, 0.04, seed=1)[0] is model
+
+
+def test_one_sort_gives_every_targets_offset_as_its_own_fit_does():
+    rng = np.random.default_rng(5)
+    pred, u = rng.random(301), rng.random(301)
+    targets = [0.0005, 0.01, 0.04, 0.1, 0.5]
+    got = conformal_offsets(pred, u, targets)
+    assert list(got) == [ConformalOffset(t).fit(pred, u).offset_ for t in targets]
+    assert got[0] == np.max(pred - u)                      # k past n: the largest score
+
+
+def test_the_parity_check_runs_on_every_row_up_to_its_cap_and_a_seeded_sample_beyond():
+    X = np.arange(30, dtype=np.float32).reshape(15, 2)
+    assert parity_sample(X, seed=3, n=15) is X
+    got = parity_sample(X, seed=3, n=6)
+    assert got.shape == (6, 2) and np.all(np.diff(got[:, 0]) > 0)        # distinct rows, in their order
+    assert {tuple(r) for r in got} <= {tuple(r) for r in X}
+    np.testing.assert_array_equal(got, parity_sample(X, seed=3, n=6))
+    assert not np.array_equal(got, parity_sample(X, seed=4, n=6))
+    assert PARITY_ROWS >= 72_000           # the built-in fleet's training and calibration rows: every one checked
 
 
 @pytest.mark.parametrize("lag", [0, 1, 2])
