@@ -417,7 +417,8 @@ class EngineParams(Section):
         description="local: one process (pandas/DuckDB); dask: features, simulate, evaluate's scoring and the UM "
                     "fits of train_um and backtest (lightgbm.dask) on a dask.distributed cluster, DASK_SCHEDULER_ADDRESS (or pond "
                     "--scheduler) or a LocalCluster the stage starts")
-    workers: int = Field(2, ge=1, description="local: threads that run simulate's sizing tasks (one: in order); "
+    workers: int = Field(2, ge=1, description="local: threads that run simulate's sizing tasks and processes that "
+                                              "run backtest's nights (one: in order); "
                                               "dask, no scheduler address: worker processes of the LocalCluster")
     worker_memory: str = Field("4GiB", min_length=1,
         description="dask, no scheduler address: memory limit per worker (dask spills, then pauses, above it)")

@@ -55,6 +55,23 @@ def requirements(*packages: str) -> list[str]:
     return [f"{name}=={version(name)}" for name in packages]
 
 
+def ensure_experiment(default_experiment: str = NIGHTLY) -> str:
+    """The stage's experiment name, the experiment created where it is not yet (at the tracking URI, which this
+    sets for the process). A stage that runs its work in several processes calls it first, so that they do not
+    race to create it."""
+    os.environ.setdefault(Runtime.variable("mlflow_disable_telemetry"), Runtime.now().mlflow_disable_telemetry)
+    import mlflow
+
+    uri = tracking_uri()
+    embedded = uri == _local_uri()   # not the env variable: mlflow.set_tracking_uri sets it for the process
+    mlflow.set_tracking_uri(uri)
+    name = experiment(default_experiment)
+    if mlflow.get_experiment_by_name(name) is None:
+        artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
+        mlflow.create_experiment(name, artifact_location=artifacts, tags=night_run.KIND)
+    return name
+
+
 @contextmanager
 def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = None,
               default_experiment: str = NIGHTLY) -> Iterator[Any]:
@@ -65,14 +82,7 @@ def start_run(stage: str, params: dict[str, Any], tags: dict[str, str] | None = 
     import mlflow
     from mlflow import MlflowClient
 
-    uri = tracking_uri()
-    embedded = uri == _local_uri()   # not the env variable: mlflow.set_tracking_uri sets it for the process
-    mlflow.set_tracking_uri(uri)
-    name = experiment(default_experiment)
-    if mlflow.get_experiment_by_name(name) is None:
-        artifacts = (LOCAL_DIR / "artifacts").resolve().as_uri() if embedded else None
-        mlflow.create_experiment(name, artifact_location=artifacts, tags=night_run.KIND)
-    exp = mlflow.set_experiment(name)
+    exp = mlflow.set_experiment(ensure_experiment(default_experiment))
     client = MlflowClient()
     for key, value in night_run.KIND.items():
         if key not in exp.tags:           # experiments created before the tag

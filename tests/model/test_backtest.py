@@ -134,3 +134,36 @@ def test_with_touches_judged_a_zNUMA_is_moved_only_where_the_monitor_flags_its_s
         touches, judged = touches + int(zn.sum()), judged + int((zn & seen).sum())
         assert {"touch_spill_pct_r1.82", "touch_spill_pct_r2.22"} <= set(pd.read_parquet(out / night / "scores.parquet"))
     assert touches > 0 and judged < touches           # the monitor leaves some touches on the pool
+
+
+def test_nights_run_in_processes_give_what_one_process_gives(small_raw, small_bundle, tmp_path, monkeypatch):
+    """With ``engine.workers`` 2 the nights run as two runs of consecutive nights, one a process: every file the
+    nights write, the nights' lines and the summary are those of the nights run in order in one process."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    got = {}
+    for workers in (1, 2):
+        params = small_params()
+        params["backtest"]["nights"] = 3                 # an uneven split: two nights, then one
+        params["engine"]["workers"] = workers
+        wd = tmp_path / f"w{workers}"
+        assert run_pond(["--params", str(params_file(tmp_path / f"p{workers}.yaml", params)), "backtest",
+                         *backtest_args(small_raw, small_bundle, wd)]) == 0
+        files = sorted(p.relative_to(wd / "out") for p in (wd / "out").rglob("*") if p.is_file())
+        got[workers] = (wd, files)
+    (one, files), (two, files2) = got[1], got[2]
+    assert files == files2 and any(f.name == "scores_before.parquet" for f in files)
+    for f in files:
+        if f.suffix == ".parquet":
+            pd.testing.assert_frame_equal(pd.read_parquet(one / "out" / f), pd.read_parquet(two / "out" / f))
+        elif f.suffix in (".csv", ".json") and f.name != "nights.csv":
+            assert (one / "out" / f).read_text() == (two / "out" / f).read_text(), f
+    pd.testing.assert_frame_equal(pd.read_csv(one / "out" / "nights.csv"), pd.read_csv(two / "out" / "nights.csv"))
+    assert json.loads((one / "backtest.json").read_text()) == json.loads((two / "backtest.json").read_text())
+    import os
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = mlflow.search_runs([mlflow.get_experiment_by_name("pond-backtest").experiment_id])
+    pids = runs["tags.pond.pid"].value_counts()       # each night's UM run: 3 from here, then 2 and 1 from two others
+    assert pids.get(str(os.getpid())) == 3 and sorted(pids.drop(str(os.getpid())).tolist()) == [1, 2]
