@@ -95,7 +95,8 @@ class FleetParams(Section):
     burn_in_days: int = Field(0, ge=0, description=(
         "days the fleet runs before its first day: the trace keeps the VMs still alive then (created before it), so "
         "it opens with the fleet's long-lived VMs in place, as a real trace does; 0: it opens empty"))
-    vms_per_day: float = Field(4000.0, gt=0, description="mean VM creations per day")
+    vms_per_day: float = Field(16000.0, gt=0, description=(
+        "mean VM creations per day; 16,000 makes every cluster of the built-in fleet hold a whole 64-socket pool"))
     n_customers: int = Field(1500, ge=1, description="customers established at the start")
     new_customers_per_day: float = Field(6.0, ge=0, description="customers arriving per day")
     n_regions: int = Field(4, ge=1, description="regions")

@@ -66,8 +66,9 @@ def test_counters_and_slowdowns_agree(default_lab):
 
 @pytest.mark.slow
 def test_fleet_matches_published_untouched_memory(default_lab, tmp_path):
-    vms = build_vms(default_lab, FleetParams(seed=42))
-    counters = pd.concat(list(iter_counters(vms, default_lab, FleetParams(seed=42))))
+    fleet = FleetParams(seed=42, vms_per_day=4000)   # a quarter of the default's rate: the checks are shares, and
+    vms = build_vms(default_lab, fleet)               # `calibrate` runs them on the default fleet every night
+    counters = pd.concat(list(iter_counters(vms, default_lab, fleet)))
     feats = vm_features(vms.drop(columns=["_workload_idx", "_cycles", "_has_counters"]), counters,
                         FeatureParams(as_of="2026-01-28"))
     off = [(c.name, round(c.value, 2), c.target) for c in fleet_checks(vms, feats.has_history) if not c.ok]
@@ -139,8 +140,8 @@ def test_a_burn_in_opens_the_trace_with_the_long_lived_vms_in_place(default_lab)
     """Without a burn-in the trace opens empty and its alive memory climbs for weeks (VMs live up to 60 days); with
     one, it keeps only the VMs still alive on its first day, so it opens near the level it holds later."""
     start = pd.Timestamp("2026-01-01", tz="UTC")
-    cold = build_vms(default_lab, FleetParams(seed=42, n_days=28))
-    warm = build_vms(default_lab, FleetParams(seed=42, n_days=28, burn_in_days=60))
+    cold = build_vms(default_lab, FleetParams(seed=42, n_days=28, vms_per_day=4000))
+    warm = build_vms(default_lab, FleetParams(seed=42, n_days=28, vms_per_day=4000, burn_in_days=60))
     assert cold.created_at.min() >= start and _alive_gb(cold, start) == 0.0
     early = warm[warm.created_at < start]
     assert len(early) > 0 and early.created_at.min() >= start - pd.Timedelta(days=60)
