@@ -48,7 +48,7 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
             ensure_experiment(BACKTEST)        # created once, not by two processes at once
             with ProcessPoolExecutor(len(runs), mp_context=get_context("spawn")) as pool:
                 done = [pool.submit(run_nights, [nights[i] for i in r], raw_dir, features_dir, li_dir, tmp,
-                                    monitor_dir, None, k == 0) for k, r in enumerate(runs)]
+                                    monitor_dir) for r in runs]   # each names its nights in its progress
                 outcomes = [o for f in done for o in f.result()]
         for o in outcomes:                     # in order, as one process would have met them
             if o.skipped:

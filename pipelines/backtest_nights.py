@@ -42,8 +42,9 @@ class Outcome:
 
 
 def run_nights(nights: list[Params], raw_dir: Location, features_dir: Path, li_dir: Path, tmp: Path,
-               monitor_dir: Path | None, client: Any = None, shown: bool = True) -> list[Outcome]:
-    """The nights in order (``nights``: their params, oldest first), each into ``tmp / as_of``."""
+               monitor_dir: Path | None, client: Any = None) -> list[Outcome]:
+    """The nights in order (``nights``: their params, oldest first), each into ``tmp / as_of``; the progress names
+    the run's first and last night, so two processes' lines tell apart."""
     path = features_dir / "vm_features.parquet"
     monitor = MonitorModel.load(monitor_dir)
     drift = ["day", "created_at", "vcpus", "memory_gb", *nights[0].features.customer_columns]   # input_drift's
@@ -52,7 +53,8 @@ def run_nights(nights: list[Params], raw_dir: Location, features_dir: Path, li_d
     out = []
     with bt.snapshots(nights, raw_dir, tmp, client) as snaps:
         pairs = list(zip(nights, snaps))
-        for p, snap in (progress(pairs, desc="backtest", unit="nights") if shown else pairs):
+        desc = "backtest" if len(nights) < 2 else f"backtest {nights[0].base.as_of} to {nights[-1].base.as_of}"
+        for p, snap in progress(pairs, desc=desc, unit="nights"):
             out.append(_night(p, snap, raw_dir, features_dir, li_dir, tmp, monitor_dir, monitor, client, vmf))
     return out
 
