@@ -7,7 +7,7 @@ Each ``<workdir>/seed<N>/<variant>`` of ``benchmarks.backtest_variants`` holds w
 `simulate` (the draw's tables and its 14 nights, with params.yaml's settings but the seed), so `simulate` there gives
 the sizing answer and the policy `optimize.serve: answer` serves, as `dvc repro simulate` would in a copy of the
 repository with only ``base.seed`` changed. Runs `pond simulate` in every such folder that has no ``simulate.json``
-yet (about a minute each on 2 cores), then prints one JSON line per draw and latency ratio and a Markdown table:
+yet (about 5 minutes each on 2 cores, alone), then prints one JSON line per draw and latency ratio and a Markdown table:
 the policy served, its pool size, the DRAM it saves with its 90% interval over clusters, and whether it beats the
 runner-up beyond their paired interval.
 """

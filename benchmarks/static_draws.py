@@ -1,6 +1,9 @@
 """Fig. 3 across draws of the built-in fleet, in the replay that decides (each policy placed afresh):
 
-    python -m benchmarks.static_draws [--seeds 40 41 ... 49]      # about 55 s a seed on 2 cores
+    python -m benchmarks.static_draws [--seeds 40 41 ... 49]      # about 23 min a seed on 2 cores beside a backtest
+    python -m benchmarks.static_draws --set 'simulate.static_fractions=[0.5]' --set 'simulate.pool_sockets=[2,32,64]'
+                                # 50% at 2, 32 and 64 sockets only: Pond's accounting the same (the trace's servers
+                                # do not depend on the other sizes), the provider's not (nested pools), 4x faster
     python -m benchmarks.static_draws --buy-days 0                 # DRAM bought on the window it is judged on
     python -m benchmarks.static_draws --days 82 --buy-days 0       # Pond's 75 days after the 7-day warm-up
     python -m benchmarks.static_draws --set generate.fleet.clusters_per_region=1   # any key of params.yaml
