@@ -23,8 +23,9 @@ A trace longer or shorter than the committed one keeps its deployments' size: ``
 counts a customer's deployments over the whole trace, so the draw scales all but the first by the ratio of the
 lengths (``--per-trace-deployments`` keeps the committed count, and an 82-day trace's deployments twice as large).
 
-One JSON line per draw (with its VMs, servers and VMs per deployment: per customer, VM type, cluster and workload), then per trace length the median and range
-of each figure over the seeds.
+One JSON line per draw (with its VMs, servers and VMs per deployment: per customer, VM type, cluster and
+workload), then per trace length the median and range of each figure over the seeds, and the figure pooled over
+all their clusters (as Pond pools its 100 clusters).
 """
 
 from __future__ import annotations
@@ -80,14 +81,19 @@ def one_draw(raw: dict, seed: int, n_days: int, hold_deployments: bool = True) -
                                   first_day=first)
         out[name] = round(100 * float(got.savings.iloc[0]), 2)
         out[f"{name}_cluster"] = round(100 * float(got.cluster_pool.iloc[0]), 2)
+        out[f"{name}_all_local_gb"] = float(got.all_local_gb.iloc[0])
     return out
 
 
 def summary(rows: Sequence[dict]) -> dict:
+    """Per figure the draws' median and range, and ``pooled``: every draw's clusters as one fleet (each draw's
+    saving weighted by its servers' peaks, ``fixed_pools.pooled_savings``), as Pond's figure pools its 100."""
     keys = [k for k in rows[0] if k.endswith(("judged", "_days", "_cluster")) and k != "trace_days"]
+    weight = {k: [r[f"{k.removesuffix('_cluster')}_all_local_gb"] for r in rows] for k in keys}
     return {"trace_days": rows[0]["trace_days"], "seeds": [r["seed"] for r in rows],
             **{k: {"median": round(statistics.median(r[k] for r in rows), 2), "min": min(r[k] for r in rows),
-                   "max": max(r[k] for r in rows)} for k in keys}}
+                   "max": max(r[k] for r in rows),
+                   "pooled": round(float(np.average([r[k] for r in rows], weights=weight[k])), 2)} for k in keys}}
 
 
 def main() -> None:
