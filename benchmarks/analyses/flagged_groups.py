@@ -16,7 +16,9 @@ the served policy's decisions on the night's next day, joined with ``<run>/raw``
   a flag of an earlier day counts, as a list the nightly job hands the service would hold;
 - ``calls_of_flagged``: every insensitive call of such a group, what a service that refused the LI call to a
   flagged group would give up;
-- ``slowed_left_pct``: the slowed calls that would be left, per cent of the day's VMs, beside ``slowed_pct`` now.
+- ``slowed_left_pct``: the slowed calls that would be left, per cent of the day's VMs, beside ``slowed_pct`` now;
+- ``pool_gb``, ``pool_gb_of_flagged``, ``pool_of_flagged_pct``: the day's pool GB, the part those calls hold and
+  its share: at most what refusing them gives up (a refused call keeps the UM split's zNUMA node).
 
 It reads the replay's flags and the scorer's truth only to count; no model runs. A refused call would still get
 Pond's UM split (a zNUMA node), whose touches are not counted here.
@@ -61,6 +63,10 @@ def one_run(run: Path, lag_hours: float, nightly: bool = False) -> pd.DataFrame:
                         "slowed": d[slowed].groupby("night").size(),
                         "slowed_of_flagged": d[slowed & d.seen].groupby("night").size(),
                         "calls_of_flagged": d[d.li_called & d.seen].groupby("night").size()}).fillna(0).astype(int)
+    per["pool_gb"] = d.groupby("night").pool_gb.sum().round(1)
+    per["pool_gb_of_flagged"] = d[d.li_called & d.seen].groupby("night").pool_gb.sum().reindex(
+        per.index, fill_value=0.0).round(1)
+    per["pool_of_flagged_pct"] = (100 * per.pool_gb_of_flagged / per.pool_gb.where(per.pool_gb > 0)).round(2)
     per["slowed_pct"] = (100 * per.slowed / per.vms).round(2)
     per["slowed_left_pct"] = (100 * (per.slowed - per.slowed_of_flagged) / per.vms).round(2)
     return per
@@ -75,10 +81,12 @@ def main() -> None:
     for run in args.runs:
         per = one_run(run, args.lag_hours, args.nightly)
         print(f"{run}\n{per.to_string()}")
-        t = per[["slowed", "slowed_of_flagged", "calls", "calls_of_flagged"]].sum()
+        t = per[["slowed", "slowed_of_flagged", "calls", "calls_of_flagged", "pool_gb", "pool_gb_of_flagged"]].sum()
         print(f"total: {t.slowed} slowed calls, {t.slowed_of_flagged} ({100 * t.slowed_of_flagged / max(t.slowed, 1):.1f}%)"
               f" of a group flagged before; {t.calls_of_flagged} of {t.calls} calls"
-              f" ({100 * t.calls_of_flagged / max(t.calls, 1):.1f}%) of such groups; worst night now"
+              f" ({100 * t.calls_of_flagged / max(t.calls, 1):.1f}%) of such groups, holding"
+              f" {100 * t.pool_gb_of_flagged / max(t.pool_gb, 1e-9):.1f}% of the pool GB (at most"
+              f" {per.pool_of_flagged_pct.max():.1f}% of a night's); worst night now"
               f" {per.slowed_pct.max():.2f}% of VMs slowed, {per.slowed_left_pct.max():.2f}% left\n", flush=True)
 
 
