@@ -400,6 +400,10 @@ class QosParams(Section):
     alpha_neighbors: int = Field(5, ge=1, description=(
         "SLA-alpha, reported beside all-local mitigation: a flagged VM's spill curve is the mean of this many lab "
         "workloads nearest in its own counters (evaluation.sla_alpha)"))
+    refusal_hours: float = Field(168.0, ge=0, allow_inf_nan=False, description=(
+        "once the monitor flags an insensitive call, the LI call is refused to the later VMs of its customer and VM "
+        "type for this many hours after the flag (each flag extends it; they get the UM split); 0: never refused "
+        "(evaluation.refusal; the service's POND_QOS_REFUSAL_HOURS)"))
 
 
 class GateParams(Section):

@@ -73,12 +73,7 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
     (``evaluation.regret.unmitigated_grid``); default: the decisions' own column (``qos.touches: judged``), if any.
     ``counted``: given each UM target's local GB per VM (targets x rows), the overpredictions the count keeps
     (``unmitigated_grid``'s); None: every one."""
-    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy.latency_ratio, policy.pdm)
-    thresholds = li.threshold.to_numpy(float)
-    q = error_rate(li.called.to_numpy(), li.errors.to_numpy())
-    offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
-    targets = sorted(float(t) for t in offsets_by_target)
-    offsets = np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]]
+    thresholds, q, targets, offsets = grid_candidates(policy, li_dir, um_dir)
     night = pd.read_parquet(decisions)
     if touch_spill_pct is None and "touch_spill_pct" in night.columns:
         touch_spill_pct = night["touch_spill_pct"].to_numpy(float)
@@ -86,13 +81,29 @@ def night_regret(policy: Policy, li_dir: Path, um_dir: Path, decisions: Path, qo
     keep = None if counted is None else counted(znuma_local_gb(night, offsets))
     left = unmitigated_grid(night, thresholds, offsets, q, qos.max_mitigated_share, touch_spill_pct=touch_spill_pct,
                             counted=keep)
-    i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
-    j = 1 + targets.index(policy.um.target_op) if policy.um.enabled else 0
+    i, j = chosen_pair(policy, thresholds, targets)
     out = regret(pool, left, policy.misprediction_budget, (i, j))
     out["regret_raw"] = regret(pool, mis, policy.misprediction_budget, (i, j))["regret"]
     out["chosen_mispredictions"] = float(mis[i, j])
     out["chosen_unmitigated"] = float(left[i, j])
     return out, pool, left, [thresholds, [None, *targets]]
+
+
+def grid_candidates(policy: Policy, li_dir: Path, um_dir: Path) -> tuple[np.ndarray, np.ndarray, list[float],
+                                                                         np.ndarray]:
+    """The candidates the night's solver chose from: LI thresholds (the first: off) with the lab's error rate at each,
+    and UM targets with the night's offsets (``offsets``' first, NaN: off)."""
+    li = li_candidates(pd.read_parquet(li_dir / "heldout_curves.parquet"), policy.latency_ratio, policy.pdm)
+    offsets_by_target = json.loads((um_dir / "manifest.json").read_text())["offsets"]
+    targets = sorted(float(t) for t in offsets_by_target)
+    return (li.threshold.to_numpy(float), error_rate(li.called.to_numpy(), li.errors.to_numpy()), targets,
+            np.r_[np.nan, [offsets_by_target[f"{t:g}"] for t in targets]])
+
+
+def chosen_pair(policy: Policy, thresholds: np.ndarray, targets: list[float]) -> tuple[int, int]:
+    """The night's chosen pair as indices of ``grid_candidates``' (0: that model off)."""
+    i = int(np.flatnonzero(np.isclose(thresholds, policy.li.threshold))[0]) if policy.li.enabled else 0
+    return i, (1 + targets.index(policy.um.target_op) if policy.um.enabled else 0)
 
 
 def night_scores(p: Params, night: Path, li_dir: Path, vms: pd.DataFrame, history: pd.DataFrame,
@@ -282,7 +293,7 @@ def summary(nights: pd.DataFrame, skipped: int, fixed: tuple[int, int] | None, c
         "regret_admitted_mean": float(nights.regret_admitted.mean()),
         "regret_admitted_max": float(nights.regret_admitted.max()),
         "admitted_thresholds": int(nights.admitted_thresholds.iloc[0]),
-        **_monitor_recall(nights),
+        **_monitor_recall(nights), **refusing_summary(nights),
         "best_admitted_pair": None if admitted_pair is None else pair(candidates, admitted_pair)}
 
 
@@ -299,6 +310,22 @@ def _monitor_recall(nights: pd.DataFrame) -> dict[str, Any]:
             "nights_with_slowed_calls": len(some)}
 
 
+def refusing_summary(nights: pd.DataFrame) -> dict[str, Any]:
+    """The same figures with the service refusing the LI call to a flagged customer and VM type
+    (``evaluation.refusal``): what the service's memory of the monitor's flags changes."""
+    if "realized_unmitigated_refusing" not in nights.columns:
+        return {}
+    n, caught = float(nights.slowed_calls_refusing.sum()), float(nights.slowed_calls_flagged_refusing.sum())
+    return {"refusing": {
+        "nights_within_budget": int((nights.realized_unmitigated_refusing <= nights.budget).sum()),
+        "served_nights_within_budget": int((nights.served_unmitigated_refusing <= nights.budget).sum()),
+        "realized_unmitigated_max": float(nights.realized_unmitigated_refusing.max()),
+        "mitigations_max": float(nights.mitigations_refusing.max()),
+        "realized_pool_mean": float(nights.realized_pool_refusing.mean()),
+        "refused_calls_mean": float(nights.refused_calls.mean()),
+        "monitor_slowed_calls": int(n), "monitor_recall": caught / n if n else None}}
+
+
 def summary_line(m: dict[str, Any]) -> str:
     """The stage's last line, from ``summary``'s figures."""
     short = m.get("nights_skipped_short_history", 0)
@@ -310,7 +337,16 @@ def summary_line(m: dict[str, Any]) -> str:
             f"pool share {m['realized_pool_mean']:.1%} on average; mean regret {100 * m['regret_mean']:.2f} points "
             f"(max {100 * m['regret_max']:.2f}) against each night's best pair in hindsight, "
             f"{100 * m['regret_fixed_mean']:.2f} against the best pair fixed over the nights, "
-            f"{100 * m['regret_admitted_mean']:.2f} against the best fixed pair among the LI thresholds the lab admits")
+            f"{100 * m['regret_admitted_mean']:.2f} against the best fixed pair among the LI thresholds the lab admits"
+            + _refusing_line(m.get("refusing")))
+
+
+def _refusing_line(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return ""
+    return (f"; with the service refusing the LI call to a flagged customer and VM type (qos.refusal_hours): within "
+            f"the budget on {r['nights_within_budget']} nights after the monitor, pool share "
+            f"{r['realized_pool_mean']:.1%}, {r['refused_calls_mean']:.2%} of the VMs refused")
 
 
 def pair(candidates: list, at: tuple[int, int]) -> dict[str, float | None]:

@@ -17,6 +17,9 @@ decided and replayed (``simulator.sizing``).
   policies only, each splitting every VM of the trace, the warm-up's too (Pond's Fig. 3: no model decides
   anything, so nothing falls back).
 
+Flags remembered: a nightly policy's own monitor flags refuse the LI call to the later VMs of the flagged call's
+customer and VM type for ``qos.refusal_hours``, as the service does (``evaluation.refusal``, ``Refusal``).
+
 Fallback: a VM created before the window (or that no night scored) is all local under every
 policy alike, so that warm-up VMs weigh the same on each side of every comparison. Long-lived
 warm-up VMs hold half of the memory in use in the window's first days, so DRAM is measured after
@@ -55,6 +58,7 @@ from pond.core.errors import ConfigError
 from pond.core.params import Params, SimParams
 from pond.evaluation.combined import realize, summarize
 from pond.evaluation.qos import summarize as monitor_summary
+from pond.evaluation.refusal import group_of, refused_calls
 from pond.evaluation.truth import measured_truths, truth_table
 from pond.models.decision import LABELS, LOCAL_ONLY, ZNUMA, PolicyKnobs, decide, policy_knobs, served_name
 from pond.models.names import ALL_LOCAL, at_ratio, capped_policy_name, static_policy_name
@@ -97,12 +101,14 @@ def night_knobs(policy: Policy, caps: tuple[float, ...]) -> dict[str, PolicyKnob
 
 
 def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path], ratios: tuple[float, ...],
-               caps: tuple[float, ...] = ()
+               caps: tuple[float, ...] = (), refusal: Refusal | None = None
                ) -> tuple[dict[tuple[str, float | None], dict[str, np.ndarray]], dict[float, float], np.ndarray,
                           np.ndarray]:
     """Per (policy, ratio): the decision arrays of every VM (fallback: all local); the mean lab error rate per
     ratio (for pool-only VMs without truth); which window VMs a night scored before their creation; and which
-    VMs created before the window the first night decided (``scores_before.parquet``: steady state)."""
+    VMs created before the window the first night decided (``scores_before.parquet``: steady state). ``refusal``:
+    each row's own flags refuse the LI call to the later VMs of their customer and VM type, as the service does
+    (``evaluation.refusal``): the nights are decided again with those calls refused."""
     mem = vms["memory_gb"].to_numpy(float)
     row = pd.Series(np.arange(len(vms)), index=vms["vm_id"].to_numpy())
     local_all = {"decision": np.full(len(vms), LOCAL_ONLY, dtype=object), "local_gb": mem.copy(),
@@ -111,7 +117,8 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
     out: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     rates: dict[float, list[float]] = {r: [] for r in ratios}
 
-    def decide_night(night: Path, scores: Path, which: np.ndarray) -> np.ndarray:
+    def decide_night(night: Path, scores: Path, which: np.ndarray,
+                     refused: dict[tuple[str, float], np.ndarray] | None = None) -> np.ndarray:
         s = pd.read_parquet(scores)
         idx = row.reindex(s.vm_id.to_numpy()).to_numpy()
         ok = ~np.isnan(idx) & which[np.nan_to_num(idx, nan=0).astype(np.int64)]
@@ -120,8 +127,10 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
             policy = read_policy(night / f"{at_ratio('policy', ratio)}.json")
             for name, knobs in night_knobs(policy, caps).items():
                 d = out.setdefault((name, ratio), {k: v.copy() for k, v in local_all.items()})
-                got = decide(mem[idx], s.has_history.to_numpy(), s[at_ratio("p_insensitive", ratio)].to_numpy(),
-                             s.um_raw.to_numpy(), knobs)
+                p = s[at_ratio("p_insensitive", ratio)].to_numpy(np.float64)
+                if refused is not None and (name, ratio) in refused:
+                    p = np.where(refused[(name, ratio)][idx], np.nan, p)
+                got = decide(mem[idx], s.has_history.to_numpy(), p, s.um_raw.to_numpy(), knobs)
                 for k, v in got.items():
                     d[k][idx] = _shared_labels(v) if k == "decision" else v
                 if at_ratio("seen_slowed", ratio) in s.columns:   # the QoS monitor's flag (backtest's nights write it)
@@ -139,9 +148,38 @@ def nightly_policies(vms: pd.DataFrame, in_window: np.ndarray, nights: list[Path
             rates[ratio].append(read_policy(night / f"{at_ratio('policy', ratio)}.json").li.error_rate)
         scored |= decide_night(night, night / "scores.parquet", in_window)
     before = np.zeros(len(vms), bool)
-    if nights and (nights[0] / "scores_before.parquet").exists():
-        before = decide_night(nights[0], nights[0] / "scores_before.parquet", ~in_window)
+    first = nights[0] / "scores_before.parquet" if nights else None
+    if first is not None and first.exists():
+        before = decide_night(nights[0], first, ~in_window)
+    if refusal is not None and refusal.hold_s > 0:
+        refused = refusal.masks(vms, scored | before, out)
+        if any(m.any() for m in refused.values()):
+            for night in nights:
+                decide_night(night, night / "scores.parquet", in_window, refused)
+            if first is not None and first.exists():
+                decide_night(nights[0], first, ~in_window, refused)
     return out, {r: float(np.mean(v)) for r, v in rates.items()}, scored, before
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The service's memory of the monitor's flags in the replay: VM creation seconds, the flag's lag and hold."""
+
+    created_s: np.ndarray
+    lag_s: float
+    hold_s: float
+
+    def masks(self, vms: pd.DataFrame, decided: np.ndarray, rows: dict[tuple[str, float], dict[str, np.ndarray]]
+              ) -> dict[tuple[str, float], np.ndarray]:
+        """Per policy row, the VMs whose LI call its own flags refuse."""
+        group = group_of(vms.customer_id[decided], vms.vm_type[decided])
+        out = {}
+        for key, d in rows.items():
+            m = np.zeros(len(vms), bool)
+            m[decided] = refused_calls(group, self.created_s[decided], d["li_called"][decided],
+                                       d["seen_slowed"][decided], self.lag_s, self.hold_s)
+            out[key] = m
+        return out
 
 
 _LABELS = np.array(LABELS, dtype=object)
@@ -325,7 +363,9 @@ def replay(params: Params, client: Any | None, raw_dir: Location, nights: list[P
     names: dict[str, str] = {}
     decisions: dict[tuple[str, float | None], dict[str, np.ndarray]] = {}
     if nights is not None:
-        decisions, rates, scored, before = nightly_policies(vms, created_in, nights, sp.latency_ratios, sp.pool_caps)
+        decisions, rates, scored, before = nightly_policies(
+            vms, created_in, nights, sp.latency_ratios, sp.pool_caps,
+            Refusal(start, params.features.counter_delay_s, 3600.0 * params.qos.refusal_hours))
         names = {f"{r:g}": row_name(served_name(read_policy(nights[-1] / f"{at_ratio('policy', r)}.json")), r)
                  for r in sp.latency_ratios}
     for f in sp.static_fractions:                       # a static pool splits every VM, as Fig. 3 does

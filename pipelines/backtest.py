@@ -3,8 +3,9 @@
 Each night: the snapshot as of that day, then the stages `train_um`, `optimize` and `evaluate` run in process
 into the night's folder, as the nightly job runs them (the LI forest is trained on lab runs, not on the night,
 so the pipeline's `data/models/li` serves every night); the night's regret, the drift of the UM model's inputs
-and what `simulate` needs to replay the night are ``evaluation.backtest``'s. Runs go to the MLflow experiment
-``pond-backtest`` so they do not crowd the nightly one. The models are trained once, here; `simulate` only replays.
+and what `simulate` needs to replay the night are ``evaluation.backtest``'s. Once every night is done, the
+service's memory of the monitor's flags runs through them in time order (``evaluation.refusal``). Runs go to the
+MLflow experiment ``pond-backtest`` so they do not crowd the nightly one. The models are trained once, here; `simulate` only replays.
 With the local engine the nights run in ``engine.workers`` processes, a run of consecutive nights each
 (``pipelines.backtest_nights``): a night reads no other night's outputs, so the files are the same.
 """
@@ -24,6 +25,7 @@ from pond.core.errors import ConfigError
 from pond.core.params import Params
 from pond.core.tracking import BACKTEST, ensure_experiment
 from pond.evaluation import backtest as bt
+from pond.evaluation.refusal_nights import refusal_rows
 from pond.models.monitor_runtime import MonitorModel
 from pond.pipelines.backtest_nights import run_nights
 from pond.telemetry.atomic import AtomicDir, write_json
@@ -70,6 +72,10 @@ def run(params: Params, n_nights: int | None, raw_dir: Location, features_dir: P
         bt.scores_before(params.with_as_of(first), night, li_dir, read_alive(path, next_day(first)),
                          pd.read_parquet(night / "features" / "snapshot" / "workload_history.parquet"), raw_dir,
                          MonitorModel.load(monitor_dir))
+        done = [tmp / o.as_of for o in outcomes if o.row is not None]
+        rows = [r | m for r, m in zip(rows, refusal_rows(done, path, raw_dir, params.qos,
+                                                         params.features.counter_delay_s).to_dict("records"),
+                                      strict=True)]
         nights, fixed, admitted_pair = bt.with_fixed_regret(pd.DataFrame(rows), grids, admits)
         nights.to_csv(tmp / "nights.csv", index=False)
     plots_dir.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         holder = service.holder
+        await off_loop(service.flags.open)
         await off_loop(holder.refresh)
         if holder.engine is None:
             log.error("not ready: %s", holder.last_error)
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None, source: BundleSource | None = N
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         service.tally.flush()
+        service.flags.close()
         metrics.worker_exit()
         gc.unfreeze()                   # what settle_heap froze is freed as the process ends
 

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         os.environ[Settings.env_var(field)] = str(value)
     if settings.workers > 1:
         _multiprocess_metrics_dir()
+        if settings.qos_flags is None:      # the workers share the monitor's flags (serving.flag_memory)
+            os.environ[Settings.env_var("qos_flags")] = str(Path(tempfile.mkdtemp(prefix="pond-flags-")) / "flags.db")
     import uvicorn
 
     from pond.serving.protocol import PROTOCOL

@@ -16,6 +16,7 @@ import numpy as np
 from fastapi import Depends, HTTPException, Request
 
 from pond.serving.engine import Engine
+from pond.serving.flag_memory import FlagMemory
 from pond.serving.hot import PATH, Answers
 from pond.serving.observability import Metrics, Tally
 from pond.serving.reload import EngineHolder, NotReady
@@ -25,11 +26,13 @@ from pond.serving.settings import Settings
 
 @dataclass
 class Service:
-    """One app's settings, engine holder and metrics, and what the allocation routes count with them."""
+    """One app's settings, engine holder and metrics, what the allocation routes count with them, and the
+    memory of the QoS monitor's flags they refuse LI calls by."""
 
     settings: Settings
     holder: EngineHolder
     metrics: Metrics
+    flags: FlagMemory = field(init=False)
     tally: Tally = field(init=False)        # the single route's counts, added to ``metrics`` in bulk
     answers: Answers = field(init=False)    # the single route's answers, built once per request shape
     stages: dict[str, Any] = field(init=False)
@@ -39,7 +42,8 @@ class Service:
         self.stages = {k: self.metrics.stage.labels(k) for k in ("enrich", "infer", "decide")}
         self.decisions = {k: self.metrics.decisions.labels(k) for k in ("pool_only", "znuma", "local_only")}
         self.tally = Tally(self.metrics, PATH)
-        self.answers = Answers(allocation_row, self.tally, self.observe_stages)
+        self.flags = FlagMemory(self.settings.qos_flags, self.settings.qos_refusal_hours)
+        self.answers = Answers(allocation_row, self.tally, self.observe_stages, self.flags.refused)
 
     def engine(self) -> Engine:
         """The engine, read once per request; 503 while none is loaded."""
@@ -55,7 +59,11 @@ class Service:
     def decide(self, engine: Engine, cols: dict[str, list]) -> dict[str, np.ndarray]:
         """``Engine.allocate`` on a batch's columns, its stage times and decisions counted."""
         timings: dict[str, float] = {}
-        out = engine.allocate(cols, timings)
+        refused = None
+        if self.flags.until:
+            refused = np.fromiter(map(self.flags.refused, cols["customer_id"], cols["vm_type"]), dtype=bool,
+                                  count=len(cols["vm_type"]))
+        out = engine.allocate(cols, timings, refused)
         self.observe_stages(timings)
         for d, n in Counter(out["decision"].tolist()).items():
             self.decisions[d].inc(n)

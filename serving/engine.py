@@ -199,10 +199,12 @@ class Engine:
         return [*self.models.um_encoder.head_row(vm_type, vcpus, memory_gb, os, region, cluster_id),
                 *self.customer_rows[self.customer_index.get(customer_id, -1)]]
 
-    def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+    def allocate(self, cols: dict[str, list], timings: dict[str, float] | None = None,
+                 refused: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Decisions for request columns (``telemetry.request.columns_of``), validated upstream.
 
-        ``timings`` (if given) receives seconds spent to enrich, infer and decide.
+        ``timings`` (if given) receives seconds spent to enrich, infer and decide; ``refused``: per request,
+        no LI call (``serving.flag_memory``).
         """
         t0 = perf_counter()
         n = len(cols["vm_type"])
@@ -213,6 +215,8 @@ class Engine:
         mem = np.asarray(cols["memory_gb"], dtype=np.float64)
         raw, t1 = self._um_raw(cols, known, mem)
         t2 = perf_counter()
+        if refused is not None:
+            p = np.where(refused, NAN, p)
         out = decide(mem, has_history, p, raw, self.knobs)
         out.update(memory_gb=mem, p_insensitive=p, has_history=has_history, customer_history=known)
         if timings is not None:
@@ -250,11 +254,12 @@ class Engine:
         return raw, t1
 
     def allocate_one(self, customer_id: str, vm_type: str, vcpus: float, memory_gb: float, os: str, region: str,
-                     cluster_id: str | None = None, timings: dict[str, float] | None = None) -> dict[str, Any]:
+                     cluster_id: str | None = None, timings: dict[str, float] | None = None,
+                     refused: bool = False) -> dict[str, Any]:
         """``allocate`` for one request, with the same fields as Python scalars (validated upstream).
 
         ``timings`` (if given) receives seconds to enrich and decide, and to infer when the UM
-        model ran: its prediction is kept per distinct request (see ``um_cache``).
+        model ran: its prediction is kept per distinct request (see ``um_cache``). ``refused``: no LI call.
         """
         t0 = perf_counter()
         vcpus, memory_gb = float(vcpus), float(memory_gb)
@@ -276,7 +281,7 @@ class Engine:
         else:
             t1 = t2 = perf_counter()
         has_history = p is not None
-        p = p if has_history else NAN
+        p = p if has_history and not refused else NAN
         d = decide_one(memory_gb, has_history, p, raw, self.knob_floats)
         if timings is not None:
             timings.update(enrich=t1 - t0, decide=perf_counter() - t2)

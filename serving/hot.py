@@ -61,24 +61,26 @@ class Answers:
     the UM prediction, P(insensitive), the decision and the policy summary. VMs come in groups and
     customers repeat their sizes, so most requests find their shape here and cost a dict look-up and
     one concatenation; a new engine (a reload) starts afresh. ``row`` builds the response object
-    (``vm_id`` first) from ``Engine.allocate_one``'s output; ``stages`` receives its timings.
+    (``vm_id`` first) from ``Engine.allocate_one``'s output; ``stages`` receives its timings; ``refused``: whether
+    a customer and VM type get no LI call now (``serving.flag_memory``), which makes a shape of its own.
     """
 
     def __init__(self, row: Callable[[str, dict, Any], dict], tally: Tally,
-                 stages: Callable[[dict[str, float]], None]) -> None:
-        self.row, self.tally, self.stages = row, tally, stages
+                 stages: Callable[[dict[str, float]], None], refused: Callable[[str, str], bool]) -> None:
+        self.row, self.tally, self.stages, self.refused = row, tally, stages, refused
         self.engine: Any = None
         self.cache: dict[tuple, tuple[str, bytes]] = {}
 
     def json(self, engine: Any, fields: tuple) -> bytes:
         if engine is not self.engine:
             self.engine, self.cache = engine, {}
-        shape = fields[1:]
+        refused = self.refused(fields[1], fields[2])
+        shape = (*fields[1:], True) if refused else fields[1:]
         hit = self.cache.get(shape)
         tally = self.tally
         if hit is None:
             timings: dict[str, float] = {}
-            out = engine.allocate_one(*shape, timings)
+            out = engine.allocate_one(*fields[1:], timings, refused)
             self.stages(timings)
             tally.um_cache["miss" if "infer" in timings else "hit"] += 1
             hit = out["decision"], orjson.dumps(self.row("", out, engine))[_EMPTY_ID:]

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pond.models.policy import Policy
-from pond.telemetry.request import ID_MAX_LEN, MEMORY_GB_MAX, Number, VmRequest
+from pond.telemetry.request import ID_MAX_LEN, MEMORY_GB_MAX, Number, VmGroup, VmRequest
 
 Id = Field(min_length=1, max_length=ID_MAX_LEN)
 MAX_COUNTERS = 512              # the lab list has 134 events; a map beyond this is not a VM's counters
@@ -42,7 +42,8 @@ class Allocation(BaseModel):
     local_gb: float
     pool_gb: float
     znuma_gb: float
-    p_insensitive: float | None = Field(description="null without workload history (no LI prediction)")
+    p_insensitive: float | None = Field(description="null without workload history, or while the QoS monitor's flag "
+                                                    "refuses the LI call to the customer and VM type (no LI prediction)")
     untouched_fraction: float = Field(description="conservative untouched fraction after the policy's offset")
     has_history: bool = Field(description="workload history for (customer_id, vm_type, region) in the snapshot")
     customer_history: bool = Field(description="false: unknown customer, the UM model's no-history defaults")
@@ -77,7 +78,7 @@ class QosAllocation(BaseModel):
         return self
 
 
-class QosRequest(BaseModel):
+class QosRequest(VmGroup):
     model_config = ConfigDict(extra="forbid")
 
     vm_id: str = Id
@@ -99,6 +100,9 @@ class QosResponse(BaseModel):
                     "none (no spill_counters in its lab), and the LI model scores the counters as its fallback")
     threshold: float = Field(description="the probability at which the VM is flagged")
     model_version: str
+    li_refused_until: str | None = Field(default=None, description=(
+        "flagged on the pool with customer_id and vm_type given: until when (UTC, ISO 8601) their next VMs get no LI "
+        "call; null otherwise"))
 
 
 class ModelInfo(BaseModel):

@@ -81,6 +81,13 @@ class Settings(BaseSettings):
     read_timeout_s: float = Field(default=15.0, gt=0, description="a request must arrive whole within this (408)")
     qos_threshold: float = Field(default=0.5, gt=0, le=1,
                                  description="/v1/qos flags a VM when its probability of exceeding the PDM is at least this")
+    qos_refusal_hours: float = Field(default=168.0, ge=0, le=24 * 366, allow_inf_nan=False,
+                                     description="once /v1/qos flags a VM on the pool whose call names its customer_id "
+                                                 "and vm_type, their next VMs get no LI call (the UM split) for this "
+                                                 "many hours; 0 = never refused (qos.refusal_hours in the replay)")
+    qos_flags: Path | None = Field(default=None, description="a SQLite file the workers share their /v1/qos flags in "
+                                   "(and keep them over restarts); unset: each process's own, `pond serve --workers "
+                                   "N` makes one for its run")
     opentelemetry: bool = Field(default=False, description="FastAPI's native OpenTelemetry traces/metrics/logs")
 
     @classmethod

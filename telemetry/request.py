@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from pond.core.errors import ContractError
 
@@ -96,6 +96,25 @@ class VmRequest(BaseModel):
     os: str = _text(NAME_MAX_LEN, "guest OS, any value")
     region: str = _text(NAME_MAX_LEN, "any region")
     cluster_id: Annotated[str | None, Matched] = Field(default=None, min_length=1, max_length=ID_MAX_LEN)
+
+
+class VmGroup(BaseModel):
+    """A running VM's customer and VM type by ``VmRequest``'s rules, both or neither: what the QoS monitor's flags are
+    remembered by (``serving.flag_memory``)."""
+
+    customer_id: Annotated[str | None, Matched] = Field(
+        default=None, min_length=1, max_length=ID_MAX_LEN, pattern=r"\S",
+        description="with vm_type: a flag refuses the LI call to their next VMs (POND_QOS_REFUSAL_HOURS); null: the "
+                    "flag is not remembered")
+    vm_type: str | None = Field(default=None, min_length=1, max_length=VM_TYPE_MAX_LEN, pattern=r"\S",
+                                description="the VM's type, as in its allocation request")
+
+    @model_validator(mode="after")
+    def _both(self) -> VmGroup:
+        if (self.customer_id is None) != (self.vm_type is None):
+            missing = "vm_type" if self.vm_type is None else "customer_id"
+            raise ValueError(f"{missing} is missing: give customer_id and vm_type together, or neither")
+        return self
 
 
 # (field, limit, stripped first): VmRequest's text fields that must hold a character that is not space

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 from starlette.responses import Response
@@ -17,15 +18,22 @@ router = APIRouter()
 @router.post("/v1/qos", response_model=QosResponse, summary="Check a running VM against the PDM",
              description="The QoS monitor: from a VM's counters and the allocation they were counted under, the "
                          "probability that it runs slower than the PDM allows, and `reconfigure_local` when it is "
-                         "flagged with memory on the pool. Counters without `allocation` are refused with a 422.")
-def qos(req: QosRequest, eng: CurrentEngine) -> Response:
-    """Plain ``def``: FastAPI's thread pool runs it, and ONNX Runtime releases the GIL."""
+                         "flagged with memory on the pool. Counters without `allocation` are refused with a 422. "
+                         "With `customer_id` and `vm_type`, a flag refuses the LI call to their next VMs for "
+                         "`POND_QOS_REFUSAL_HOURS` (`li_refused_until`).")
+def qos(req: QosRequest, eng: CurrentEngine, svc: ServiceDep) -> Response:
+    """Plain ``def``: FastAPI's thread pool runs it, and ONNX Runtime releases the GIL. A VM flagged on the pool
+    whose call names its customer and VM type is remembered (``serving.flag_memory``)."""
     a = req.allocation
     v = eng.qos(req.counters, a.memory_gb, a.pool_gb, a.latency_ratio)
     act = v.exceeds and a.pool_gb > 0
+    until = None
+    if act and req.customer_id is not None and req.vm_type is not None and svc.flags.enabled:
+        t = svc.flags.remember(req.customer_id, req.vm_type)
+        until = datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
     return json_response({"vm_id": req.vm_id, "p_exceeds_pdm": v.p, "exceeds_pdm": v.exceeds,
                           "action": "reconfigure_local" if act else "none", "pdm": v.pdm, "monitor": v.monitor,
-                          "threshold": v.threshold, "model_version": eng.version})
+                          "threshold": v.threshold, "model_version": eng.version, "li_refused_until": until})
 
 
 @router.get("/v1/model", response_model=ModelInfo, summary="What is served",

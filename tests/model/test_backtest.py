@@ -167,3 +167,48 @@ def test_nights_run_in_processes_give_what_one_process_gives(small_raw, small_bu
     runs = mlflow.search_runs([mlflow.get_experiment_by_name("pond-backtest").experiment_id])
     pids = runs["tags.pond.pid"].value_counts()       # each night's UM run: 3 from here, then 2 and 1 from two others
     assert pids.get(str(os.getpid())) == 3 and sorted(pids.drop(str(os.getpid())).tolist()) == [1, 2]
+
+
+def test_the_services_memory_of_flags_runs_through_the_nights_and_without_it_each_night_is_its_own(
+        small_backtest, small_raw, small_bundle):
+    from pond.core.params import QosParams
+    from pond.evaluation.refusal_nights import refusal_rows
+
+    nights = pd.read_csv(small_backtest / "nights.csv")
+    dirs = [small_backtest / n for n in nights.as_of]
+    off = refusal_rows(dirs, small_bundle / "features" / "vm_features.parquet", small_raw, QosParams(refusal_hours=0),
+                       3600)
+    assert (off.refused_calls == 0).all()
+    assert off.realized_unmitigated_refusing.tolist() == nights.realized_unmitigated.tolist()
+    assert off.realized_pool_refusing.tolist() == nights.realized_pool.tolist()
+    assert off.served_unmitigated_refusing.tolist() == nights.served_unmitigated.tolist()
+    assert off.mitigations_refusing.tolist() == nights.mitigations.tolist()
+    # the stage's own (qos.refusal_hours): a refused call keeps at most the pool its LI call had
+    assert (nights.realized_pool_refusing <= nights.realized_pool + 1e-12).all()
+    assert (nights.refused_calls >= 0).all() and nights.refused_calls.notna().all()
+    m = json.loads((small_backtest.parent / "backtest.json").read_text())
+    assert m["refusing"]["nights_within_budget"] == int((nights.realized_unmitigated_refusing <= nights.budget).sum())
+
+
+def test_with_the_memory_every_candidate_pair_refuses_by_its_own_flags_and_the_chosen_one_is_what_the_stage_realized(
+        small_backtest, small_raw, small_bundle):
+    from pond.core.params import QosParams
+    from pond.evaluation.backtest import night_regret
+    from pond.evaluation.refusal_nights import refusing_grids
+    from pond.models.policy import read_policy
+
+    nights = pd.read_csv(small_backtest / "nights.csv")
+    dirs = [small_backtest / n for n in nights.as_of]
+    args = (small_bundle / "li", small_bundle / "features" / "vm_features.parquet")
+    off, _ = refusing_grids(dirs, *args, QosParams(refusal_hours=0), 3600)
+    for d, (pool, left) in zip(dirs, off, strict=True):   # no memory: night_regret's own grids
+        _, p0, l0, _ = night_regret(read_policy(d / "policy.json"), args[0], d / "um",
+                                    d / "evaluation" / "decisions.parquet", QosParams())
+        assert (pool == p0).all() and (left == l0).all()
+    grids, chosen = refusing_grids(dirs, *args, QosParams(), 3600)
+    assert [float(g[0][c]) for g, c in zip(grids, chosen, strict=True)] == pytest.approx(
+        nights.realized_pool_refusing.tolist(), abs=1e-9)
+    assert [float(g[1][c]) for g, c in zip(grids, chosen, strict=True)] == pytest.approx(
+        nights.realized_unmitigated_refusing.tolist(), abs=1e-9)
+    for (pool, _), (p0, _) in zip(grids, off, strict=True):   # a refused call keeps at most its LI call's pool
+        assert (pool <= p0 + 1e-12).all() and (pool[0] == p0[0]).all()    # LI off: nothing to refuse

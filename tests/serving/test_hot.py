@@ -16,7 +16,7 @@ from tests.serving.conftest import request_of
 
 def _answers(metrics: Metrics | None = None) -> tuple[Answers, Tally, list]:
     tally, seen = Tally(metrics or Metrics(), "/v1/allocations"), []
-    return Answers(allocation_row, tally, seen.append), tally, seen
+    return Answers(allocation_row, tally, seen.append, lambda customer, vm_type: False), tally, seen
 
 
 def test_answers_are_the_engines_byte_for_byte_and_built_once_per_shape(engine, next_day_vms):
