@@ -72,6 +72,32 @@ def test_fallback_before_the_first_night_and_decisions_as_the_night_made_them(sm
     assert np.array_equal(decisions[("combined", 2.22)]["pool_gb"][idx], own["pool_gb"])
 
 
+def test_each_policy_row_refuses_the_li_call_by_its_own_flags_as_the_service_does(small_raw, small_backtest):
+    from pond.evaluation.refusal import group_of, refused_calls
+
+    vms = read_tables(small_raw, ["vms"])["vms"].sort_values("vm_id", kind="stable").reset_index(drop=True)
+    nights = replay.backtest_nights(small_backtest)
+    first = pd.Timestamp(nights[0].name, tz="UTC") + pd.Timedelta(days=1)
+    in_window = (vms.created_at >= first).to_numpy() & (vms.created_at < first + pd.Timedelta(days=2)).to_numpy()
+    start = (vms.created_at - first).dt.total_seconds().to_numpy()
+    plain, _, scored, before = replay.nightly_policies(vms, in_window, nights, (1.82, 2.22))
+    held, _, _, _ = replay.nightly_policies(vms, in_window, nights, (1.82, 2.22), (),
+                                            replay.Refusal(start, 3600.0, 168 * 3600.0))
+    decided, group = scored | before, group_of(vms.customer_id, vms.vm_type)
+    refused_any = 0
+    for key, d in plain.items():
+        expected = np.zeros(len(vms), bool)
+        expected[decided] = refused_calls(group[decided], start[decided], d["li_called"][decided],
+                                          d["seen_slowed"][decided], 3600.0, 168 * 3600.0) & d["li_called"][decided]
+        h = held[key]
+        assert not h["li_called"][expected].any(), key          # a refused call is no call
+        assert np.array_equal(h["li_called"], d["li_called"] & ~expected), key
+        assert (h["pool_gb"] <= d["pool_gb"] + 1e-9).all(), key  # and keeps at most its LI call's pool
+        assert np.array_equal(h["seen_slowed"], d["seen_slowed"]), key   # the monitor's flags, not the decision's
+        refused_any += int(expected.sum())
+    assert refused_any > 0
+
+
 def test_sizing_adds_up(sim):
     wd, m = sim
     by_cluster = pd.read_csv(wd / "out" / "sizing_by_cluster.csv")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -74,6 +75,51 @@ def test_two_workers_share_the_port_reload_and_sum_their_metrics(small_bundle, t
         reloads = httpx.get(f"{base}/metrics").text
         loaded = sum(float(v) for v in re.findall(r'^pond_reloads_total{outcome="loaded"} (\S+)$', reloads, re.MULTILINE))
         assert loaded == 4                    # each worker: its first load, then the new bundle
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_flag_one_worker_answered_refuses_the_li_call_on_every_worker(small_bundle, small_raw, tmp_path,
+                                                                        next_day_vms):
+    from pond.serving.engine import Engine
+    from tests.serving.conftest import bundle_paths
+    from tests.serving.test_flag_memory import _flagged_counters, _li_call
+
+    policy = json.loads((small_bundle / "policy.json").read_text())
+    policy["serve"] = {"policy": "combined", "pool_cap": None}       # the small fleet's own serves UM only
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    paths = bundle_paths(small_bundle)
+    engine = Engine.load(dataclasses.replace(paths, policy=tmp_path / "policy.json"))
+    row = _li_call(engine, next_day_vms)
+    req, flagged = request_of(row), _flagged_counters(small_raw, engine)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port), "--workers", "2",
+           "--policy", str(tmp_path / "policy.json"), "--li", str(paths.li_dir), "--um", str(paths.um_dir),
+           "--snapshot", str(paths.snapshot_dir)]
+    env = {**os.environ, "POND_RELOAD_INTERVAL_S": "0", "POND_MONITOR_DIR": str(paths.monitor_dir),
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}
+    env.pop("POND_QOS_FLAGS", None)                                   # pond serve makes the workers' file
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=(tmp_path / "serve.log").open("w"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.3)
+        time.sleep(2.0)                       # the second worker may still be warming up
+        assert {httpx.post(f"{base}/v1/allocations", json=req).json()["decision"] for _ in range(20)} == {"pool_only"}
+        r = httpx.post(f"{base}/v1/qos", json={**flagged, "customer_id": row.customer_id, "vm_type": row.vm_type})
+        assert r.json()["li_refused_until"] is not None
+        time.sleep(1.5)                       # the other worker reads the file at most a second later
+        got = [httpx.post(f"{base}/v1/allocations", json=req).json() for _ in range(30)]   # fresh connections
+        assert {a["p_insensitive"] for a in got} == {None} and "pool_only" not in {a["decision"] for a in got}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
