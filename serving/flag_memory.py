@@ -13,6 +13,7 @@ workers when it is unset) every worker writes its flags there and reads the othe
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REFRESH_S = 1.0     # a flag another worker wrote is seen this much later at most
+log = logging.getLogger("pond.serving")
 
 
 class FlagMemory:
@@ -61,9 +63,13 @@ class FlagMemory:
         key = (customer_id, vm_type)
         with self._lock:
             if self._conn is not None:
-                self._conn.execute("INSERT INTO flags VALUES (?, ?, ?) ON CONFLICT (customer_id, vm_type) "
-                                   "DO UPDATE SET until = max(until, excluded.until)", (*key, until))
-            self.until[key] = max(self.until.get(key, until), until)
+                try:
+                    self._conn.execute("INSERT INTO flags VALUES (?, ?, ?) ON CONFLICT (customer_id, vm_type) "
+                                       "DO UPDATE SET until = max(until, excluded.until)", (*key, until))
+                except sqlite3.Error as exc:    # this worker still refuses; the others learn of it when it heals
+                    log.warning("POND_QOS_FLAGS %s: could not share a flag (%s); this worker keeps it. Fix: a "
+                                "writable file on a local disk", self.path, exc)
+            self.until = {**self.until, key: max(self.until.get(key, until), until)}
             return self.until[key]
 
     def refused(self, customer_id: str, vm_type: str) -> bool:
@@ -82,9 +88,15 @@ class FlagMemory:
         with self._lock:
             if self._conn is None:
                 return
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if force or version != self._version:
-                self._version = version
-                rows = self._conn.execute("SELECT customer_id, vm_type, until FROM flags WHERE until > ?",
-                                          (self.clock(),)).fetchall()
-                self.until = {(c, v): u for c, v, u in rows}
+            try:
+                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                if force or version != self._version:
+                    rows = self._conn.execute("SELECT customer_id, vm_type, until FROM flags WHERE until > ?",
+                                              (self.clock(),)).fetchall()
+                    self._version = version
+                    mine = {k: u for k, u in self.until.items() if u > self.clock()}   # what the file may lack
+                    got = {(c, v): u for c, v, u in rows}
+                    self.until = {**mine, **{k: max(u, mine.get(k, u)) for k, u in got.items()}}
+            except sqlite3.Error as exc:        # the allocation routes keep answering with what this worker knows
+                log.warning("POND_QOS_FLAGS %s: could not read the workers' flags (%s); this worker's own still "
+                            "refuse", self.path, exc)

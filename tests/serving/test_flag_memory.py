@@ -119,3 +119,18 @@ def test_a_flag_on_v1_qos_refuses_the_li_call_to_the_customer_and_vm_type(small_
         r = c.post("/v1/qos", json={**flagged, "customer_id": row.customer_id, "vm_type": row.vm_type}).json()
         assert r["action"] == "reconfigure_local" and r["li_refused_until"] is None
         assert c.post("/v1/allocations", json=req).json() == before
+
+
+def test_a_shared_file_that_fails_leaves_each_worker_its_own_flags_and_no_error(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(flag_memory, "REFRESH_S", 0.0)
+    clock = Clock()
+    m = FlagMemory(tmp_path / "flags.db", 1.0, clock)
+    m.open()
+    m.remember("c1", "D4")
+    m._conn.close()                     # the file goes away under the worker (a disk error, a removed volume)
+    assert m.refused("c1", "D4")        # read: logged, the flags it knows still refuse
+    m.remember("c2", "D8")              # write: logged, kept
+    assert m.refused("c2", "D8") and not m.refused("c3", "D4")
+    assert "could not share a flag" in caplog.text and "could not read the workers' flags" in caplog.text
+    clock.t += 3601
+    assert not m.refused("c2", "D8")
