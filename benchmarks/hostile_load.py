@@ -19,8 +19,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -31,14 +29,9 @@ import httpx
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.serving import ROOT, free_port, start_server
+
 MB = 2 ** 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rss_kb(pid: int, field: str) -> int:
@@ -126,23 +119,12 @@ def main() -> int:
     requests = pd.read_parquet(paths[3] / "request_shapes.parquet").head(1)
     good = {"vm_id": "good-1", **{k: (None if pd.isna(v) else v) for k, v in requests.iloc[0].items() if k != "vms"}}
     good["vcpus"], good["memory_gb"] = int(good["vcpus"]), float(good["memory_gb"])
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "pond.pipelines", "serve", "--port", str(port), "--policy", str(paths[0]),
            "--li", str(paths[1]), "--um", str(paths[2]), "--snapshot", str(paths[3])]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "POND_RELOAD_INTERVAL_S": "0"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    proc = start_server(cmd, {**os.environ, "POND_RELOAD_INTERVAL_S": "0"}, f"{base}/readyz", timeout=90)
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise SystemExit("the service did not start")
-            time.sleep(0.2)
         quiet, _ = _good_latencies(base, good, min(3.0, args.seconds))
         rss0 = _rss_kb(proc.pid, "VmRSS")
         ctx = multiprocessing.get_context("spawn")

@@ -140,7 +140,9 @@ def in_process(engine: Engine, vms: pd.DataFrame, repeats: int = 3) -> dict:
                       "decisions_per_s": round(100_000 / batch_s), "target_decisions_per_s": 100_000}}
 
 
-def _start(cmd: list[str], env: dict, ready_url: str, timeout: float = 180) -> subprocess.Popen:
+def start_server(cmd: list[str], env: dict, ready_url: str, timeout: float = 180) -> subprocess.Popen:
+    """``cmd`` run from the repository with ``env``, returned once ``ready_url`` answers 200 (and its workers are
+    warm); its log goes to a temp file, whose end a failure quotes."""
     log = tempfile.TemporaryFile("w+")   # noqa: SIM115  the server's log, read until it stops
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + timeout
@@ -250,7 +252,7 @@ def main() -> None:
 
     def start(name: str, cmd: list[str], ready: str) -> str:
         port = free_port()
-        servers[name] = _start([*cmd, "--port", str(port)], env, f"http://127.0.0.1:{port}{ready}")
+        servers[name] = start_server([*cmd, "--port", str(port)], env, f"http://127.0.0.1:{port}{ready}")
         return f"http://127.0.0.1:{port}"
 
     def stop(name: str) -> None:
@@ -300,9 +302,9 @@ def main() -> None:
     history = pd.read_parquet(PATHS.snapshot_dir / "workload_history.parquet")
     rows = vms[list(KEY)].merge(history, on=list(KEY)).reindex(columns=policy.li.features)
     port = free_port()
-    peer = _start([sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local",
-                   "-p", str(port), "-w", "1"], {**env, "MLFLOW_TRACKING_URI": tracking},
-                  f"http://127.0.0.1:{port}/ping")
+    peer = start_server([sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local",
+                         "-p", str(port), "-w", "1"], {**env, "MLFLOW_TRACKING_URI": tracking},
+                        f"http://127.0.0.1:{port}/ping")
     try:
         cols = list(rows.columns)
         data = rows.astype(float).to_numpy()
